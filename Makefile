@@ -1,0 +1,30 @@
+# natsbroker: `make run` serves on 4222 (monitoring 8222, store ./data); `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+
+# Reinstall whenever the package metadata changes; editable so edits are live.
+$(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/natsbroker -p 4222 -m 8222 -sd ./data
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python -m tools.bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

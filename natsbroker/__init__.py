@@ -1,0 +1,7 @@
+"""natsbroker: a NATS-compatible message broker on Twisted."""
+
+__version__ = "0.1.0"
+
+# The nats-server version announced in INFO and /varz: clients gate features on
+# it, so it names the nats-server release whose behaviour we follow.
+COMPAT_VERSION = "2.11.0"

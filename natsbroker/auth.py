@@ -1,0 +1,109 @@
+"""Client authentication (user/password, bcrypt hashes, tokens) and permissions.
+
+Passwords starting with ``$2`` are bcrypt hashes, as in nats-server; anything
+else is compared in constant time.
+"""
+
+import hmac
+
+import bcrypt
+
+from natsbroker.subjects import subject_matches
+
+
+def _password_ok(stored, given):
+    if stored is None:
+        return given in (None, "")
+    if given is None:
+        return False
+    if stored.startswith("$2"):
+        try:
+            return bcrypt.checkpw(given.encode(), stored.encode())
+        except ValueError:
+            return False
+    return hmac.compare_digest(stored.encode(), given.encode())
+
+
+class ResolvedPermissions:
+    """A user's permissions as bytes patterns, with a per-subject decision cache."""
+
+    __slots__ = ("pub_allow", "pub_deny", "sub_allow", "sub_deny",
+                 "allow_responses", "_pub_cache")
+
+    def __init__(self, perms):
+        def pats(p, which):
+            if p is None:
+                return None
+            lst = getattr(p, which)
+            if which == "allow" and not lst:
+                return None  # empty allow list: everything allowed
+            return [s.encode() for s in lst]
+
+        self.pub_allow = pats(perms.publish, "allow")
+        self.pub_deny = pats(perms.publish, "deny") or None
+        self.sub_allow = pats(perms.subscribe, "allow")
+        self.sub_deny = pats(perms.subscribe, "deny") or None
+        self.allow_responses = perms.allow_responses
+        self._pub_cache = {}
+
+    def can_publish(self, subject):
+        r = self._pub_cache.get(subject)
+        if r is None:
+            r = _allowed(self.pub_allow, self.pub_deny, subject)
+            if len(self._pub_cache) > 1024:
+                self._pub_cache.clear()
+            self._pub_cache[subject] = r
+        return r
+
+    def can_subscribe(self, subject):
+        # Patterns match the subscription's tokens literally, as nats-server's
+        # permission sublist does (so "foo.*" allows SUB "foo.>").
+        return _allowed(self.sub_allow, self.sub_deny, subject)
+
+
+def _allowed(allow, deny, subject):
+    if allow is not None and not any(subject_matches(p, subject) for p in allow):
+        return False
+    if deny is not None and any(subject_matches(p, subject) for p in deny):
+        return False
+    return True
+
+
+class Authenticator:
+    """Decides whether a CONNECT may in, and with which identity and permissions."""
+
+    def __init__(self, config):
+        self.config = config
+        a = config.authorization
+        self.required = a.enabled
+        self._users = {u.user: u for u in a.users}
+
+    def authenticate(self, opts):
+        """``(ok, user_name, ResolvedPermissions|None)`` for CONNECT options."""
+        a = self.config.authorization
+        if not self.required:
+            return True, None, None
+        if a.token:
+            if opts.auth_token is not None and hmac.compare_digest(
+                    a.token.encode(), opts.auth_token.encode()):
+                return True, None, _resolve(a.permissions)
+            return False, None, None
+        if a.user and opts.user == a.user:
+            if _password_ok(a.password, opts.password):
+                return True, a.user, _resolve(a.permissions)
+            return False, None, None
+        name = opts.user
+        if name is None and not opts.auth_token and self.config.no_auth_user:
+            name = self.config.no_auth_user
+            u = self._users.get(name)
+            if u is not None:
+                return True, name, _resolve(u.permissions)
+            return False, None, None
+        u = self._users.get(name)
+        if u is not None and _password_ok(u.password, opts.password):
+            return True, name, _resolve(u.permissions)
+        return False, None, None
+
+
+def _resolve(perms):
+    return ResolvedPermissions(perms) if perms is not None else None

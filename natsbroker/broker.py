@@ -1,0 +1,258 @@
+"""The Broker: connections, the Sublist, message routing and the plugin registry.
+
+Routing is the hot path (PUB -> MSG): one cached Sublist match, then one
+``deliver`` per subscription, each of which appends a ready frame to the
+subscriber's output list. Output is written once per reactor turn: the
+protocol flushes after each read, and internal publishes schedule one flush.
+"""
+
+import base64
+import itertools
+import os
+import time
+
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from natsbroker import __version__, COMPAT_VERSION
+from natsbroker.interfaces import IBroker, IMessageSink
+from natsbroker.protocol import wire
+from natsbroker.subjects import Subscription, Sublist, subject_matches
+
+log = Logger()
+
+# The no-responders status nats-server sends back to a requester.
+_NO_RESPONDERS = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
+
+
+def new_server_id():
+    """A server id shaped like nats-server's: 'N' + 55 base32 characters."""
+    raw = base64.b32encode(os.urandom(35)).decode()
+    return "N" + raw[:55]
+
+
+class Stats:
+    __slots__ = ("in_msgs", "in_bytes", "out_msgs", "out_bytes",
+                 "slow_consumers", "stale_connections", "total_connections")
+
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+
+@implementer(IMessageSink)
+class InternalSink:
+    """Delivers to a plugin's callback: the owner of internal subscriptions."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def deliver(self, sub, subject, reply, hdr_len, raw):
+        self.callback(sub, subject, reply, hdr_len, raw)
+
+
+@implementer(IBroker)
+class Broker:
+    """Shared state of one server; plugins see it through IBroker."""
+
+    def __init__(self, config, reactor=None):
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.config = config
+        self.server_id = new_server_id()
+        self.server_name = config.server_name or self.server_id
+        self.sublist = Sublist()
+        self.stats = Stats()
+        self.start_time = time.time()
+        self._clients = {}
+        self._cids = itertools.count(1)
+        self._info_extra = {}
+        self.monitor_endpoints = {}
+        self._plugins = []
+        self._by_name = {}
+        self._dirty = []
+        self._flush_call = None
+        self._depth = 0
+        self._internal_sids = itertools.count(1)
+        self.shutting_down = False
+        # Where clients reach us; filled in by the server once listening.
+        self.port = config.port
+        self.host = config.host
+
+    # -- plugins ---------------------------------------------------------
+
+    def add_plugin(self, plugin):
+        self._plugins.append(plugin)
+        self._by_name[plugin.name] = plugin
+
+    @property
+    def plugins(self):
+        return tuple(self._plugins)
+
+    def plugin(self, name):
+        return self._by_name.get(name)
+
+    def providers(self, iface):
+        return [p for p in self._plugins if iface.providedBy(p)]
+
+    # -- clients ---------------------------------------------------------
+
+    def next_cid(self):
+        return next(self._cids)
+
+    def register(self, client):
+        self._clients[client.cid] = client
+        self.stats.total_connections += 1
+
+    def unregister(self, client):
+        self._clients.pop(client.cid, None)
+
+    def clients(self):
+        return self._clients.values()
+
+    @property
+    def num_clients(self):
+        return len(self._clients)
+
+    def add_info_field(self, key, value):
+        self._info_extra[key] = value
+
+    def add_monitor_endpoint(self, path, handler):
+        self.monitor_endpoints[path.strip("/")] = handler
+
+    def info_fields(self, client=None):
+        """INFO for a new client, fields in nats-server's order."""
+        cfg = self.config
+        fields = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": COMPAT_VERSION,
+            "proto": 1,
+            "host": self.host,
+            "port": self.port,
+            "headers": True,
+        }
+        if cfg.authorization.enabled:
+            fields["auth_required"] = True
+        fields["max_payload"] = cfg.max_payload
+        fields.update(self._info_extra)
+        if client is not None:
+            fields["client_id"] = client.cid
+            fields["client_ip"] = client.host
+        return fields
+
+    # -- routing ---------------------------------------------------------
+
+    def route(self, source, subject, reply, hdr_len, raw):
+        psubs, qgroups = self.sublist.match(subject)
+        if not psubs and not qgroups:
+            if reply and source is not None and source.no_responders:
+                self._no_responders(source, subject, reply)
+            return 0
+        n = 0
+        no_echo = source is not None and not source.echo
+        for sub in psubs:
+            owner = sub.owner
+            if no_echo and owner is source:
+                continue
+            owner.deliver(sub, subject, reply, hdr_len, raw)
+            n += 1
+        for group in qgroups:
+            sub = self._pick(group, source if no_echo else None)
+            if sub is not None:
+                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+                n += 1
+        if n:
+            self.stats.out_msgs += n
+            self.stats.out_bytes += n * len(raw)
+        return n
+
+    _rr = 0
+
+    def _pick(self, group, skip_owner):
+        # Rotate through members so each gets an even share.
+        size = len(group)
+        self._rr += 1
+        start = self._rr % size
+        for i in range(size):
+            sub = group[(start + i) % size]
+            if skip_owner is None or sub.owner is not skip_owner:
+                return sub
+        return None
+
+    def _no_responders(self, source, subject, reply):
+        # Only the requester's own subscription to its reply subject gets it.
+        for sub in source.subs.values():
+            if subject_matches(sub.subject, reply):
+                raw = _NO_RESPONDERS % subject
+                source.deliver(sub, reply, None, len(raw), raw)
+                return
+
+    # -- output ----------------------------------------------------------
+
+    def mark_dirty(self, client):
+        self._dirty.append(client)
+        if self._depth == 0 and self._flush_call is None:
+            self._flush_call = self.reactor.callLater(0, self._scheduled_flush)
+
+    def _scheduled_flush(self):
+        self._flush_call = None
+        self.flush()
+
+    def begin(self):
+        """Enter a batch (a read being processed): flushes wait for :meth:`end`."""
+        self._depth += 1
+
+    def end(self):
+        self._depth -= 1
+        if self._depth == 0:
+            self.flush()
+
+    def flush(self):
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = []
+        for client in dirty:
+            client.flush()
+
+    # -- internal pub/sub (the plugin API) --------------------------------
+
+    def publish(self, subject, payload, reply=None, headers=None):
+        subject = _b(subject)
+        reply = _b(reply) if reply else None
+        payload = _b(payload)
+        if headers is None:
+            hdr_len, raw = 0, payload
+        else:
+            block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
+            hdr_len, raw = len(block), block + payload
+        return self.route(None, subject, reply, hdr_len, raw)
+
+    def subscribe(self, subject, callback, queue=None):
+        sid = b"i%d" % next(self._internal_sids)
+        sub = Subscription(_b(subject), sid, InternalSink(callback),
+                           _b(queue) if queue else None)
+        self.sublist.insert(sub)
+        return sub
+
+    def unsubscribe(self, sub):
+        if not sub.closed:
+            sub.closed = True
+            self.sublist.remove(sub)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def varz_version(self):
+        return __version__
+
+
+def _b(v):
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    return str(v).encode()

@@ -1,0 +1,163 @@
+"""The plugin API: the contracts between the broker and its plugins.
+
+Every feature above the wire protocol is a plugin, the built-in ones included
+(core pub/sub, JetStream, KV, Object Store, change feeds), and built-in plugins
+use nothing but what is declared here. A third-party plugin can therefore do
+anything a built-in one does.
+
+A plugin is an object providing :class:`IBrokerPlugin`. It is found either
+through Twisted's plugin system in the ``plugins`` drop-in package (a module in
+``plugins/`` that exposes plugin objects at module level, like
+``twisted/plugins``), or named in the configuration as ``module:object``.
+
+On top of :class:`IBrokerPlugin`, a plugin may provide:
+
+* :class:`IClientOps` to handle protocol ops from clients (this is how PUB,
+  HPUB, SUB and UNSUB reach the core pub/sub plugin);
+* :class:`IClientObserver` to hear about clients connecting and leaving.
+
+Plugins talk to the broker through :class:`IBroker`. Messages are routed by
+subject; a plugin that wants messages subscribes exactly as a client would
+(like nats-server's internal system clients), so nothing in the core knows
+about ``$JS.`` or any other plugin's subjects.
+
+Types used throughout: subjects, reply subjects, sids and payloads are
+``bytes``. A message with headers travels as ``(hdr_len, raw)``: ``raw`` is the
+``NATS/1.0`` header block immediately followed by the payload, ``hdr_len`` the
+length of the header block (0 when there are no headers).
+"""
+
+from zope.interface import Attribute, Interface
+
+
+class IBrokerPlugin(Interface):
+    """A unit of broker functionality, started and stopped with the server."""
+
+    name = Attribute("Short unique name, e.g. ``'pubsub'`` or ``'jetstream'``.")
+
+    def start(broker):
+        """Start the plugin; ``broker`` provides :class:`IBroker`.
+
+        May return a Deferred; the server accepts clients only after every
+        plugin's start has finished.
+        """
+
+    def stop():
+        """Stop the plugin (server shutdown). May return a Deferred."""
+
+
+class IClientOps(Interface):
+    """A plugin that handles protocol ops sent by clients."""
+
+    def client_ops(client):
+        """Return ``{op_code: handler}`` for one new connection.
+
+        ``op_code`` is an ``OP_*`` constant of :mod:`natsbroker.protocol.parser`;
+        ``handler(op)`` receives the parser's op tuple. Called once per
+        connection, so handlers can be methods bound to per-connection state;
+        the connection builds its dispatch table from these once.
+        """
+
+
+class IClientObserver(Interface):
+    """A plugin that wants to know when clients come and go."""
+
+    def client_connected(client):
+        """``client`` (an :class:`IClient`) has sent a valid CONNECT."""
+
+    def client_closed(client):
+        """``client`` has disconnected; drop everything held for it."""
+
+
+class IMessageSink(Interface):
+    """Whatever a subscription delivers to: a client or an internal subscriber."""
+
+    def deliver(sub, subject, reply, hdr_len, raw):
+        """Deliver one message matched by ``sub`` (a Subscription)."""
+
+
+class IClient(IMessageSink):
+    """A client connection as plugins see it."""
+
+    cid = Attribute("Server-assigned client id (int), as in INFO's client_id.")
+    opts = Attribute("The CONNECT options (a ConnectOptions).")
+    subs = Attribute("``{sid: Subscription}`` of this client's subscriptions.")
+    user = Attribute("The authenticated user name, or ``None``.")
+    permissions = Attribute("The user's ResolvedPermissions, or ``None``.")
+    verbose = Attribute("True when the client asked for ``+OK`` acknowledgements.")
+    host = Attribute("Peer address.")
+    port = Attribute("Peer port.")
+
+    def send(data):
+        """Queue raw protocol bytes for this client (flushed once per turn)."""
+
+    def send_ok():
+        """Send ``+OK`` if the client is verbose."""
+
+    def send_err(message, close=False):
+        """Send ``-ERR 'message'``; with ``close`` the connection is closed."""
+
+    def close(reason):
+        """Close the connection (``reason`` appears in /connz as nats-server's reasons do)."""
+
+
+class IBroker(Interface):
+    """What the broker offers to plugins."""
+
+    reactor = Attribute("The Twisted reactor (or a Clock in tests): use it for timers.")
+    config = Attribute("The ServerConfig.")
+    server_id = Attribute("This server's id (as in INFO).")
+    server_name = Attribute("This server's name.")
+    sublist = Attribute("The Sublist: ``insert(sub)``, ``remove(sub)``, ``match(subject)``.")
+    stats = Attribute("Counters: in_msgs, in_bytes, out_msgs, out_bytes, slow_consumers.")
+
+    def route(source, subject, reply, hdr_len, raw):
+        """Deliver a message to every interested subscription.
+
+        ``source`` is the publishing IClient (or ``None`` for an internal
+        publish); it decides echo and no-responders behaviour. Returns the
+        number of subscriptions the message was delivered to.
+        """
+
+    def publish(subject, payload, reply=None, headers=None):
+        """Publish a message from inside the server.
+
+        ``headers`` is ``None``, a ready ``NATS/1.0`` block (bytes), or a
+        mapping / list of ``(name, value)`` pairs.
+        """
+
+    def subscribe(subject, callback, queue=None):
+        """Subscribe internally; returns the Subscription.
+
+        ``callback(sub, subject, reply, hdr_len, raw)`` is called for every
+        matching message, within the reactor thread.
+        """
+
+    def unsubscribe(sub):
+        """Remove a subscription made with :meth:`subscribe`."""
+
+    def add_info_field(key, value):
+        """Add ``key: value`` to the INFO sent to every new client."""
+
+    def add_monitor_endpoint(path, handler):
+        """Serve ``handler(request) -> dict`` as JSON at ``/path`` on the monitoring port."""
+
+    def clients():
+        """The connected clients, an iterable of IClient."""
+
+    def plugin(name):
+        """The started plugin called ``name``, or ``None``."""
+
+
+class IBrokerPluginFactory(Interface):
+    """What the ``plugins`` drop-in package exposes: makes a plugin per server.
+
+    Discovery finds factories, not plugins, so that every server in a process
+    (tests run many) gets its own plugin instance.
+    """
+
+    name = Attribute("The plugin's name.")
+    order = Attribute("Start order (lower first); the core pub/sub plugin is 0.")
+
+    def make_plugin(config):
+        """Return an :class:`IBrokerPlugin` for ``config``, or ``None`` if disabled."""

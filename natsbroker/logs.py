@@ -1,0 +1,50 @@
+"""Log output in nats-server's line format: ``[pid] date time [INF] message``.
+
+Operators' tooling (and client test harnesses that wait for "Server is ready")
+read these lines, so the shape follows nats-server's.
+"""
+
+import os
+import sys
+import time
+
+from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate,
+                            formatEvent, globalLogBeginner)
+
+_LEVELS = {
+    LogLevel.debug: "DBG", LogLevel.info: "INF", LogLevel.warn: "WRN",
+    LogLevel.error: "ERR", LogLevel.critical: "FTL",
+}
+
+
+class NatsLineObserver:
+    """Writes each event as one nats-server style line."""
+
+    def __init__(self, stream, logtime=True):
+        self.stream = stream
+        self.logtime = logtime
+        self.pid = os.getpid()
+
+    def __call__(self, event):
+        text = formatEvent(event)
+        failure = event.get("log_failure")
+        if failure is not None:
+            text += "\n" + failure.getTraceback()
+        level = _LEVELS.get(event.get("log_level"), "INF")
+        if self.logtime:
+            t = event.get("log_time") or time.time()
+            stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t))
+            line = "[%d] %s.%06d [%s] %s\n" % (self.pid, stamp, int((t % 1) * 1e6), level, text)
+        else:
+            line = "[%d] [%s] %s\n" % (self.pid, level, text)
+        self.stream.write(line)
+        self.stream.flush()
+
+
+def start_logging(config):
+    """Send twisted.logger events to stderr or ``config.log_file``."""
+    stream = open(config.log_file, "a") if config.log_file else sys.stderr
+    level = LogLevel.debug if (config.debug or config.trace) else LogLevel.info
+    predicate = LogLevelFilterPredicate(defaultLogLevel=level)
+    observer = FilteringLogObserver(NatsLineObserver(stream, config.logtime), [predicate])
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

@@ -1,0 +1,84 @@
+"""Finding and loading broker plugins.
+
+Plugins are found through Twisted's plugin system in the ``plugins`` drop-in
+package (objects providing IBrokerPluginFactory), and by ``module:object``
+names from the configuration.
+"""
+
+import importlib
+
+from twisted.plugin import IPlugin, getPlugins
+from zope.interface import implementer
+
+from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory
+
+
+@implementer(IPlugin, IBrokerPluginFactory)
+class PluginFactory:
+    """Factory for a plugin class taking ``(config)``.
+
+    ``enabled(config)`` decides whether the server gets the plugin at all.
+    """
+
+    def __init__(self, name, plugin_class, order=100, enabled=None):
+        self.name = name
+        self.order = order
+        self._class = plugin_class
+        self._enabled = enabled
+
+    def make_plugin(self, config):
+        if self._enabled is not None and not self._enabled(config):
+            return None
+        return self._class(config)
+
+    def __repr__(self):
+        return "<PluginFactory %s>" % self.name
+
+
+def discover():
+    """Every IBrokerPluginFactory in the ``plugins`` drop-in package."""
+    import plugins as dropin
+    return list(getPlugins(IBrokerPluginFactory, dropin))
+
+
+class PluginLoadError(Exception):
+    pass
+
+
+def load_named(spec, config):
+    """Load ``module:object`` as a plugin: a factory, a class, or an instance."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise PluginLoadError("plugin %r is not of the form module:object" % spec)
+    try:
+        obj = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise PluginLoadError("cannot load plugin %r: %s" % (spec, e))
+    if IBrokerPluginFactory.providedBy(obj):
+        return obj.make_plugin(config)
+    if IBrokerPlugin.providedBy(obj):
+        return obj
+    if isinstance(obj, type) and IBrokerPlugin.implementedBy(obj):
+        return obj(config)
+    raise PluginLoadError("%r provides neither IBrokerPluginFactory nor IBrokerPlugin" % spec)
+
+
+def plugins_for(config):
+    """The plugin instances a server with ``config`` runs, in start order."""
+    made = []
+    for factory in sorted(discover(), key=lambda f: (f.order, f.name)):
+        plugin = factory.make_plugin(config)
+        if plugin is not None:
+            made.append(plugin)
+    for spec in config.plugins:
+        plugin = load_named(spec, config)
+        if plugin is not None:
+            made.append(plugin)
+    names = set()
+    for p in made:
+        if p.name in names:
+            raise PluginLoadError("two plugins are named %r" % p.name)
+        names.add(p.name)
+    return made

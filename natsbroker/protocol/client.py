@@ -1,0 +1,494 @@
+"""The Twisted Protocol for one client connection: a thin adapter.
+
+It feeds bytes to the sans-IO parser and dispatches ops through a table built
+once per connection (op code -> bound handler). It owns what is per-connection
+on the wire: the INFO/CONNECT handshake, authentication, PING/PONG keepalive,
+the output buffer flushed once per turn, and the slow-consumer limit. Message
+routing belongs to the broker and to the plugins that provide the handlers.
+"""
+
+import json
+import time
+
+import attrs
+from twisted.internet import interfaces, protocol
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from natsbroker.interfaces import IClient, IClientObserver, IClientOps
+from natsbroker.protocol import parser as P
+from natsbroker.protocol import wire
+
+log = Logger()
+
+ERR_AUTH_VIOLATION = "Authorization Violation"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
+ERR_STALE = "Stale Connection"
+ERR_MAX_CONNECTIONS = "maximum connections exceeded"
+ERR_SLOW_CONSUMER = "Slow Consumer"
+ERR_BAD_PROTOCOL = "invalid client protocol"
+ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
+
+
+@attrs.define
+class ConnectOptions:
+    """CONNECT fields (nats-server's JSON names; ``pass`` is ``password``)."""
+
+    verbose: bool = True
+    pedantic: bool = True
+    tls_required: bool = False
+    auth_token: str | None = None
+    user: str | None = None
+    password: str | None = None
+    name: str = ""
+    lang: str = ""
+    version: str = ""
+    protocol: int = 0
+    echo: bool = True
+    sig: str = ""
+    jwt: str = ""
+    nkey: str = ""
+    no_responders: bool = False
+    headers: bool = False
+
+
+# JSON field -> (attribute, accepted Python types). Like Go's json.Unmarshal,
+# a value of the wrong type is an error, null keeps the default, and unknown
+# fields are ignored.
+_CONNECT_FIELDS = {
+    "verbose": ("verbose", bool), "pedantic": ("pedantic", bool),
+    "tls_required": ("tls_required", bool), "auth_token": ("auth_token", str),
+    "user": ("user", str), "pass": ("password", str), "name": ("name", str),
+    "lang": ("lang", str), "version": ("version", str),
+    "protocol": ("protocol", int), "echo": ("echo", bool), "sig": ("sig", str),
+    "jwt": ("jwt", str), "nkey": ("nkey", str),
+    "no_responders": ("no_responders", bool), "headers": ("headers", bool),
+}
+
+
+class BadConnect(ValueError):
+    pass
+
+
+def parse_connect(arg, opts=None):
+    """CONNECT JSON -> ConnectOptions (updating ``opts`` as a second CONNECT does)."""
+    try:
+        data = json.loads(arg)
+    except ValueError as e:
+        raise BadConnect(str(e))
+    if not isinstance(data, dict):
+        raise BadConnect("CONNECT argument is not an object")
+    opts = attrs.evolve(opts) if opts is not None else ConnectOptions()
+    for key, value in data.items():
+        spec = _CONNECT_FIELDS.get(key)
+        if spec is None or value is None:
+            continue
+        attr, typ = spec
+        if typ is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, typ)
+        if not ok:
+            raise BadConnect("bad type for %s" % key)
+        setattr(opts, attr, value)
+    return opts
+
+
+@implementer(IClient, interfaces.IPushProducer)
+class ClientProtocol(protocol.Protocol):
+    """One client connection."""
+
+    def __init__(self, broker, authenticator):
+        self.broker = broker
+        self.auth = authenticator
+        cfg = broker.config
+        self.parser = P.Parser(cfg.max_control_line, cfg.max_payload)
+        self.cid = 0
+        self.opts = ConnectOptions()
+        self.subs = {}
+        self.user = None
+        self.permissions = None
+        self.host = ""
+        self.port = 0
+        self.connect_received = False
+        self.closed = False
+        self.close_reason = ""
+        self.start = time.time()
+        self.last_activity = self.start
+        # Cached CONNECT flags read on the hot path.
+        self.verbose = True
+        self.pedantic = True
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        # Output queued this turn, and accounting for the slow-consumer limit.
+        self._out = []
+        self._dirty = False
+        self.paused = False
+        self.pending_bytes = 0
+        self.max_pending = cfg.max_pending
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+        self.pings_out = 0
+        self._got_data = False
+        self._ping_call = None
+        self._auth_call = None
+        self._deadline_call = None
+        self._dispatch = {}
+
+    # -- connection lifecycle ---------------------------------------------
+
+    def connectionMade(self):
+        b = self.broker
+        peer = self.transport.getPeer()
+        self.host = getattr(peer, "host", "")
+        self.port = getattr(peer, "port", 0)
+        self.cid = b.next_cid()
+        self.transport.registerProducer(self, True)
+        info = wire.info(b.info_fields(self))
+        if b.shutting_down or b.num_clients >= b.config.max_connections:
+            self.transport.write(info + wire.err(ERR_MAX_CONNECTIONS))
+            self.closed = True
+            self.close_reason = "Max Connections"
+            self.transport.loseConnection()
+            return
+        b.register(self)
+        self._dispatch = self._build_dispatch()
+        self.transport.write(info)
+        reactor = b.reactor
+        if self.auth.required:
+            self._auth_call = reactor.callLater(b.config.auth_timeout, self._auth_timeout)
+        if b.config.ping_interval > 0:
+            self._ping_call = reactor.callLater(b.config.ping_interval, self._ping_timer)
+
+    def _build_dispatch(self):
+        table = {
+            P.OP_CONNECT: self._on_connect,
+            P.OP_PING: self._on_ping,
+            P.OP_PONG: self._on_pong,
+            P.OP_INFO: _ignore,
+            P.OP_OK: _ignore,
+            P.OP_ERR: self._on_err,
+        }
+        for plugin in self.broker.providers(IClientOps):
+            table.update(plugin.client_ops(self))
+        return table
+
+    def connectionLost(self, reason=None):
+        was_closed = self.closed
+        self.closed = True
+        if not self.close_reason:
+            self.close_reason = "Client Closed"
+        for c in (self._ping_call, self._auth_call, self._deadline_call):
+            if c is not None and c.active():
+                c.cancel()
+        self._ping_call = self._auth_call = self._deadline_call = None
+        self._out = []
+        b = self.broker
+        if b._clients.get(self.cid) is self:
+            b.unregister(self)
+            for plugin in b.providers(IClientObserver):
+                plugin.client_closed(self)
+            # Whatever a plugin left behind must not keep delivering to us.
+            for sub in list(self.subs.values()):
+                if not sub.closed:
+                    sub.closed = True
+                    b.sublist.remove(sub)
+            self.subs.clear()
+            if hasattr(b, "closed_clients"):
+                b.closed_clients.append(self.snapshot())
+        del was_closed
+
+    def snapshot(self):
+        """What /connz shows of this connection (also kept after it closes)."""
+        return {
+            "cid": self.cid, "ip": self.host, "port": self.port,
+            "start": self.start, "last_activity": self.last_activity,
+            "pending_bytes": self.pending_bytes,
+            "in_msgs": self.in_msgs, "out_msgs": self.out_msgs,
+            "in_bytes": self.in_bytes, "out_bytes": self.out_bytes,
+            "subscriptions": len(self.subs), "name": self.opts.name,
+            "lang": self.opts.lang, "version": self.opts.version,
+            "user": self.user, "reason": self.close_reason,
+            "stop": time.time() if self.closed else None,
+            "subjects": [s.subject.decode(errors="replace") for s in self.subs.values()],
+        }
+
+    # -- input --------------------------------------------------------------
+
+    def dataReceived(self, data):
+        if self.closed:
+            return
+        self._got_data = True
+        self.last_activity = time.time()
+        ops = self.parser.feed(data)
+        if not ops:
+            return
+        b = self.broker
+        b.begin()
+        try:
+            dispatch = self._dispatch
+            if self.connect_received or not self.auth.required:
+                for op in ops:
+                    handler = dispatch.get(op[0])
+                    if handler is None:
+                        self._on_unhandled(op)
+                    else:
+                        handler(op)
+                    if self.closed:
+                        break
+            else:
+                for op in ops:
+                    self._before_connect(op)
+                    if self.closed:
+                        break
+        finally:
+            b.end()
+
+    def _before_connect(self, op):
+        # With auth on, CONNECT must come first; anything else is a violation.
+        code = op[0]
+        if code == P.OP_CONNECT:
+            self._on_connect(op)
+        elif code == P.OP_ERROR:
+            self._on_unhandled(op)
+        else:
+            self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+
+    def _on_unhandled(self, op):
+        if op[0] == P.OP_ERROR:
+            msg = op[1]
+            if msg is not None:
+                self.send_err(msg, close=True, reason=_reason_for(msg))
+            else:
+                self.close("Protocol Violation")
+        else:
+            self.send_err(P.ERR_UNKNOWN_OP, close=True, reason="Protocol Violation")
+
+    def _on_connect(self, op):
+        try:
+            opts = parse_connect(op[1], self.opts if self.connect_received else None)
+        except BadConnect:
+            self.close("Protocol Violation")
+            return
+        if opts.protocol < 0 or opts.protocol > 1:
+            self.send_err(ERR_BAD_PROTOCOL, close=True, reason="Protocol Violation")
+            return
+        if opts.no_responders and not opts.headers:
+            self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
+            return
+        if not self.connect_received and self.auth.required:
+            ok, user, perms = self.auth.authenticate(opts)
+            if not ok:
+                self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+                return
+            self.user = user
+            self.permissions = perms
+        elif not self.connect_received:
+            # No auth configured; a no_auth_user still brings its permissions.
+            ok, user, perms = self.auth.authenticate(opts)
+            self.user, self.permissions = user, perms
+        self.opts = opts
+        self.verbose = opts.verbose
+        self.pedantic = opts.pedantic
+        self.echo = opts.echo
+        self.headers = opts.headers
+        self.no_responders = opts.no_responders
+        first = not self.connect_received
+        self.connect_received = True
+        if self._auth_call is not None and self._auth_call.active():
+            self._auth_call.cancel()
+        self._auth_call = None
+        if self.verbose:
+            self.send(wire.OK)
+        if first and opts.protocol >= 1:
+            # nats-server follows a protocol-1 CONNECT with an INFO update
+            # confirming the connection and its account.
+            fields = self.broker.info_fields(self)
+            fields["connect_info"] = True
+            fields["remote_account"] = "$G"
+            self.send(wire.info(fields))
+        if first:
+            for plugin in self.broker.providers(IClientObserver):
+                plugin.client_connected(self)
+
+    def _on_ping(self, op):
+        self.send(wire.PONG)
+
+    def _on_pong(self, op):
+        self.pings_out = 0
+
+    def _on_err(self, op):
+        # A client sending -ERR is broken; nats-server hangs up without a word.
+        self.close("Protocol Violation")
+
+    # -- output -------------------------------------------------------------
+
+    def send(self, data):
+        if self.closed:
+            return
+        self._out.append(data)
+        if not self._dirty:
+            self._dirty = True
+            self.broker.mark_dirty(self)
+
+    def send_ok(self):
+        if self.verbose:
+            self.send(wire.OK)
+
+    def send_err(self, message, close=False, reason="Protocol Violation"):
+        if self.closed:
+            return
+        if close:
+            self.flush()
+            self.transport.write(wire.err(message))
+            self.close(reason)
+        else:
+            self.send(wire.err(message))
+
+    def close(self, reason):
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self.close_reason = reason
+        self.transport.loseConnection()
+
+    def deliver(self, sub, subject, reply, hdr_len, raw):
+        if self.closed:
+            return
+        if hdr_len and self.headers:
+            if reply:
+                frame = b"HMSG %s %s %s %d %d\r\n%s\r\n" % (
+                    subject, sub.sid, reply, hdr_len, len(raw), raw)
+            else:
+                frame = b"HMSG %s %s %d %d\r\n%s\r\n" % (
+                    subject, sub.sid, hdr_len, len(raw), raw)
+        else:
+            if hdr_len:
+                raw = raw[hdr_len:]
+            if reply:
+                frame = b"MSG %s %s %s %d\r\n%s\r\n" % (
+                    subject, sub.sid, reply, len(raw), raw)
+            else:
+                frame = b"MSG %s %s %d\r\n%s\r\n" % (subject, sub.sid, len(raw), raw)
+        self._out.append(frame)
+        self.out_msgs += 1
+        self.out_bytes += len(raw)
+        if not self._dirty:
+            self._dirty = True
+            self.broker.mark_dirty(self)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_sub(sub)
+
+    def remove_sub(self, sub):
+        if not sub.closed:
+            sub.closed = True
+            self.broker.sublist.remove(sub)
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
+
+    def flush(self):
+        self._dirty = False
+        out = self._out
+        if not out or self.closed:
+            return
+        self._out = []
+        if self.paused:
+            # The socket is not draining: everything written now waits in
+            # memory, and past max_pending the client is cut off.
+            n = 0
+            for chunk in out:
+                n += len(chunk)
+            self.pending_bytes += n
+            if self.pending_bytes > self.max_pending:
+                self._slow_consumer()
+                return
+        self.transport.writeSequence(out)
+
+    def _slow_consumer(self):
+        self.broker.stats.slow_consumers += 1
+        log.warn("{cid} - Slow Consumer Detected: MaxPending of {n} Exceeded",
+                 cid=self.cid, n=self.max_pending)
+        self.transport.write(wire.err(ERR_SLOW_CONSUMER))
+        self.closed = True
+        self.close_reason = "Slow Consumer (Pending Bytes)"
+        # Abort: the peer is not reading, so a graceful close would wait forever.
+        self.transport.abortConnection()
+
+    # IPushProducer: the transport tells us when its buffer is full or drained.
+    def pauseProducing(self):
+        self.paused = True
+        wd = self.broker.config.write_deadline
+        if wd > 0 and self._deadline_call is None:
+            self._deadline_call = self.broker.reactor.callLater(wd, self._write_deadline)
+
+    def resumeProducing(self):
+        self.paused = False
+        self.pending_bytes = 0
+        if self._deadline_call is not None and self._deadline_call.active():
+            self._deadline_call.cancel()
+        self._deadline_call = None
+
+    def stopProducing(self):
+        pass
+
+    def _write_deadline(self):
+        self._deadline_call = None
+        if self.paused and not self.closed:
+            self._slow_consumer()
+            self.close_reason = "Slow Consumer (Write Deadline)"
+
+    # -- timers -------------------------------------------------------------
+
+    def _auth_timeout(self):
+        self._auth_call = None
+        if not self.connect_received and not self.closed:
+            self.send_err(ERR_AUTH_TIMEOUT, close=True, reason="Authentication Timeout")
+
+    def _ping_timer(self):
+        self._ping_call = None
+        if self.closed:
+            return
+        cfg = self.broker.config
+        if self._got_data and self.pings_out == 0:
+            # Recent traffic proves the client alive; skip this round's PING.
+            self._got_data = False
+        elif self.pings_out + 1 > cfg.ping_max:
+            self.broker.stats.stale_connections += 1
+            self.send_err(ERR_STALE, close=True, reason="Stale Connection")
+            return
+        else:
+            self._got_data = False
+            self.pings_out += 1
+            self.send(wire.PING)
+        self._ping_call = self.broker.reactor.callLater(cfg.ping_interval, self._ping_timer)
+
+
+def _ignore(op):
+    pass
+
+
+_REASONS = {
+    P.ERR_MAX_CONTROL_LINE: "Maximum Control Line Exceeded",
+    P.ERR_MAX_PAYLOAD: "Maximum Message Payload Exceeded",
+}
+
+
+def _reason_for(msg):
+    return _REASONS.get(msg, "Protocol Violation")
+
+
+class ClientFactory(protocol.Factory):
+    """Makes a ClientProtocol per accepted connection."""
+
+    noisy = False
+
+    def __init__(self, broker, authenticator):
+        self.broker = broker
+        self.authenticator = authenticator
+
+    def buildProtocol(self, addr):
+        p = ClientProtocol(self.broker, self.authenticator)
+        p.factory = self
+        return p

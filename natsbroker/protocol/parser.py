@@ -1,0 +1,306 @@
+"""Sans-IO incremental parser for the NATS text protocol.
+
+Bytes go in through :meth:`Parser.feed`, a list of ops comes out. There is no
+Twisted and no socket here, so every edge case is testable with plain bytes.
+
+The grammar follows nats-server's byte-level state machine (server/parser.go)
+rather than the prose documents, because clients depend on what the real server
+accepts:
+
+* op names are case-insensitive; ``PING``/``PONG``/``+OK`` ignore anything that
+  follows them up to the newline (``PINGX`` is a PING);
+* a control line ends at ``\\n``; one trailing ``\\r`` is dropped;
+* fields are separated by runs of spaces/tabs;
+* the argument of a control line (everything after the op name and its
+  whitespace) may be at most ``max_control_line`` bytes, checked before the
+  newline arrives so that a peer cannot make us buffer without bound;
+* a payload size above ``max_payload`` is refused before the payload is read;
+* a payload must be followed by exactly ``\\r\\n``.
+
+Ops are plain tuples, first element an ``OP_*`` code, because the PUB path is
+hot and tuples are the cheapest record Python has:
+
+====================  =====================================================
+``(OP_CONNECT, arg)``  raw JSON bytes
+``(OP_PUB, subject, reply, payload)``  reply is ``None`` when absent
+``(OP_HPUB, subject, reply, hdr_len, raw)``  raw = header block + payload
+``(OP_SUB, subject, queue, sid)``  queue is ``None`` when absent
+``(OP_UNSUB, sid, max_msgs)``  max_msgs is ``None`` when absent
+``(OP_PING,)`` ``(OP_PONG,)`` ``(OP_OK,)``
+``(OP_INFO, arg)`` ``(OP_ERR, arg)``  raw argument bytes
+``(OP_MSG, subject, sid, reply, payload)``  only when parsing as a client
+``(OP_HMSG, subject, sid, reply, hdr_len, raw)``  only when parsing as a client
+``(OP_ERROR, message)``  protocol violation; the last op; ``message`` is the
+                        ``-ERR`` text to send, or ``None`` where nats-server
+                        closes without one
+====================  =====================================================
+"""
+
+OP_CONNECT = 1
+OP_PUB = 2
+OP_HPUB = 3
+OP_SUB = 4
+OP_UNSUB = 5
+OP_PING = 6
+OP_PONG = 7
+OP_INFO = 8
+OP_OK = 9
+OP_ERR = 10
+OP_MSG = 11
+OP_HMSG = 12
+OP_ERROR = 13
+
+OP_NAMES = {
+    OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB",
+    OP_UNSUB: "UNSUB", OP_PING: "PING", OP_PONG: "PONG", OP_INFO: "INFO",
+    OP_OK: "+OK", OP_ERR: "-ERR", OP_MSG: "MSG", OP_HMSG: "HMSG",
+    OP_ERROR: "ERROR",
+}
+
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+
+MAX_CONTROL_LINE = 4096
+MAX_PAYLOAD = 1024 * 1024
+
+# Ops whose text after the name is ignored up to the newline.
+_BARE = (OP_PING, OP_PONG, OP_OK)
+
+# (spelling, op) per first letter; the spelling includes the separator the
+# state machine requires after the name (None: a bare op).
+_SERVER_OPS = {
+    b"P": ((b"PUB", OP_PUB), (b"PING", OP_PING), (b"PONG", OP_PONG)),
+    b"H": ((b"HPUB", OP_HPUB),),
+    b"S": ((b"SUB", OP_SUB),),
+    b"U": ((b"UNSUB", OP_UNSUB),),
+    b"C": ((b"CONNECT", OP_CONNECT),),
+    b"I": ((b"INFO", OP_INFO),),
+    b"+": ((b"+OK", OP_OK),),
+    b"-": ((b"-ERR", OP_ERR),),
+}
+_CLIENT_OPS = dict(_SERVER_OPS)
+_CLIENT_OPS[b"M"] = ((b"MSG", OP_MSG),)
+_CLIENT_OPS[b"H"] = ((b"HMSG", OP_HMSG), (b"HPUB", OP_HPUB))
+
+_WS = b" \t"
+_NO_SPACE_ERR = {OP_CONNECT: None, OP_INFO: None}
+
+
+class ProtocolError(Exception):
+    """A protocol violation: the connection must close.
+
+    ``message`` is the ``-ERR`` text nats-server sends for it, or ``None``
+    where nats-server closes the connection silently.
+    """
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+class _Incomplete(Exception):
+    """More bytes are needed to tell which op this is."""
+
+
+def _parse_size(field):
+    # nats-server accepts only ASCII digits; anything else is a parse error.
+    if not field.isdigit():
+        raise ProtocolError(None)
+    return int(field)
+
+
+class Parser:
+    """Incremental parser: ``feed(bytes) -> [op, ...]``.
+
+    ``client=True`` parses what a server sends (MSG/HMSG, INFO, +OK, -ERR),
+    for test clients and the benchmark; the default parses what a client sends.
+    After an ``OP_ERROR`` the parser is dead and ignores further input.
+    """
+
+    def __init__(self, max_control_line=MAX_CONTROL_LINE,
+                 max_payload=MAX_PAYLOAD, client=False):
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        self._ops = _CLIENT_OPS if client else _SERVER_OPS
+        self._client = client
+        self._buf = b""
+        # A parsed header waiting for its payload: (op tuple prefix, size).
+        self._pending = None
+        # A bare op (PING...) whose line is still open: its tail is dropped.
+        self._skipping = None
+        self.dead = False
+
+    def feed(self, data):
+        """Parse ``data`` and return the list of complete ops it finishes."""
+        if self.dead:
+            return []
+        ops = []
+        buf = self._buf + data if self._buf else data
+        pos = 0
+        n = len(buf)
+        try:
+            while pos < n:
+                if self._pending is not None:
+                    head, size = self._pending
+                    end = pos + size
+                    if n < end + 2:
+                        break
+                    if buf[end:end + 2] != b"\r\n":
+                        raise ProtocolError(ERR_UNKNOWN_OP)
+                    ops.append(head + (buf[pos:end],))
+                    self._pending = None
+                    pos = end + 2
+                    continue
+                nl = buf.find(b"\n", pos)
+                if self._skipping is not None:
+                    if nl < 0:
+                        pos = n
+                        break
+                    ops.append((self._skipping,))
+                    self._skipping = None
+                    pos = nl + 1
+                    continue
+                if nl < 0:
+                    self._check_partial(buf, pos, n)
+                    break
+                end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
+                op = self._line(buf, pos, end)
+                pos = nl + 1
+                if op is not None:
+                    ops.append(op)
+        except ProtocolError as e:
+            self.dead = True
+            self._buf = b""
+            ops.append((OP_ERROR, e.message))
+            return ops
+        self._buf = buf[pos:] if pos < n else b""
+        return ops
+
+    def _op_at(self, buf, pos, end, complete):
+        """Identify the op starting at ``pos``: ``(op, arg_start)``.
+
+        Mirrors the state machine: a wrong byte anywhere in the name is an
+        unknown op at once, even before the newline arrives.
+        """
+        first = buf[pos:pos + 1].upper()
+        for spelling, op in self._ops.get(first, ()):
+            ln = len(spelling)
+            got = buf[pos:min(pos + ln, end)].upper()
+            if got != spelling[:len(got)]:
+                continue
+            if len(got) < ln:
+                if complete:
+                    continue
+                raise _Incomplete()
+            if op in _BARE:
+                return op, pos + ln
+            # Ops with arguments need whitespace after the name; nats-server
+            # says nothing when CONNECT or INFO lack it, and calls it an
+            # unknown op otherwise.
+            if pos + ln >= end:
+                if not complete:
+                    raise _Incomplete()
+                raise ProtocolError(_NO_SPACE_ERR.get(op, ERR_UNKNOWN_OP))
+            if buf[pos + ln] not in _WS:
+                raise ProtocolError(_NO_SPACE_ERR.get(op, ERR_UNKNOWN_OP))
+            a = pos + ln
+            while a < end and buf[a] in _WS:
+                a += 1
+            return op, a
+        # A name that is a proper prefix of some op but cut short by the line
+        # end, or no op at all.
+        raise ProtocolError(ERR_UNKNOWN_OP)
+
+    def _check_partial(self, buf, pos, n):
+        """No newline yet: refuse junk and over-long lines early."""
+        try:
+            op, a = self._op_at(buf, pos, n, complete=False)
+        except _Incomplete:
+            return
+        if op in _BARE:
+            # nats-server stays in the PING state without storing the tail.
+            self._skipping = op
+            return
+        arglen = n - a
+        if arglen and buf[n - 1] == 13:
+            arglen -= 1
+        if arglen > self.max_control_line:
+            raise ProtocolError(ERR_MAX_CONTROL_LINE)
+
+    def _line(self, buf, pos, end):
+        op, a = self._op_at(buf, pos, end, complete=True)
+        if op in _BARE:
+            return (op,)
+        if end - a > self.max_control_line:
+            raise ProtocolError(ERR_MAX_CONTROL_LINE)
+        arg = buf[a:end]
+        if op == OP_PUB:
+            f = arg.split()
+            if len(f) == 2:
+                subject, reply, size = f[0], None, f[1]
+            elif len(f) == 3:
+                subject, reply, size = f
+            else:
+                raise ProtocolError(None)
+            size = _parse_size(size)
+            if size > self.max_payload:
+                raise ProtocolError(ERR_MAX_PAYLOAD)
+            self._pending = ((OP_PUB, subject, reply), size)
+            return None
+        if op == OP_HPUB:
+            f = arg.split()
+            if len(f) == 3:
+                subject, reply, hdr, size = f[0], None, f[1], f[2]
+            elif len(f) == 4:
+                subject, reply, hdr, size = f
+            else:
+                raise ProtocolError(None)
+            hdr = _parse_size(hdr)
+            size = _parse_size(size)
+            if hdr > size:
+                raise ProtocolError(None)
+            if size > self.max_payload:
+                raise ProtocolError(ERR_MAX_PAYLOAD)
+            self._pending = ((OP_HPUB, subject, reply, hdr), size)
+            return None
+        if op == OP_SUB:
+            f = arg.split()
+            if len(f) == 2:
+                return (OP_SUB, f[0], None, f[1])
+            if len(f) == 3:
+                return (OP_SUB, f[0], f[1], f[2])
+            raise ProtocolError(None)
+        if op == OP_UNSUB:
+            f = arg.split()
+            if len(f) == 1:
+                return (OP_UNSUB, f[0], None)
+            if len(f) == 2:
+                # A non-numeric max is ignored, as nats-server does.
+                mx = int(f[1]) if f[1].isdigit() else None
+                return (OP_UNSUB, f[0], mx)
+            raise ProtocolError(None)
+        if op == OP_CONNECT or op == OP_INFO or op == OP_ERR:
+            return (op, arg)
+        if op == OP_MSG:
+            f = arg.split()
+            if len(f) == 3:
+                subject, sid, reply, size = f[0], f[1], None, f[2]
+            elif len(f) == 4:
+                subject, sid, reply, size = f
+            else:
+                raise ProtocolError(None)
+            self._pending = ((OP_MSG, subject, sid, reply), _parse_size(size))
+            return None
+        if op == OP_HMSG:
+            f = arg.split()
+            if len(f) == 4:
+                subject, sid, reply, hdr, size = f[0], f[1], None, f[2], f[3]
+            elif len(f) == 5:
+                subject, sid, reply, hdr, size = f
+            else:
+                raise ProtocolError(None)
+            self._pending = ((OP_HMSG, subject, sid, reply, _parse_size(hdr)),
+                             _parse_size(size))
+            return None
+        raise ProtocolError(ERR_UNKNOWN_OP)  # pragma: no cover - table bug

@@ -1,0 +1,173 @@
+"""Assembling a server: broker, plugins, listeners, monitoring, shutdown.
+
+``make_service(config)`` returns a Twisted service (what ``twistd natsbroker``
+runs); ``run(config)`` runs it under the reactor for the ``natsbroker`` command.
+"""
+
+import json
+import os
+import signal
+import sys
+
+from twisted.application import service
+from twisted.internet import defer, endpoints
+from twisted.logger import Logger
+
+from natsbroker import COMPAT_VERSION, __version__
+from natsbroker.auth import Authenticator
+from natsbroker.broker import Broker
+from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.plugin import plugins_for
+from natsbroker.protocol.client import ClientFactory
+
+log = Logger()
+
+
+def _endpoint_string(host, port):
+    port = 0 if port == -1 else port
+    host = host.replace(":", "\\:")
+    return "tcp:%d:interface=%s" % (port, host)
+
+
+class BrokerService(service.Service):
+    """Runs one Broker: starts its plugins, then listens; stops in reverse."""
+
+    name = "natsbroker"
+
+    def __init__(self, config, reactor=None):
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.config = config
+        self.broker = Broker(config, reactor)
+        self.authenticator = Authenticator(config)
+        self.ports = []
+        self.http_port = None
+        self.ready = defer.Deferred()
+        self._ports_file = None
+
+    @defer.inlineCallbacks
+    def _start(self):
+        cfg = self.config
+        broker = self.broker
+        for plugin in plugins_for(cfg):
+            if not IBrokerPlugin.providedBy(plugin):
+                raise TypeError("%r does not provide IBrokerPlugin" % (plugin,))
+            broker.add_plugin(plugin)
+        for plugin in broker.plugins:
+            yield defer.maybeDeferred(plugin.start, broker)
+        factory = ClientFactory(broker, self.authenticator)
+        specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
+        specs += list(cfg.listen)
+        for spec in specs:
+            ep = endpoints.serverFromString(self.reactor, spec)
+            port = yield ep.listen(factory)
+            self.ports.append(port)
+            addr = port.getHost()
+            log.info("Listening for client connections on {host}:{port}",
+                     host=addr.host, port=addr.port)
+        if self.ports:
+            broker.port = self.ports[0].getHost().port
+        if cfg.http_port:
+            from natsbroker.monitor import make_site
+            ep = endpoints.serverFromString(
+                self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.http_port))
+            self.http_port = yield ep.listen(make_site(broker))
+            addr = self.http_port.getHost()
+            log.info("Starting http monitor on {host}:{port}", host=addr.host, port=addr.port)
+        self._write_files()
+        log.info("Server is ready")
+        return self
+
+    def startService(self):
+        super().startService()
+        log.info("Starting natsbroker {v} (nats-server {c} compatible)",
+                 v=__version__, c=COMPAT_VERSION)
+        log.info("Server ID: {id}", id=self.broker.server_id)
+        d = self._start()
+        d.addCallbacks(self.ready.callback, self._failed)
+        return d
+
+    def _failed(self, failure):
+        log.failure("Server failed to start", failure)
+        self.ready.errback(failure)
+        if self.reactor.running:
+            self.reactor.stop()
+        self.exit_code = 1
+
+    exit_code = 0
+
+    def _write_files(self):
+        cfg = self.config
+        if cfg.pid_file:
+            with open(cfg.pid_file, "w") as f:
+                f.write(str(os.getpid()))
+        if cfg.ports_file_dir:
+            name = os.path.basename(sys.argv[0]) or "natsbroker"
+            self._ports_file = os.path.join(
+                cfg.ports_file_dir, "%s_%d.ports" % (name, os.getpid()))
+            with open(self._ports_file, "w") as f:
+                json.dump(self.ports_info(), f)
+
+    def ports_info(self):
+        """Client and monitoring URLs, in nats-server's ports-file shape."""
+        def host(h):
+            return "127.0.0.1" if h in ("0.0.0.0", "") else h
+        info = {"nats": ["nats://%s:%d" % (host(p.getHost().host), p.getHost().port)
+                         for p in self.ports]}
+        if self.http_port is not None:
+            h = self.http_port.getHost()
+            info["monitoring"] = ["http://%s:%d" % (host(h.host), h.port)]
+        return info
+
+    @defer.inlineCallbacks
+    def stopService(self):
+        super().stopService()
+        broker = self.broker
+        broker.shutting_down = True
+        log.info("Initiating Shutdown...")
+        for port in self.ports:
+            yield port.stopListening()
+        if self.http_port is not None:
+            yield self.http_port.stopListening()
+        for client in list(broker.clients()):
+            client.close("Server Shutdown")
+        for plugin in reversed(broker.plugins):
+            try:
+                yield defer.maybeDeferred(plugin.stop)
+            except Exception:
+                log.failure("plugin {name} failed to stop", name=plugin.name)
+        for path in (self._ports_file, self.config.pid_file):
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        log.info("Server Exiting..")
+
+
+def make_service(config, reactor=None):
+    """The Twisted service for a server with ``config``."""
+    top = service.MultiService()
+    BrokerService(config, reactor).setServiceParent(top)
+    return top
+
+
+def run(config):
+    """Run a server in the foreground until SIGINT/SIGTERM; returns the exit code."""
+    from twisted.internet import reactor
+
+    from natsbroker.logs import start_logging
+    start_logging(config)
+    top = make_service(config, reactor)
+    svc = top.getServiceNamed("natsbroker")
+
+    def shutdown(signum, frame):
+        reactor.callFromThread(reactor.stop)
+
+    reactor.callWhenRunning(top.startService)
+    reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    reactor.run(installSignalHandlers=False)
+    return svc.exit_code

@@ -1,0 +1,128 @@
+"""Core NATS pub/sub: PUB, HPUB, SUB and UNSUB, as a plugin.
+
+Handlers are closures over one connection's state, built once when the client
+connects, so the PUB path does no attribute lookups it can avoid.
+"""
+
+from zope.interface import implementer
+
+from natsbroker.interfaces import IBrokerPlugin, IClientOps
+from natsbroker.plugin import PluginFactory
+from natsbroker.protocol import parser as P
+from natsbroker.protocol import wire
+from natsbroker.subjects import Subscription, is_valid_literal_subject, is_valid_subject
+
+ERR_INVALID_SUBJECT = "Invalid Subject"
+ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
+ERR_MAX_SUBS = "maximum subscriptions exceeded"
+
+
+def pub_violation(subject):
+    return 'Permissions Violation for Publish to "%s"' % subject.decode(errors="replace")
+
+
+def sub_violation(subject, queue=None):
+    text = 'Permissions Violation for Subscription to "%s"' % subject.decode(errors="replace")
+    if queue:
+        text += ' using queue "%s"' % queue.decode(errors="replace")
+    return text
+
+
+@implementer(IBrokerPlugin, IClientOps)
+class PubSub:
+    """Client-facing core NATS messaging."""
+
+    name = "pubsub"
+
+    def __init__(self, config):
+        self.config = config
+        self.broker = None
+        # Publish subjects already checked for pedantic clients.
+        self._literal_ok = {}
+
+    def start(self, broker):
+        self.broker = broker
+
+    def stop(self):
+        pass
+
+    def _valid_pub(self, subject):
+        ok = self._literal_ok.get(subject)
+        if ok is None:
+            ok = is_valid_literal_subject(subject)
+            if len(self._literal_ok) > 4096:
+                self._literal_ok.clear()
+            self._literal_ok[subject] = ok
+        return ok
+
+    def client_ops(self, client):
+        broker = self.broker
+        route = broker.route
+        stats = broker.stats
+        sublist = broker.sublist
+        max_subs = self.config.max_subscriptions
+        valid_pub = self._valid_pub
+        OK = wire.OK
+
+        def publish(subject, reply, hdr_len, raw):
+            stats.in_msgs += 1
+            stats.in_bytes += len(raw)
+            client.in_msgs += 1
+            client.in_bytes += len(raw)
+            if client.pedantic and not valid_pub(subject):
+                client.send_err(ERR_INVALID_PUB_SUBJECT)
+            perms = client.permissions
+            if perms is not None and not perms.can_publish(subject):
+                client.send_err(pub_violation(subject))
+                return
+            if client.verbose:
+                client.send(OK)
+            route(client, subject, reply, hdr_len, raw)
+
+        def on_pub(op):
+            publish(op[1], op[2], 0, op[3])
+
+        def on_hpub(op):
+            if not client.headers:
+                # nats-server hangs up on HPUB from a client that did not
+                # announce headers support.
+                client.close("Protocol Violation")
+                return
+            publish(op[1], op[2], op[3], op[4])
+
+        def on_sub(op):
+            _, subject, queue, sid = op
+            if not is_valid_subject(subject):
+                client.send_err(ERR_INVALID_SUBJECT)
+                return
+            perms = client.permissions
+            if perms is not None and not perms.can_subscribe(subject):
+                client.send_err(sub_violation(subject, queue))
+                return
+            subs = client.subs
+            if sid not in subs:
+                if max_subs and len(subs) >= max_subs:
+                    client.send_err(ERR_MAX_SUBS)
+                    return
+                sub = Subscription(subject, sid, client, queue)
+                subs[sid] = sub
+                sublist.insert(sub)
+            if client.verbose:
+                client.send(OK)
+
+        def on_unsub(op):
+            _, sid, max_msgs = op
+            sub = client.subs.get(sid)
+            if sub is not None:
+                if max_msgs and max_msgs > sub.delivered:
+                    sub.max_msgs = max_msgs
+                else:
+                    client.remove_sub(sub)
+            if client.verbose:
+                client.send(OK)
+
+        return {P.OP_PUB: on_pub, P.OP_HPUB: on_hpub, P.OP_SUB: on_sub,
+                P.OP_UNSUB: on_unsub}
+
+
+pubsub = PluginFactory("pubsub", PubSub, order=0)
