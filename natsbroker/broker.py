@@ -7,6 +7,7 @@ protocol flushes after each read, and internal publishes schedule one flush.
 """
 
 import base64
+import collections
 import itertools
 import os
 import time
@@ -78,6 +79,8 @@ class Broker:
         self._depth = 0
         self._internal_sids = itertools.count(1)
         self.shutting_down = False
+        # Recently closed connections for /connz?state=closed (nats-server keeps 10k).
+        self.closed_clients = collections.deque(maxlen=10000)
         # Where clients reach us; filled in by the server once listening.
         self.port = config.port
         self.host = config.host

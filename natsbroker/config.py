@@ -78,7 +78,7 @@ class ServerConfig:
     server_name: str = ""
     client_advertise: str = ""
     # Monitoring (0 = off)
-    http_host: str = "0.0.0.0"
+    http_host: str = ""  # empty: the client host, as nats-server does
     http_port: int = 0
     # Limits
     max_connections: int = 65536

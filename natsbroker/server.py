@@ -103,7 +103,11 @@ class BrokerService(service.Service):
             with open(cfg.pid_file, "w") as f:
                 f.write(str(os.getpid()))
         if cfg.ports_file_dir:
-            name = os.path.basename(sys.argv[0]) or "natsbroker"
+            # nats-server names the file after its executable; under
+            # `python -m natsbroker` argv[0] is __main__.py.
+            name = os.path.basename(sys.argv[0])
+            if not name or name.startswith("__main__"):
+                name = "natsbroker"
             self._ports_file = os.path.join(
                 cfg.ports_file_dir, "%s_%d.ports" % (name, os.getpid()))
             with open(self._ports_file, "w") as f:

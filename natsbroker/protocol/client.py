@@ -111,6 +111,7 @@ class ClientProtocol(protocol.Protocol):
         self.host = ""
         self.port = 0
         self.connect_received = False
+        self._first_pong_sent = False
         self.closed = False
         self.close_reason = ""
         self.start = time.time()
@@ -174,7 +175,6 @@ class ClientProtocol(protocol.Protocol):
         return table
 
     def connectionLost(self, reason=None):
-        was_closed = self.closed
         self.closed = True
         if not self.close_reason:
             self.close_reason = "Client Closed"
@@ -194,9 +194,7 @@ class ClientProtocol(protocol.Protocol):
                     sub.closed = True
                     b.sublist.remove(sub)
             self.subs.clear()
-            if hasattr(b, "closed_clients"):
-                b.closed_clients.append(self.snapshot())
-        del was_closed
+            b.closed_clients.append(self.snapshot())
 
     def snapshot(self):
         """What /connz shows of this connection (also kept after it closes)."""
@@ -300,19 +298,23 @@ class ClientProtocol(protocol.Protocol):
         self._auth_call = None
         if self.verbose:
             self.send(wire.OK)
-        if first and opts.protocol >= 1:
-            # nats-server follows a protocol-1 CONNECT with an INFO update
-            # confirming the connection and its account.
-            fields = self.broker.info_fields(self)
-            fields["connect_info"] = True
-            fields["remote_account"] = "$G"
-            self.send(wire.info(fields))
         if first:
             for plugin in self.broker.providers(IClientObserver):
                 plugin.client_connected(self)
 
     def _on_ping(self, op):
         self.send(wire.PONG)
+        if self.connect_received and not self._first_pong_sent:
+            self._first_pong_sent = True
+            if self.opts.protocol >= 1:
+                # nats-server follows the first PONG after a protocol-1 CONNECT
+                # with an INFO update confirming the connection and its
+                # account. It must come after the PONG: clients wait for that
+                # PONG before they accept async INFO.
+                fields = self.broker.info_fields(self)
+                fields["connect_info"] = True
+                fields["remote_account"] = "$G"
+                self.send(wire.info(fields))
 
     def _on_pong(self, op):
         self.pings_out = 0

@@ -1,0 +1,173 @@
+"""nats-py, unmodified, against natsbroker (and the same checks against nats-server)."""
+
+import asyncio
+
+import nats
+import pytest
+from nats.errors import NoRespondersError, TimeoutError
+
+pytestmark = pytest.mark.parametrize("server", ["nats_server", "broker_proc"])
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+@pytest.fixture
+def url(request, server):
+    return request.getfixturevalue(server).url
+
+
+def test_pub_sub_and_wildcards(url):
+    async def main():
+        nc = await nats.connect(url)
+        got = []
+
+        async def star(m):
+            got.append(("star", m.subject, m.data))
+        await nc.subscribe("orders.*", cb=star)
+        sub = await nc.subscribe("orders.>")
+        await nc.publish("orders.new", b"1")
+        await nc.publish("orders.new.eu", b"2")
+        await nc.flush()
+        m1 = await sub.next_msg(2)
+        m2 = await sub.next_msg(2)
+        await nc.close()
+        return got, [(m1.subject, m1.data), (m2.subject, m2.data)]
+    got, full = run(main())
+    assert got == [("star", "orders.new", b"1")]
+    assert full == [("orders.new", b"1"), ("orders.new.eu", b"2")]
+
+
+def test_request_reply(url):
+    async def main():
+        nc = await nats.connect(url)
+
+        async def handler(m):
+            await m.respond(b"pong:" + m.data)
+        await nc.subscribe("svc.echo", cb=handler)
+        replies = [await nc.request("svc.echo", b"%d" % i, timeout=2) for i in range(20)]
+        await nc.close()
+        return [r.data for r in replies]
+    assert run(main()) == [b"pong:%d" % i for i in range(20)]
+
+
+def test_headers_round_trip(url):
+    async def main():
+        nc = await nats.connect(url)
+        sub = await nc.subscribe("h")
+        await nc.publish("h", b"body", headers={"Trace-Id": "abc", "X": "1"})
+        m = await sub.next_msg(2)
+        await nc.close()
+        return m.headers, m.data
+    headers, data = run(main())
+    assert data == b"body"
+    assert headers == {"Trace-Id": "abc", "X": "1"}
+
+
+def test_no_responders(url):
+    async def main():
+        nc = await nats.connect(url)
+        try:
+            await nc.request("nobody.home", b"x", timeout=2)
+        except NoRespondersError:
+            return "no responders"
+        finally:
+            await nc.close()
+    assert run(main()) == "no responders"
+
+
+def test_queue_group_one_member_each_and_even(url):
+    async def main():
+        nc = await nats.connect(url)
+        counts = [0, 0, 0]
+        plain = []
+
+        def member(i):
+            async def cb(m):
+                counts[i] += 1
+            return cb
+        for i in range(3):
+            await nc.subscribe("work", queue="workers", cb=member(i))
+
+        async def watcher(m):
+            plain.append(m)
+        await nc.subscribe("work", cb=watcher)
+        for i in range(300):
+            await nc.publish("work", b"x")
+        await nc.flush()
+        await asyncio.sleep(0.2)
+        await nc.close()
+        return counts, len(plain)
+    counts, plain = run(main())
+    assert sum(counts) == 300 and plain == 300
+    assert min(counts) >= 50  # each member gets a fair share
+
+
+def test_unsubscribe_with_max(url):
+    async def main():
+        nc = await nats.connect(url)
+        sub = await nc.subscribe("limited")
+        await sub.unsubscribe(limit=2)
+        for i in range(5):
+            await nc.publish("limited", b"%d" % i)
+        await nc.flush()
+        out = [(await sub.next_msg(1)).data for _ in range(2)]
+        try:
+            await sub.next_msg(0.3)
+            extra = True
+        except Exception:
+            extra = False
+        await nc.close()
+        return out, extra
+    out, extra = run(main())
+    assert out == [b"0", b"1"] and not extra
+
+
+def test_echo_false(url):
+    async def main():
+        nc = await nats.connect(url, no_echo=True)
+        other = await nats.connect(url)
+        sub = await nc.subscribe("e")
+        await nc.flush()
+        await nc.publish("e", b"mine")
+        await other.publish("e", b"theirs")
+        await nc.flush()
+        await other.flush()
+        m = await sub.next_msg(2)
+        await nc.close()
+        await other.close()
+        return m.data
+    assert run(main()) == b"theirs"
+
+
+def test_large_payload_and_max_payload(url):
+    async def main():
+        nc = await nats.connect(url)
+        sub = await nc.subscribe("big")
+        body = bytes(range(256)) * 4000  # 1,024,000 bytes, just under 1 MiB
+        await nc.publish("big", body)
+        m = await sub.next_msg(5)
+        too_big = False
+        try:
+            await nc.publish("big", body + b"x" * 100000)
+        except Exception:
+            too_big = True
+        await nc.close()
+        return m.data == body, too_big
+    assert run(main()) == (True, True)
+
+
+def test_request_timeout_when_responder_silent(url):
+    async def main():
+        nc = await nats.connect(url)
+        async def silent(m):
+            pass
+        await nc.subscribe("silent", cb=silent)
+        try:
+            await nc.request("silent", b"", timeout=0.3)
+        except TimeoutError:
+            return "timeout"
+        finally:
+            await nc.close()
+    assert run(main()) == "timeout"

@@ -1,0 +1,118 @@
+"""Subject validation and the Sublist, checked against a brute-force matcher."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from natsbroker.subjects import (Sublist, Subscription, is_valid_literal_subject,
+                                 is_valid_subject, subject_matches, subset_of)
+
+
+@pytest.mark.parametrize("s", [b"foo", b"foo.bar", b"*", b">", b"foo.*", b"foo.>", b"*.bar.>",
+                               b"foo*.bar", b"foo.b*r", b"a.>b", b"$JS.API.>"])
+def test_valid(s):
+    assert is_valid_subject(s)
+
+
+@pytest.mark.parametrize("s", [b"", b".", b"foo.", b".foo", b"foo..bar", b"foo.>.bar", b">.a",
+                               b"foo bar", b"foo\tbar", b"a. .b"])
+def test_invalid(s):
+    assert not is_valid_subject(s)
+
+
+def test_literal():
+    assert is_valid_literal_subject(b"foo.bar")
+    assert not is_valid_literal_subject(b"foo.*")
+    assert not is_valid_literal_subject(b"foo.>")
+    assert is_valid_literal_subject(b"foo*.bar")
+
+
+def test_subject_matches():
+    assert subject_matches(b"foo.*", b"foo.bar")
+    assert not subject_matches(b"foo.*", b"foo.bar.baz")
+    assert subject_matches(b"foo.>", b"foo.bar.baz")
+    assert not subject_matches(b"foo.>", b"foo")
+    assert subject_matches(b">", b"a")
+    assert subject_matches(b"*.b.*", b"a.b.c")
+
+
+def test_subset_of():
+    assert subset_of(b"foo.bar", b"foo.*")
+    assert subset_of(b"foo.*", b"foo.>")
+    assert subset_of(b"foo.>", b"foo.>")
+    assert not subset_of(b"foo.>", b"foo.*")
+    assert not subset_of(b"foo.*", b"foo.bar")
+
+
+def _sub(subject, queue=None, n=[0]):
+    n[0] += 1
+    return Subscription(subject, b"%d" % n[0], object(), queue)
+
+
+def test_queue_groups_merge_by_name():
+    sl = Sublist()
+    a, b, c, d = _sub(b"foo", b"q"), _sub(b"*", b"q"), _sub(b"foo", b"r"), _sub(b">")
+    for s in (a, b, c, d):
+        sl.insert(s)
+    psubs, qgroups = sl.match(b"foo")
+    assert psubs == (d,)
+    assert sorted(map(set, qgroups), key=len) == [{c}, {a, b}]
+
+
+def test_cache_invalidated_by_wildcard_insert_and_remove():
+    sl = Sublist()
+    a = _sub(b"foo.bar")
+    sl.insert(a)
+    assert sl.match(b"foo.bar") == ((a,), ())
+    w = _sub(b"foo.*")
+    sl.insert(w)
+    assert set(sl.match(b"foo.bar")[0]) == {a, w}
+    sl.remove(w)
+    assert sl.match(b"foo.bar") == ((a,), ())
+    sl.remove(a)
+    assert sl.match(b"foo.bar") == ((), ())
+    assert sl.count == 0
+    assert sl._root.empty()
+
+
+def test_remove_unknown_is_false():
+    sl = Sublist()
+    assert not sl.remove(_sub(b"a.b"))
+
+
+tok = st.sampled_from([b"a", b"b", b"c"])
+pattern_tok = st.sampled_from([b"a", b"b", b"c", b"*"])
+
+
+@st.composite
+def patterns(draw):
+    toks = draw(st.lists(pattern_tok, min_size=1, max_size=4))
+    if draw(st.booleans()):
+        toks.append(b">")
+    return b".".join(toks)
+
+
+literals = st.lists(tok, min_size=1, max_size=5).map(b".".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "del", "match"]), patterns(), literals,
+                          st.sampled_from([None, b"q1", b"q2"])), max_size=40))
+def test_sublist_agrees_with_brute_force(steps):
+    sl = Sublist(cache_max=8)
+    live = []
+    for action, pattern, literal, queue in steps:
+        if action == "add":
+            s = _sub(pattern, queue)
+            sl.insert(s)
+            live.append(s)
+        elif action == "del" and live:
+            s = live.pop(len(pattern) % len(live))
+            assert sl.remove(s)
+        psubs, qgroups = sl.match(literal)
+        want = {s for s in live if subject_matches(s.subject, literal)}
+        got = set(psubs) | {s for g in qgroups for s in g}
+        assert got == want
+        assert all(s.queue is None for s in psubs)
+        for g in qgroups:
+            assert len({s.queue for s in g}) == 1
+    assert sl.count == len(live)
