@@ -1,0 +1,320 @@
+"""The ``natsbroker`` command: nats-server's command line.
+
+Flags are parsed the way Go's ``flag`` package (and so nats-server) does:
+``-p 4222``, ``-p=4222``, ``--port 4222``; boolean flags take no separate
+argument (``-js``, ``-T=false``); ``-DV`` is a flag of its own, not ``-D -V``;
+parsing stops at ``--`` or the first non-flag argument.  Flags override the
+values of the ``-c`` config file, as in nats-server.
+
+Each flag becomes an override in the shape :mod:`natsbroker.configfile` uses,
+so flags, the config file and the twistd plugin (:mod:`natsbroker.tap`) share
+one mapping onto :class:`ServerConfig`.
+"""
+
+import sys
+import urllib.parse
+
+import attrs
+
+from natsbroker import __version__ as VERSION
+from natsbroker import configfile
+from natsbroker.config import ServerConfig
+from natsbroker.configfile import BadValue, ConfigError
+
+__all__ = ["CommandLine", "CommandLineError", "USAGE", "VERSION", "apply_flag", "build_config", "main",
+           "parse_args", "parse_command_line"]
+
+# nats-server's help text, cut down to the options we implement.
+USAGE = """
+Usage: natsbroker [options]
+
+Server Options:
+    -a, --addr, --net <host>         Bind to host address (default: 0.0.0.0)
+    -p, --port <port>                Use port for clients (default: 4222)
+    -n, --name
+        --server_name <server_name>  Server name (default: auto)
+    -P, --pid <file>                 File to store PID
+    -m, --http_port <port>           Use port for http monitoring
+    -c, --config <file>              Configuration file
+    -t                               Test configuration and exit
+        --client_advertise <string>  Client URL to advertise to other servers
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
+
+Logging Options:
+    -l, --log <file>                 File to redirect log output
+    -T, --logtime                    Timestamp log entries (default: true)
+    -D, --debug                      Enable debugging output
+    -V, --trace                      Trace the raw protocol
+    -VV                              Verbose trace (same as -V)
+    -DV                              Debug and trace
+    -DVV                             Debug and verbose trace (same as -DV)
+
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory
+
+Authorization Options:
+        --user <user>                User required for connections
+        --pass <password>            Password required for connections
+        --auth <token>               Authorization token required for connections
+        --no_auth_user <user>        User for connections that send no credentials
+
+Cluster Options:
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --cluster_listen <url>       Cluster url from which members can solicit routes
+
+Common Options:
+    -h, --help                       Show this message
+    -v, --version                    Show version
+"""
+
+
+class CommandLineError(Exception):
+    """A bad command line; ``show_usage`` as Go's flag package does for syntax errors."""
+
+    def __init__(self, message, show_usage=False):
+        super().__init__(message)
+        self.show_usage = show_usage
+
+
+@attrs.define
+class CommandLine:
+    """What the command line asked for, before the config file is read."""
+
+    overrides: dict = attrs.field(factory=dict)  # field dicts, as configfile makes
+    config_file: str = ""
+    check_config: bool = False
+    show_help: bool = False
+    show_version: bool = False
+    warnings: list = attrs.field(factory=list)
+
+    def set(self, *path, value):
+        d = self.overrides
+        for name in path[:-1]:
+            d = d.setdefault(name, {})
+        d[path[-1]] = value
+
+
+# -- what each flag does -----------------------------------------------------------
+
+
+def _field(*path, check=None):
+    def action(cl, value):
+        cl.set(*path, value=check(value) if check else value)
+
+    return action
+
+
+def _when_true(**fields):
+    # -DV and friends are their own flags in nats-server; "=false" does nothing.
+    def action(cl, value):
+        if value:
+            for name, v in fields.items():
+                cl.set(name, value=v)
+
+    return action
+
+
+def _attr(name):
+    def action(cl, value):
+        setattr(cl, name, value)
+
+    return action
+
+
+def _cluster_url(cl, value):
+    # nats://host:port, as nats-server's --cluster; a bare host:port also works.
+    url = urllib.parse.urlsplit(value if "://" in value else "nats://" + value)
+    try:
+        number = url.port
+    except ValueError:
+        number = None
+    if not url.hostname or number is None:
+        raise BadValue(f"expected a URL such as nats://0.0.0.0:6222, got {value!r}")
+    cl.set("cluster", "host", value=url.hostname)
+    cl.set("cluster", "port", value=configfile.check_port(number))
+
+
+@attrs.frozen
+class _Flag:
+    names: tuple  # spellings without dashes
+    kind: type  # bool, int or str: how the value is read
+    action: object = None  # action(CommandLine, value); None: accepted and ignored
+    refuse: str = ""  # why natsbroker refuses this nats-server flag
+
+
+_FLAGS = [
+    # Server
+    _Flag(("a", "addr", "net"), str, _field("host")),
+    _Flag(("p", "port"), int, _field("port", check=configfile.check_client_port)),
+    _Flag(("n", "name", "server_name"), str, _field("server_name")),
+    _Flag(("P", "pid"), str, _field("pid_file")),
+    _Flag(("m", "http_port"), int, _field("http_port", check=configfile.check_port)),
+    _Flag(("c", "config"), str, _attr("config_file")),
+    _Flag(("t",), bool, _attr("check_config")),
+    _Flag(("client_advertise",), str, _field("client_advertise")),
+    _Flag(("ports_file_dir",), str, _field("ports_file_dir")),
+    # Logging
+    _Flag(("l", "log"), str, _field("log_file")),
+    _Flag(("T", "logtime"), bool, _field("logtime")),
+    _Flag(("D", "debug"), bool, _field("debug")),
+    _Flag(("V", "trace"), bool, _field("trace")),
+    _Flag(("VV",), bool, _when_true(trace=True)),  # we have no "verbose" trace
+    _Flag(("DV", "DVV"), bool, _when_true(debug=True, trace=True)),
+    # JetStream; like nats-server, -sd alone does not turn JetStream on.
+    _Flag(("js", "jetstream"), bool, _field("jetstream", "enabled")),
+    _Flag(("sd", "store_dir"), str, _field("jetstream", "store_dir")),
+    # Authorization
+    _Flag(("user",), str, _field("authorization", "user")),
+    _Flag(("pass",), str, _field("authorization", "password")),
+    _Flag(("auth",), str, _field("authorization", "token")),
+    _Flag(("no_auth_user",), str, _field("no_auth_user")),
+    # Cluster
+    _Flag(("routes",), str, _field("cluster", "routes", check=configfile.routes)),
+    _Flag(("cluster", "cluster_listen"), str, _cluster_url),
+    _Flag(("cluster_name",), str, _field("cluster", "name")),
+    # Common
+    _Flag(("h", "help"), bool, _attr("show_help")),
+    _Flag(("v", "version"), bool, _attr("show_version")),
+    # nats-server flags we lack.  Those that secure or expose something are
+    # refused, since running without them is not what was asked for ...
+    _Flag(("ms", "https_port"), int, refuse="natsbroker has no TLS, so no HTTPS monitoring; use -m"),
+    _Flag(("tls", "tlsverify", "help_tls"), bool, refuse="natsbroker has no TLS"),
+    _Flag(("tlscert", "tlskey", "tlscacert"), str, refuse="natsbroker has no TLS"),
+    _Flag(("sl", "signal"), str, refuse="send the signal with kill instead"),
+    _Flag(("s", "syslog"), bool, refuse="natsbroker cannot log to syslog; use -l FILE"),
+    _Flag(("r", "remote_syslog"), str, refuse="natsbroker cannot log to syslog; use -l FILE"),
+    _Flag(("profile",), int, refuse="natsbroker has no Go profiler"),
+    # ... and those whose absence changes nothing that matters are ignored.
+    _Flag(("logtime_utc", "no_advertise"), bool),
+    _Flag(("log_size_limit", "max_traced_msg_len", "connect_retries"), int),
+    _Flag(("cluster_advertise",), str),
+]
+_BY_NAME = {name: flag for flag in _FLAGS for name in flag.names}
+
+# strconv.ParseBool's spellings.
+_BOOLS = {s: True for s in ("1", "t", "T", "true", "TRUE", "True")}
+_BOOLS.update({s: False for s in ("0", "f", "F", "false", "FALSE", "False")})
+
+
+def _go_int(text):
+    """strconv.ParseInt(text, 0, 64): 0x, 0o, 0b prefixes and _ separators."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        return int(text, 10)  # "08": Go would read octal and fail; decimal is kinder
+
+
+def apply_flag(cl, name, value):
+    """Apply flag ``name`` (no dashes) with ``value``: True for a bare boolean
+    flag, else the text after ``=`` or the next argument."""
+    flag = _BY_NAME.get(name)
+    if flag is None:
+        raise CommandLineError(f"flag provided but not defined: -{name}", show_usage=True)
+    if flag.kind is bool and value is not True:
+        if value not in _BOOLS:
+            raise CommandLineError(f'invalid boolean value "{value}" for -{name}: parse error', show_usage=True)
+        value = _BOOLS[value]
+    elif flag.kind is int:
+        try:
+            value = _go_int(value)
+        except ValueError:
+            raise CommandLineError(f'invalid value "{value}" for flag -{name}: parse error', show_usage=True) from None
+    if flag.refuse:
+        raise CommandLineError(f"natsbroker: -{name} is not supported: {flag.refuse}")
+    if flag.action is None:
+        cl.warnings.append(f"-{name} is not supported by natsbroker and is ignored")
+        return
+    try:
+        flag.action(cl, value)
+    except BadValue as e:
+        raise CommandLineError(f'invalid value "{value}" for flag -{name}: {e}', show_usage=True) from None
+
+
+def parse_command_line(argv):
+    """Parse ``argv`` (without the program name) into a :class:`CommandLine`."""
+    cl = CommandLine()
+    args = list(argv)
+    while args:
+        arg = args[0]
+        if len(arg) < 2 or arg[0] != "-":
+            break  # Go stops at the first non-flag argument ("-" is one)
+        args.pop(0)
+        if arg == "--":
+            break
+        name = arg[2:] if arg[1] == "-" else arg[1:]
+        if not name or name[0] in "-=":
+            raise CommandLineError(f"bad flag syntax: {arg}", show_usage=True)
+        name, has_value, value = name.partition("=")
+        flag = _BY_NAME.get(name)
+        if not has_value:
+            if flag is not None and flag.kind is not bool:
+                if not args:
+                    raise CommandLineError(f"flag needs an argument: -{name}", show_usage=True)
+                value = args.pop(0)
+            else:
+                value = True
+        apply_flag(cl, name, value)
+    if args:
+        # nats-server takes "version" and "help" as commands, and nothing else.
+        command = args[0].lower()
+        if command in ("version", "help"):
+            setattr(cl, "show_" + command, True)
+        else:
+            raise CommandLineError(f'natsbroker: unrecognized command: "{args[0]}"')
+    return cl
+
+
+def build_config(cl):
+    """The ServerConfig for a parsed command line: the config file (if any)
+    with the flags on top.  Returns ``(config, warnings)``."""
+    config, warnings = ServerConfig(), []
+    if cl.config_file:
+        config, warnings = configfile.load_config(cl.config_file)
+    config = configfile.apply_overrides(config, cl.overrides)
+    configfile.validate(config)
+    return config, warnings + cl.warnings
+
+
+def parse_args(argv):
+    """``(ServerConfig, warnings)`` for a natsbroker/nats-server command line.
+
+    Raises :class:`CommandLineError` or :class:`ConfigError`.  -h, -v and -t
+    are actions for :func:`main` and do not change the result."""
+    return build_config(parse_command_line(argv))
+
+
+def main(argv=None):
+    """The natsbroker command; returns the process exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        cl = parse_command_line(argv)
+        if cl.show_version:
+            print(f"natsbroker: v{VERSION}")
+            return 0
+        if cl.show_help:
+            print(USAGE)
+            return 0
+        if cl.check_config and not cl.config_file:
+            print("natsbroker: must specify [-c, --config] option to check configuration file syntax",
+                  file=sys.stderr)
+            return 1
+        config, warnings = build_config(cl)
+    except CommandLineError as e:
+        print(e, file=sys.stderr)
+        if e.show_usage:
+            print(USAGE, file=sys.stderr)
+        return 2
+    except ConfigError as e:
+        print(f"natsbroker: {e}", file=sys.stderr)
+        return 1
+    for warning in warnings:
+        print(f"natsbroker: warning: {warning}", file=sys.stderr)
+    if cl.check_config:
+        print(f"natsbroker: configuration file {cl.config_file} is valid", file=sys.stderr)
+        return 0
+    from natsbroker.server import run  # late: the server pulls in the reactor
+
+    return run(config)

@@ -1,0 +1,475 @@
+"""Map a nats-server configuration file onto :class:`ServerConfig`.
+
+The file is parsed by :mod:`natsbroker.conf`; this module gives the keys their
+meaning.  Each block (top level, ``authorization``, ``jetstream``, ...) has a
+table from key (and nats-server's aliases) to a handler that checks the value
+and stores it under our field name, so a bad value is reported at its
+``file:line:col``.
+
+Keys nats-server knows but we do not implement only produce a warning, so that
+an existing config file still starts the server.  The exceptions are the keys
+that secure a server (TLS, accounts): ignoring those would quietly run it
+less protected than its owner asked for, so they are errors.
+
+Handlers produce *overrides*: nested dicts of field names, e.g.
+``{"port": 4222, "jetstream": {"enabled": True}}``.  The command line
+(:mod:`natsbroker.cli`) produces the same shape, and :func:`apply_overrides`
+puts either onto a config, so flags and file share one mapping.
+"""
+
+import copy
+import os
+
+import attrs
+import cattrs
+
+from natsbroker import conf
+from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, User
+from natsbroker.subjects import is_valid_subject
+
+__all__ = [
+    "BadValue",
+    "ConfigError",
+    "apply_overrides",
+    "check_client_port",
+    "check_port",
+    "host_port",
+    "load_config",
+    "routes",
+    "validate",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration the server cannot run with; the message says where."""
+
+
+class BadValue(Exception):
+    """Raised by value checks; the caller says where (file position or flag)."""
+
+
+# cattrs turns the checked, normalised dicts into the nested attrs classes.
+_converter = cattrs.Converter()
+
+
+# -- value checks: a raw value in, the field's value out, BadValue on error ------
+
+
+def _show(v):
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
+    return f"{kind.get(type(v), 'map' if isinstance(v, dict) else type(v).__name__)} {v!r}"
+
+
+def _string(v):
+    if not isinstance(v, str):
+        raise BadValue(f"expected a string, got {_show(v)}")
+    return v
+
+
+def _boolean(v):
+    if not isinstance(v, bool):
+        raise BadValue(f"expected true or false, got {_show(v)}")
+    return v
+
+
+def _integer(v):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadValue(f"expected an integer, got {_show(v)}")
+    return v
+
+
+def _count(v):
+    if _integer(v) < 0:
+        raise BadValue(f"expected a number >= 0, got {v}")
+    return v
+
+
+def check_port(v):
+    """A TCP port; -1 asks for a random one, as in nats-server."""
+    if not -1 <= _integer(v) <= 65535:
+        raise BadValue(f"port {v} is out of range (-1..65535)")
+    return v
+
+
+def check_client_port(v):
+    # nats-server treats a client port of 0 as "not set" and uses 4222.
+    return check_port(v) or DEFAULT_PORT
+
+
+def _size(v):
+    try:
+        return conf.parse_size(v)
+    except ValueError:
+        raise BadValue(f'expected a size such as 1048576 or "1MB", got {_show(v)}') from None
+
+
+def _positive_size(v):
+    size = _size(v)
+    if size <= 0:
+        raise BadValue(f"expected a size > 0, got {v!r}")
+    return size
+
+
+def _duration(v):
+    try:
+        seconds = conf.parse_duration(v)
+    except ValueError:
+        raise BadValue(f'expected a duration such as "2m" or seconds, got {_show(v)}') from None
+    if seconds < 0:
+        raise BadValue(f"expected a duration >= 0, got {v!r}")
+    return seconds
+
+
+def _strings(v):
+    """A string or an array of strings, as nats-server allows for lists."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(s, str) for s in v):
+        return list(v)
+    raise BadValue(f"expected a string or an array of strings, got {_show(v)}")
+
+
+def _subjects(v):
+    subjects = _strings(v)
+    for s in subjects:
+        if not is_valid_subject(s.encode()):
+            raise BadValue(f"{s!r} is not a valid subject")
+    return subjects
+
+
+def _server_name(v):
+    if " " in _string(v):
+        raise BadValue("server name cannot contain spaces")
+    return v
+
+
+def _plugins(v):
+    names = _strings(v)
+    for name in names:
+        module, _, obj = name.partition(":")
+        if not module or not obj:
+            raise BadValue(f'expected "module:object", got {name!r}')
+    return names
+
+
+def host_port(v):
+    """``4222``, ``":4222"``, ``"host:4222"`` or ``"[::1]:4222"`` to (host, port).
+
+    host is "" when not given (the configured host then stays)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return "", check_port(v)
+    host, sep, number = _string(v).rpartition(":")
+    if not sep or not number.lstrip("-").isdigit():
+        raise BadValue(f'expected "host:port" or a port, got {v!r}')
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]  # IPv6 literal
+    return host, check_port(int(number))
+
+
+def routes(v):
+    """Route URLs: an array, or one string that may hold several, comma-separated."""
+    if isinstance(v, str):
+        v = v.split(",")
+    return [r.strip() for r in _strings(v) if r.strip()]
+
+
+# -- blocks -------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Where:
+    file: str
+    line: int
+    col: int
+
+    def __str__(self):
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class _Loader:
+    """Walks the parsed file, collecting warnings as it goes."""
+
+    def __init__(self):
+        self.warnings = []
+
+    def block(self, m, table, where):
+        """Check the map ``m`` against ``table``; return its overrides."""
+        if not isinstance(m, dict):
+            raise BadValue(f"expected a map, got {_show(m)}")
+        out = {}
+        positions = getattr(m, "positions", {})
+        for key, value in m.items():
+            at = _Where(*positions[key]) if key in positions else where
+            handler = table.get(key.lower())  # nats-server matches keys case-insensitively
+            if handler is None:
+                self.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
+                continue
+            try:
+                handler(self, value, at, out)
+            except BadValue as e:
+                raise ConfigError(f'{at}: invalid value for "{key}": {e}') from None
+        return out
+
+
+def _table(spec):
+    """Expand ``{"alias1 alias2": handler}`` to one entry per alias."""
+    return {alias: handler for aliases, handler in spec.items() for alias in aliases.split()}
+
+
+def _set(field, check):
+    def handle(ld, v, at, out):
+        out[field] = check(v)
+
+    return handle
+
+
+def _set_block(field, parse):
+    """Like _set, for values that are blocks themselves (parse gets the loader)."""
+
+    def handle(ld, v, at, out):
+        out[field] = parse(ld, v, at)
+
+    return handle
+
+
+def _interval(field):
+    def handle(ld, v, at, out):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            # As nats-server warns: unquoted "2m" is the size 2000000, not 2 minutes.
+            ld.warnings.append(f'{at.file}:{at.line}: {field} should be converted to a duration such as "2m"'
+                               f" ({v} is taken as seconds)")
+        out[field] = _duration(v)
+
+    return handle
+
+
+def _listen(host_field, port_field, port_check):
+    def handle(ld, v, at, out):
+        host, number = host_port(v)
+        if host:
+            out[host_field] = host
+        out[port_field] = port_check(number)
+
+    return handle
+
+
+def _refuse(why):
+    def handle(ld, v, at, out):
+        raise BadValue(f"not supported by natsbroker ({why})")
+
+    return handle
+
+
+def _permission(ld, v, at):
+    """publish/subscribe: subjects (all allowed), or a map of allow/deny."""
+    if isinstance(v, dict):
+        return {"allow": [], "deny": [], **ld.block(v, _PERMISSION, at)}
+    return {"allow": _subjects(v), "deny": []}
+
+
+def _responses(ld, v, at):
+    if isinstance(v, dict):
+        # nats-server's {max, expires} limits; we only know on or off.
+        ld.warnings.append(f"{at.file}:{at.line}: allow_responses limits are not supported, treated as true")
+        return True
+    return _boolean(v)
+
+
+def _permissions(ld, v, at):
+    return ld.block(v, _PERMISSIONS, at)
+
+
+def _users(ld, v, at):
+    if not isinstance(v, list):
+        raise BadValue(f"expected an array of users, got {_show(v)}")
+    users = []
+    for n, entry in enumerate(v, 1):
+        fields = ld.block(entry, _USER, at)
+        if "user" not in fields:
+            raise BadValue(f"user entry #{n} requires a user")
+        if any(u["user"] == fields["user"] for u in users):
+            raise BadValue(f"duplicate user {fields['user']!r}")
+        users.append(fields)
+    return users
+
+
+def _authorization(ld, v, at, out):
+    auth = ld.block(v, _AUTHORIZATION, at)
+    defaults = auth.get("permissions")
+    users = []
+    for fields in auth.get("users", ()):
+        # As nats-server: users without permissions of their own get the block's.
+        if defaults is not None:
+            fields.setdefault("permissions", defaults)
+        users.append(_converter.structure(fields, User))
+    if "users" in auth:
+        auth["users"] = users
+    if defaults is not None:
+        auth["permissions"] = _converter.structure(defaults, Permissions)
+    out["authorization"] = auth
+
+
+def _jetstream(ld, v, at, out):
+    if isinstance(v, bool):
+        out["jetstream"] = {"enabled": v}
+    elif isinstance(v, str) and v.lower() in ("enabled", "enable", "disabled", "disable"):
+        out["jetstream"] = {"enabled": v.lower().startswith("enable")}
+    elif isinstance(v, dict):
+        # A block turns JetStream on unless it says "enabled: false".
+        out["jetstream"] = {"enabled": True, **ld.block(v, _JETSTREAM, at)}
+    else:
+        raise BadValue(f'expected true/false, "enabled"/"disabled" or a block, got {_show(v)}')
+
+
+def _sync(ld, v, at, out):
+    if isinstance(v, str) and v.lower() == "always":
+        out.update(sync_always=True, sync_interval=0.0)
+    else:
+        out.update(sync_always=False, sync_interval=_duration(v))
+
+
+def _cluster(ld, v, at, out):
+    out["cluster"] = ld.block(v, _CLUSTER, at)
+
+
+_PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
+
+_PERMISSIONS = _table(
+    {
+        "publish pub": _set_block("publish", _permission),
+        "subscribe sub": _set_block("subscribe", _permission),
+        "allow_responses resp": _set_block("allow_responses", _responses),
+    }
+)
+
+_USER = _table(
+    {
+        "user username": _set("user", _string),
+        "password pass": _set("password", _string),
+        "permissions permission": _set_block("permissions", _permissions),
+    }
+)
+
+_AUTHORIZATION = _table(
+    {
+        "user username": _set("user", _string),
+        "password pass": _set("password", _string),
+        "token": _set("token", _string),
+        "timeout": _set("timeout", _duration),
+        "users": _set_block("users", _users),
+        "permissions default_permissions default_permission": _set_block("permissions", _permissions),
+    }
+)
+
+_JETSTREAM = _table(
+    {
+        "enabled enable": _set("enabled", _boolean),
+        "store_dir store storedir": _set("store_dir", _string),
+        "max_memory_store max_mem_store max_mem": _set("max_memory_store", _size),
+        "max_file_store max_file": _set("max_file_store", _size),
+        "domain": _set("domain", _string),
+        "sync_interval sync": _sync,
+    }
+)
+
+_CLUSTER = _table(
+    {
+        "name": _set("name", _string),
+        "listen": _listen("host", "port", check_port),
+        "host net": _set("host", _string),
+        "port": _set("port", check_port),
+        "routes": _set("routes", routes),
+    }
+)
+
+_SERVER = _table(
+    {
+        "host net": _set("host", _string),
+        "port": _set("port", check_client_port),
+        "listen": _listen("host", "port", check_client_port),
+        "server_name name": _set("server_name", _server_name),
+        "client_advertise": _set("client_advertise", _string),
+        "http": _listen("http_host", "http_port", check_port),
+        "http_port monitor_port": _set("http_port", check_port),
+        "http_host": _set("http_host", _string),
+        "max_connections max_conn": _set("max_connections", _count),
+        "max_control_line": _set("max_control_line", _positive_size),
+        "max_payload": _set("max_payload", _positive_size),
+        "max_pending max_pending_size": _set("max_pending", _positive_size),
+        "max_subscriptions max_subs": _set("max_subscriptions", _count),
+        "ping_interval": _interval("ping_interval"),
+        "ping_max": _set("ping_max", _count),
+        "write_deadline": _interval("write_deadline"),
+        "authorization": _authorization,
+        "no_auth_user": _set("no_auth_user", _string),
+        "debug": _set("debug", _boolean),
+        "trace": _set("trace", _boolean),
+        "logtime": _set("logtime", _boolean),
+        "log_file logfile": _set("log_file", _string),
+        "pid_file pidfile": _set("pid_file", _string),
+        "ports_file_dir": _set("ports_file_dir", _string),
+        "jetstream": _jetstream,
+        "cluster": _cluster,
+        "plugins": _set("plugins", _plugins),
+        "tls https https_port": _refuse("TLS"),
+        "accounts operator trusted trusted_keys resolver": _refuse("accounts and JWT authentication"),
+    }
+)
+
+
+# -- entry points -----------------------------------------------------------------
+
+
+def apply_overrides(config, overrides):
+    """Return a copy of ``config`` with ``overrides`` (nested field dicts) set."""
+    config = copy.deepcopy(config)
+    _merge(config, overrides)
+    return config
+
+
+def _merge(obj, overrides):
+    for name, value in overrides.items():
+        current = getattr(obj, name)
+        if isinstance(value, dict) and attrs.has(type(current)):
+            _merge(current, value)  # a block sets only the fields it names
+        else:
+            setattr(obj, name, value)
+
+
+def validate(config):
+    """Refuse combinations nats-server refuses; raise :class:`ConfigError`."""
+    auth = config.authorization
+    if auth.token and auth.user:
+        raise ConfigError("cannot have a user/password and a token")
+    if auth.users and (auth.user or auth.token):
+        raise ConfigError("cannot have a single user/password or token and a users array")
+    if config.no_auth_user:
+        if not auth.users:
+            raise ConfigError(f"no_auth_user {config.no_auth_user!r} present, but users are not defined")
+        if config.no_auth_user not in {u.user for u in auth.users}:
+            raise ConfigError(f"no_auth_user {config.no_auth_user!r} is not a user of the authorization block")
+
+
+def load_config(path, config=None):
+    """Read the nats-server config file at ``path`` onto ``config`` (default:
+    a fresh :class:`ServerConfig`).
+
+    Returns ``(config, warnings)``; the given config is not modified.  Raises
+    :class:`ConfigError` for an unreadable file, a syntax error or a bad value,
+    its message starting with ``file:line:col``.
+    """
+    try:
+        tree = conf.parse_file(path)
+    except OSError as e:
+        raise ConfigError(f"cannot read configuration file {os.fspath(path)!r}: {e.strerror or e}") from e
+    except conf.ConfError as e:
+        raise ConfigError(str(e)) from e
+    loader = _Loader()
+    try:
+        overrides = loader.block(tree, _SERVER, _Where(os.fspath(path), 1, 1))
+    except BadValue as e:  # only if the top level is not a map, which conf never returns
+        raise ConfigError(f"{os.fspath(path)}: {e}") from None
+    overrides["config_file"] = os.path.abspath(path)
+    config = apply_overrides(config if config is not None else ServerConfig(), overrides)
+    validate(config)
+    return config, loader.warnings

@@ -1,0 +1,89 @@
+"""``twistd natsbroker``: the server as a Twisted application plugin.
+
+The options are nats-server's long flags, Twisted-style (``--port 4222``,
+``--jetstream``), applied by :mod:`natsbroker.cli` so they mean exactly what
+they mean on the ``natsbroker`` command line.  twistd's own ``--pidfile`` and
+``--logfile`` take the place of ``--pid`` and ``--log``.
+"""
+
+from twisted.logger import Logger
+from twisted.python import usage
+
+from natsbroker import cli
+from natsbroker.configfile import ConfigError
+
+_log = Logger()
+
+# (option = cli flag name, short option, help)
+_PARAMETERS = [
+    ("config", "c", "Configuration file (nats-server format); options override it."),
+    ("addr", "a", "Bind to host address (default: 0.0.0.0)."),
+    ("port", "p", "Use port for clients (default: 4222; -1: random)."),
+    ("name", "n", "Server name (default: auto)."),
+    ("http_port", "m", "Use port for http monitoring (-1: random)."),
+    ("client_advertise", None, "Client URL to advertise to other servers."),
+    ("ports_file_dir", None, "Creates a ports file in the specified directory."),
+    ("store_dir", None, "JetStream storage directory."),
+    ("user", None, "User required for connections."),
+    ("pass", None, "Password required for connections."),
+    ("auth", None, "Authorization token required for connections."),
+    ("no_auth_user", None, "User for connections that send no credentials."),
+    ("cluster", None, "Cluster URL for solicited routes."),
+    ("cluster_name", None, "Cluster name."),
+    ("routes", None, "Routes to solicit and connect (comma-separated URLs)."),
+]
+_FLAGS = [
+    ("jetstream", None, "Enable JetStream."),
+    ("debug", "D", "Enable debugging output."),
+    ("trace", "V", "Trace the raw protocol."),
+]
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    optParameters = [[name, short, None, doc] for name, short, doc in _PARAMETERS]
+    optFlags = [[name, short, doc] for name, short, doc in _FLAGS]
+
+    def __init__(self):
+        super().__init__()
+        self["listen"] = []
+        self.config = None
+        self.warnings = []
+
+    def opt_listen(self, endpoint):
+        self["listen"].append(endpoint)
+
+    # twistd prints the docstring as the help, newlines and indentation included.
+    opt_listen.__doc__ = (
+        "Also accept clients on this Twisted endpoint, e.g. tcp:4223:interface=127.0.0.1 "
+        "(may repeat; with --port 0, only on these)."
+    )
+
+    def postOptions(self):
+        # Option values go through the command line's flag table, so that
+        # e.g. --port here and -p there are checked and mapped by the same code.
+        cl = cli.CommandLine()
+        try:
+            for name, _, _ in _PARAMETERS:
+                if self[name] is not None:
+                    cli.apply_flag(cl, name, self[name])
+            for name, _, _ in _FLAGS:
+                if self[name]:
+                    cli.apply_flag(cl, name, True)
+            if self["listen"]:
+                cl.set("listen", value=list(self["listen"]))
+                if self["port"] == "0":
+                    # nats-server reads port 0 as 4222, but with --listen it is
+                    # how to ask server.make_service for only these endpoints.
+                    cl.set("port", value=0)
+            self.config, self.warnings = cli.build_config(cl)
+        except (cli.CommandLineError, ConfigError) as e:
+            raise usage.UsageError(str(e)) from None
+
+
+def makeService(options):
+    from natsbroker.server import make_service  # late: twistd imports this module to list plugins
+
+    for warning in options.warnings:
+        _log.warn("{warning}", warning=warning)
+    return make_service(options.config)
