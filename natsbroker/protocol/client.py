@@ -112,6 +112,7 @@ class ClientProtocol(protocol.Protocol):
         self.port = 0
         self.connect_received = False
         self._first_pong_sent = False
+        self._seen_bytes = False
         self.closed = False
         self.close_reason = ""
         self.start = time.time()
@@ -218,6 +219,10 @@ class ClientProtocol(protocol.Protocol):
             return
         self._got_data = True
         self.last_activity = time.time()
+        if not self.connect_received and self.auth.required and not self._seen_bytes:
+            self._seen_bytes = True
+            if data[:1] not in (b"C", b"c") and not self._first_op_not_connect():
+                return
         ops = self.parser.feed(data)
         if not ops:
             return
@@ -225,32 +230,28 @@ class ClientProtocol(protocol.Protocol):
         b.begin()
         try:
             dispatch = self._dispatch
-            if self.connect_received or not self.auth.required:
-                for op in ops:
-                    handler = dispatch.get(op[0])
-                    if handler is None:
-                        self._on_unhandled(op)
-                    else:
-                        handler(op)
-                    if self.closed:
-                        break
-            else:
-                for op in ops:
-                    self._before_connect(op)
-                    if self.closed:
-                        break
+            for op in ops:
+                handler = dispatch.get(op[0])
+                if handler is None:
+                    self._on_unhandled(op)
+                else:
+                    handler(op)
+                if self.closed:
+                    break
         finally:
             b.end()
 
-    def _before_connect(self, op):
-        # With auth on, CONNECT must come first; anything else is a violation.
-        code = op[0]
-        if code == P.OP_CONNECT:
-            self._on_connect(op)
-        elif code == P.OP_ERROR:
-            self._on_unhandled(op)
-        else:
-            self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+    def _first_op_not_connect(self):
+        """With auth on, the first op must be CONNECT, as nats-server's parser
+        decides from the very first byte; a configured no_auth_user lets a
+        telnet-style client in without one. Returns True to go on."""
+        ok, user, perms = self.auth.authenticate(ConnectOptions())
+        if ok and self.broker.config.no_auth_user:
+            self.user, self.permissions = user, perms
+            self._connected()
+            return True
+        self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+        return False
 
     def _on_unhandled(self, op):
         if op[0] == P.OP_ERROR:
@@ -292,15 +293,18 @@ class ClientProtocol(protocol.Protocol):
         self.headers = opts.headers
         self.no_responders = opts.no_responders
         first = not self.connect_received
+        if self.verbose:
+            self.send(wire.OK)
+        if first:
+            self._connected()
+
+    def _connected(self):
         self.connect_received = True
         if self._auth_call is not None and self._auth_call.active():
             self._auth_call.cancel()
         self._auth_call = None
-        if self.verbose:
-            self.send(wire.OK)
-        if first:
-            for plugin in self.broker.providers(IClientObserver):
-                plugin.client_connected(self)
+        for plugin in self.broker.providers(IClientObserver):
+            plugin.client_connected(self)
 
     def _on_ping(self, op):
         self.send(wire.PONG)
