@@ -1,0 +1,67 @@
+"""A subscriber that stops reading is cut off; the server and everyone else carry on."""
+
+import os
+import socket
+import tempfile
+import time
+
+from tests.support.raw import Conversation
+from tests.support.servers import ServerProcess
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_stalled_reader_is_cut_and_memory_stays_bounded():
+    fd, conf = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write("max_pending: 4MB\nmax_payload: 64KB\n")
+    with ServerProcess("natsbroker", ["-c", conf]) as server:
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", server.port))
+        stalled.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
+        time.sleep(0.2)
+        stalled.recv(4096)  # INFO and PONG; from now on it reads nothing
+
+        healthy = Conversation(server.port)
+        healthy.send(b'CONNECT {"verbose":false}\r\nSUB other 1\r\nPING\r\n')
+        assert healthy.read_until().endswith(b"PONG\r\n")
+
+        pub = Conversation(server.port)
+        pub.send(b'CONNECT {"verbose":false}\r\n')
+        frame = b"PUB flood 32768\r\n" + b"x" * 32768 + b"\r\n"
+        burst = frame * 64  # 2 MiB a burst
+        for _ in range(20):  # 40 MiB in all: ten times max_pending
+            pub.send(burst)
+        pub.send(b"PUB other 2\r\nok\r\nPING\r\n")
+        assert pub.read_until(limit=30).endswith(b"PONG\r\n")
+        assert not pub.closed
+        assert healthy.read_until(b"ok\r\n", limit=10) == b"MSG other 1 2\r\nok\r\n"
+        # The broker held at most about max_pending for the stalled client.
+        assert rss_bytes(server.proc.pid) < 150 * 1024 * 1024
+
+        # The stalled client was disconnected: draining its socket ends in EOF.
+        stalled.settimeout(10)
+        data = b""
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                chunk = stalled.recv(1 << 20)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            data += chunk[-64:]
+            data = data[-64:]
+        else:
+            raise AssertionError("stalled client was never disconnected")
+        assert "Slow Consumer" in server.log()
+        stalled.close()
+        healthy.close()
+        pub.close()
