@@ -33,12 +33,46 @@ def new_server_id():
 
 
 class Stats:
-    __slots__ = ("in_msgs", "in_bytes", "out_msgs", "out_bytes",
-                 "slow_consumers", "stale_connections", "total_connections")
+    """Server-wide counters.
 
-    def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, 0)
+    Message and byte counts live on each connection (one increment on the
+    hot path instead of two); the totals here add the live connections to what
+    closed connections had counted.
+    """
+
+    def __init__(self, broker):
+        self._broker = broker
+        self.closed_in_msgs = self.closed_in_bytes = 0
+        self.closed_out_msgs = self.closed_out_bytes = 0
+        self.slow_consumers = 0
+        self.stale_connections = 0
+        self.total_connections = 0
+
+    def _sum(self, attr):
+        return sum(getattr(c, attr) for c in self._broker.clients())
+
+    @property
+    def in_msgs(self):
+        return self.closed_in_msgs + self._sum("in_msgs")
+
+    @property
+    def in_bytes(self):
+        return self.closed_in_bytes + self._sum("in_bytes")
+
+    @property
+    def out_msgs(self):
+        return self.closed_out_msgs + self._sum("out_msgs")
+
+    @property
+    def out_bytes(self):
+        return self.closed_out_bytes + self._sum("out_bytes")
+
+    def retire(self, client):
+        """Keep a closing connection's counts in the totals."""
+        self.closed_in_msgs += client.in_msgs
+        self.closed_in_bytes += client.in_bytes
+        self.closed_out_msgs += client.out_msgs
+        self.closed_out_bytes += client.out_bytes
 
 
 @implementer(IMessageSink)
@@ -66,7 +100,10 @@ class Broker:
         self.server_id = new_server_id()
         self.server_name = config.server_name or self.server_id
         self.sublist = Sublist()
-        self.stats = Stats()
+        self.stats = Stats(self)
+        # (raw, reply, tail) of the last MSG frame built: a fan-out builds
+        # the part after the sid once for all subscribers.
+        self.msg_memo = [None, None, None]
         self.start_time = time.time()
         self._clients = {}
         self._cids = itertools.count(1)
@@ -111,7 +148,8 @@ class Broker:
         self.stats.total_connections += 1
 
     def unregister(self, client):
-        self._clients.pop(client.cid, None)
+        if self._clients.pop(client.cid, None) is not None:
+            self.stats.retire(client)
 
     def clients(self):
         return self._clients.values()
@@ -168,9 +206,6 @@ class Broker:
             if sub is not None:
                 sub.owner.deliver(sub, subject, reply, hdr_len, raw)
                 n += 1
-        if n:
-            self.stats.out_msgs += n
-            self.stats.out_bytes += n * len(raw)
         return n
 
     _rr = 0

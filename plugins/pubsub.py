@@ -58,15 +58,34 @@ class PubSub:
     def client_ops(self, client):
         broker = self.broker
         route = broker.route
-        stats = broker.stats
         sublist = broker.sublist
         max_subs = self.config.max_subscriptions
         valid_pub = self._valid_pub
         OK = wire.OK
 
-        def publish(subject, reply, hdr_len, raw):
-            stats.in_msgs += 1
-            stats.in_bytes += len(raw)
+        def on_pub(op):
+            subject = op[1]
+            payload = op[3]
+            client.in_msgs += 1
+            client.in_bytes += len(payload)
+            if client.pedantic and not valid_pub(subject):
+                client.send_err(ERR_INVALID_PUB_SUBJECT)
+            perms = client.permissions
+            if perms is not None and not perms.can_publish(subject):
+                client.send_err(pub_violation(subject))
+                return
+            if client.verbose:
+                client.send(OK)
+            route(client, subject, op[2], 0, payload)
+
+        def on_hpub(op):
+            if not client.headers:
+                # nats-server hangs up on HPUB from a client that did not
+                # announce headers support.
+                client.close("Protocol Violation")
+                return
+            subject = op[1]
+            raw = op[4]
             client.in_msgs += 1
             client.in_bytes += len(raw)
             if client.pedantic and not valid_pub(subject):
@@ -77,18 +96,7 @@ class PubSub:
                 return
             if client.verbose:
                 client.send(OK)
-            route(client, subject, reply, hdr_len, raw)
-
-        def on_pub(op):
-            publish(op[1], op[2], 0, op[3])
-
-        def on_hpub(op):
-            if not client.headers:
-                # nats-server hangs up on HPUB from a client that did not
-                # announce headers support.
-                client.close("Protocol Violation")
-                return
-            publish(op[1], op[2], op[3], op[4])
+            route(client, subject, op[2], op[3], raw)
 
         def on_sub(op):
             _, subject, queue, sid = op

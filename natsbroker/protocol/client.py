@@ -136,6 +136,7 @@ class ClientProtocol(protocol.Protocol):
         self._auth_call = None
         self._deadline_call = None
         self._dispatch = {}
+        self._msg_memo = broker.msg_memo
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -362,21 +363,21 @@ class ClientProtocol(protocol.Protocol):
     def deliver(self, sub, subject, reply, hdr_len, raw):
         if self.closed:
             return
-        if hdr_len and self.headers:
-            if reply:
-                frame = b"HMSG %s %s %s %d %d\r\n%s\r\n" % (
-                    subject, sub.sid, reply, hdr_len, len(raw), raw)
-            else:
-                frame = b"HMSG %s %s %d %d\r\n%s\r\n" % (
-                    subject, sub.sid, hdr_len, len(raw), raw)
+        if hdr_len:
+            frame = self._frame_with_headers(sub, subject, reply, hdr_len, raw)
         else:
-            if hdr_len:
-                raw = raw[hdr_len:]
-            if reply:
-                frame = b"MSG %s %s %s %d\r\n%s\r\n" % (
-                    subject, sub.sid, reply, len(raw), raw)
+            memo = self._msg_memo
+            if memo[0] is raw and memo[1] is reply:
+                tail = memo[2]
             else:
-                frame = b"MSG %s %s %d\r\n%s\r\n" % (subject, sub.sid, len(raw), raw)
+                if reply:
+                    tail = b" %s %d\r\n%s\r\n" % (reply, len(raw), raw)
+                else:
+                    tail = b" %d\r\n%s\r\n" % (len(raw), raw)
+                memo[0] = raw
+                memo[1] = reply
+                memo[2] = tail
+            frame = b"MSG " + subject + b" " + sub.sid + tail
         self._out.append(frame)
         self.out_msgs += 1
         self.out_bytes += len(raw)
@@ -386,6 +387,19 @@ class ClientProtocol(protocol.Protocol):
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_sub(sub)
+
+    def _frame_with_headers(self, sub, subject, reply, hdr_len, raw):
+        if self.headers:
+            if reply:
+                return b"HMSG %s %s %s %d %d\r\n%s\r\n" % (
+                    subject, sub.sid, reply, hdr_len, len(raw), raw)
+            return b"HMSG %s %s %d %d\r\n%s\r\n" % (
+                subject, sub.sid, hdr_len, len(raw), raw)
+        # A client that did not ask for headers gets the payload alone.
+        raw = raw[hdr_len:]
+        if reply:
+            return b"MSG %s %s %s %d\r\n%s\r\n" % (subject, sub.sid, reply, len(raw), raw)
+        return b"MSG %s %s %d\r\n%s\r\n" % (subject, sub.sid, len(raw), raw)
 
     def remove_sub(self, sub):
         if not sub.closed:

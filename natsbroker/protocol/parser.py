@@ -153,6 +153,30 @@ class Parser:
                     pos = end + 2
                     continue
                 nl = buf.find(b"\n", pos)
+                if nl > 0 and buf.startswith(b"PUB ", pos) and self._skipping is None:
+                    # Fast path for the most common op, spelled the usual way;
+                    # anything unusual takes the general path below.
+                    end = nl - 1 if buf[nl - 1] == 13 else nl
+                    if end - pos - 4 <= self.max_control_line:
+                        f = buf[pos + 4:end].split()
+                        nf = len(f)
+                        if nf == 2 or nf == 3:
+                            size = f[-1]
+                            if size.isdigit():
+                                size = int(size)
+                                if size <= self.max_payload:
+                                    reply = f[1] if nf == 3 else None
+                                    start = nl + 1
+                                    stop = start + size
+                                    if stop + 2 <= n:
+                                        if buf[stop:stop + 2] != b"\r\n":
+                                            raise ProtocolError(ERR_UNKNOWN_OP)
+                                        ops.append((OP_PUB, f[0], reply, buf[start:stop]))
+                                        pos = stop + 2
+                                        continue
+                                    self._pending = ((OP_PUB, f[0], reply), size)
+                                    pos = start
+                                    continue
                 if self._skipping is not None:
                     if nl < 0:
                         pos = n
