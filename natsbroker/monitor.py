@@ -1,0 +1,908 @@
+"""HTTP monitoring in nats-server's shape: /varz, /connz, /subsz, /routez, /healthz.
+
+``make_site(broker)`` returns the Twisted ``Site`` the server listens with on
+``http_port``. Tools written for nats-server (``nats server report``, Prometheus
+exporters, dashboards) parse these documents, so they follow nats-server
+v2.x closely:
+
+* the same JSON field names, in the same order, pretty-printed with a two-space
+  indent (``/healthz`` compact), with Go's number and HTML-safe string encoding;
+* the same query parameters, defaults and ``400`` error texts (Go's ``strconv``
+  messages included), and Go's ``404 page not found`` for unknown paths;
+* ``Access-Control-Allow-Origin: *`` on JSON answers. nats-server no longer
+  answers JSONP: ``?callback=`` is ignored and plain JSON comes back, and we do
+  the same (a caller-named script is a same-origin bypass; CORS covers it).
+
+A field is left out rather than invented when we have nothing true to put in it
+(``go``, ``git_commit``, ``gomaxprocs``, ``system_account``, ``feature_flags``,
+``disk_io_wait_stats``: see :data:`VARZ_OMITTED`). Counters for things this
+broker does not have (routes, leaf nodes, stalled producers) are reported as
+the zero they truly are.
+
+Plugins add endpoints with ``broker.add_monitor_endpoint(path, handler)``:
+``handler(request)`` returns a dict (or a Deferred firing with one), served as
+JSON at ``/path``; raising ``ValueError`` answers ``400`` with its text, as
+nats-server does for bad query parameters. The JetStream plugin (the plugin
+named ``"jetstream"``) may also provide ``varz()`` returning /varz's
+``"jetstream"`` block (nats-server's config/stats/limits shape) and
+``healthz(options)`` returning a health status dict; see :func:`_healthz`.
+"""
+
+import decimal
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+import urllib.parse
+
+from twisted.internet import defer
+from twisted.logger import Logger
+from twisted.web import resource, server
+
+from natsbroker import COMPAT_VERSION, __version__
+from natsbroker.subjects import is_valid_literal_subject, subject_matches
+
+try:
+    import resource as _resource  # the stdlib module (getrusage), not twisted.web's
+except ImportError:  # there is no such module on Windows
+    _resource = None
+
+log = Logger()
+
+# nats-server's defaults for list sizes (DefaultConnListSize, DefaultSubListSize).
+DEFAULT_LIMIT = 1024
+
+# We have a single account: nats-server's global account.
+GLOBAL_ACCOUNT = "$G"
+
+# nats-server reports its default TLS timeout even when TLS is off; we have no
+# TLS at all, so the default is all there is to report.
+DEFAULT_TLS_TIMEOUT = 2
+
+# /varz fields of nats-server that we deliberately leave out, and why.
+VARZ_OMITTED = {
+    "git_commit": "no Go build of nats-server here; there is no commit to name",
+    "go": "the Go toolchain version: we are not a Go program",
+    "gomaxprocs": "a Go runtime setting; nothing corresponds in Python",
+    "feature_flags": "nats-server's internal JetStream feature switches",
+    "system_account": "no $SYS system account: the broker has only $G",
+    "disk_io_wait_stats": "nats-server's filestore disk I/O throttle, which we do not have",
+}
+
+# Sort options of /connz (nats-server's SortOpt values).
+_SORTS = ("cid", "start", "subs", "pending", "msgs_to", "msgs_from", "bytes_to",
+          "bytes_from", "last", "idle", "uptime", "stop", "reason", "rtt")
+
+_OPEN, _CLOSED, _ANY = "open", "closed", "any"
+
+# The index page names the endpoints nats-server names, when we serve them.
+_LABELS = {
+    "varz": "General", "jsz": "JetStream", "connz": "Connections",
+    "accountz": "Accounts", "accstatz": "Account Stats", "subsz": "Subscriptions",
+    "routez": "Routes", "leafz": "LeafNodes", "gatewayz": "Gateways",
+    "raftz": "Raft Groups", "healthz": "Health Probe",
+}
+
+
+def make_site(broker):
+    """The monitoring ``Site`` for ``broker``."""
+    site = _MonitorSite(MonitorResource(broker))
+    site.displayTracebacks = False
+    site.noisy = False
+    return site
+
+
+class _MonitorSite(server.Site):
+    # nats-server does not log monitoring requests; an access log line per
+    # scrape would drown the server log, so requests are logged at debug only.
+    def log(self, request):
+        log.debug("monitor: {method} {uri} {code}",
+                  method=request.method.decode("ascii", "replace"),
+                  uri=request.uri.decode("ascii", "replace"), code=request.code)
+
+
+class BadRequest(Exception):
+    """A bad query parameter: answered 400 with this text, as nats-server does."""
+
+
+class MonitorResource(resource.Resource):
+    """Every path: nats-server's net/http mux matches whole paths, so do we."""
+
+    isLeaf = True
+
+    def __init__(self, broker):
+        super().__init__()
+        self.broker = broker
+        self.http_req_stats = {}
+        self._cpu = _CpuSampler()
+        self._config_digest = _config_digest(broker.config.config_file)
+        self._builtin = {
+            "/": self.root, "/varz": self.varz, "/connz": self.connz,
+            "/subsz": self.subsz, "/subscriptionsz": self.subsz,
+            "/routez": self.routez, "/healthz": self.healthz,
+        }
+
+    # -- dispatch ---------------------------------------------------------
+
+    def render(self, request):
+        # nats-server sends no Server header; neither do we advertise ours.
+        request.responseHeaders.removeHeader(b"server")
+        # Any method, as nats-server's handlers do not look at it.
+        path = urllib.parse.unquote(request.path.decode("utf-8", "replace"))
+        handler = self._builtin.get(path)
+        plugin_handler = None
+        if handler is None:
+            plugin_handler = self.broker.monitor_endpoints.get(path.strip("/"))
+            if plugin_handler is None or path != "/" + path.strip("/"):
+                return _not_found(request)
+        # /subscriptionsz is nats-server's old name for /subsz, counted as /subsz.
+        key = "/subsz" if path == "/subscriptionsz" else path
+        self.http_req_stats[key] = self.http_req_stats.get(key, 0) + 1
+        query = _query(request)
+        try:
+            if plugin_handler is not None:
+                return self._plugin(request, plugin_handler)
+            return handler(request, query)
+        except BadRequest as e:
+            return _text(request, 400, str(e))
+
+    def _plugin(self, request, handler):
+        try:
+            result = handler(request)
+        except ValueError as e:
+            return _text(request, 400, str(e))
+        if not isinstance(result, defer.Deferred):
+            return _json(request, result)
+        # An endpoint that has to wait (a store to read) answers later.
+        finished = []
+        request.notifyFinish().addBoth(finished.append)
+
+        def done(value):
+            if not finished:
+                request.write(_json(request, value))
+                request.finish()
+
+        def failed(f):
+            if f.check(ValueError):
+                body = _text(request, 400, str(f.value))
+            else:
+                log.failure("monitor endpoint {path} failed", f, path=request.path)
+                body = _text(request, 500, "Internal Server Error")
+            if not finished:
+                request.write(body)
+                request.finish()
+
+        result.addCallbacks(done, failed)
+        return server.NOT_DONE_YET
+
+    # -- / ------------------------------------------------------------------
+
+    def root(self, request, query):
+        names = ["varz", "connz", "subsz", "routez"]
+        names += sorted(p for p in self.broker.monitor_endpoints if p not in names)
+        names.append("healthz")
+        links = "\n".join(
+            "\t<a href=./%s%s>%s<span class=\"endpoint\"> /%s</span></a>"
+            % (n, " class=last" if n == "healthz" else "", _html(_LABELS.get(n, n)), _html(n))
+            for n in names)
+        page = _INDEX % {"version": _html(__version__), "compat": _html(COMPAT_VERSION),
+                         "links": links}
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        return page.encode("utf-8")
+
+    # -- /varz ----------------------------------------------------------------
+
+    def varz(self, request, query):
+        b = self.broker
+        cfg = b.config
+        now_ns = time.time_ns()
+        stats = b.stats
+        v = {
+            "server_id": b.server_id,
+            "server_name": b.server_name,
+            "version": COMPAT_VERSION,
+            "proto": 1,
+            "host": b.host,
+            "port": b.port,
+        }
+        if cfg.authorization.enabled:
+            v["auth_required"] = True
+        v["max_connections"] = cfg.max_connections
+        if cfg.max_subscriptions:
+            v["max_subscriptions"] = cfg.max_subscriptions
+        v.update({
+            "ping_interval": _ns(cfg.ping_interval),
+            "ping_max": cfg.ping_max,
+            # What the server binds the monitor to (server.py: http_host or host).
+            "http_host": cfg.http_host or cfg.host,
+            "http_port": cfg.http_port,
+            # No base path and no HTTPS monitoring: nats-server's values for "off".
+            "http_base_path": "",
+            "https_port": 0,
+            "auth_timeout": cfg.auth_timeout,
+            "max_control_line": cfg.max_control_line,
+            "max_payload": cfg.max_payload,
+            "max_pending": cfg.max_pending,
+            # No clustering, gateways, leaf nodes, MQTT or websockets: nats-server
+            # shows these blocks empty when they are not configured.
+            "cluster": {},
+            "gateway": {},
+            "leaf": {},
+            "mqtt": {},
+            "websocket": {},
+            "jetstream": self._jetstream_varz(),
+            "tls_timeout": DEFAULT_TLS_TIMEOUT,
+            "write_deadline": _ns(cfg.write_deadline),
+            "start": _rfc3339(b.start_time),
+            "now": _rfc3339_ns(now_ns),
+            "uptime": _uptime(now_ns / 1e9 - b.start_time),
+            "mem": _rss(),
+            "cores": _cores(),
+            "cpu": self._cpu.percent(),
+            "connections": b.num_clients,
+            "total_connections": stats.total_connections,
+            "routes": 0,
+            "remotes": 0,
+            "leafnodes": 0,
+            "in_msgs": stats.in_msgs,
+            "in_bytes": stats.in_bytes,
+            # Without routes, gateways or leaf nodes every message is a
+            # client's, so the client-only counters equal the totals.
+            "in_client_msgs": stats.in_msgs,
+            "in_client_bytes": stats.in_bytes,
+            "out_msgs": stats.out_msgs,
+            "out_bytes": stats.out_bytes,
+            "out_client_msgs": stats.out_msgs,
+            "out_client_bytes": stats.out_bytes,
+            "slow_consumers": stats.slow_consumers,
+            "stale_connections": stats.stale_connections,
+            # nats-server counts producers it stalled for a slow consumer; we
+            # never stall a producer (slow consumers are cut off instead).
+            "stalled_clients": 0,
+            "subscriptions": b.sublist.count,
+            # Go marshals maps with sorted keys.
+            "http_req_stats": dict(sorted(self.http_req_stats.items())),
+            "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),
+            "config_digest": self._config_digest,
+            "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
+                                    "gateways": 0, "leafs": 0},
+            "stale_connection_stats": {"clients": stats.stale_connections, "routes": 0,
+                                       "gateways": 0, "leafs": 0},
+        })
+        return _json(request, v)
+
+    def _jetstream_varz(self):
+        plugin = self.broker.plugin("jetstream")
+        hook = getattr(plugin, "varz", None)
+        if hook is None:
+            return {}
+        return hook() or {}
+
+    # -- /connz ---------------------------------------------------------------
+
+    def connz(self, request, query):
+        # Decoded in nats-server's order, so the first bad one is reported.
+        sort = query.get("sort", "")
+        auth = _bool(query, "auth")
+        subs, detail = _subs(query)
+        offset = _int(query, "offset")
+        limit = _int(query, "limit")
+        cid = _uint(query, "cid")
+        state = _state(query)
+        user = query.get("user", "")
+        acc = query.get("acc", "")
+        mqtt_client = query.get("mqtt_client", "")
+
+        if sort and sort not in _SORTS:
+            raise BadRequest("invalid sorting option: %s" % sort)
+        offset = max(offset, 0)
+        if limit <= 0:
+            limit = DEFAULT_LIMIT
+        if sort in ("stop", "reason") and state != _CLOSED:
+            raise BadRequest("sort by %s only valid on closed connections" % sort)
+        if cid > 0:
+            limit = 1
+
+        b = self.broker
+        now_ns = time.time_ns()
+        now = now_ns / 1e9
+        open_clients = list(b.clients()) if state in (_OPEN, _ANY) else []
+        closed = list(b.closed_clients) if state in (_CLOSED, _ANY) else []
+        if acc and acc != GLOBAL_ACCOUNT:
+            # Only the global account exists: nothing belongs to any other.
+            open_clients, closed = [], []
+        total = len(open_clients) + len(closed)
+
+        if cid > 0:
+            open_clients = [c for c in open_clients if c.cid == cid]
+            closed = [s for s in closed if s.get("cid") == cid]
+        else:
+            if user:
+                # nats-server compares the user name a client sent in CONNECT.
+                open_clients = [c for c in open_clients if c.opts.user == user]
+                closed = [s for s in closed if s.get("user") == user]
+            if mqtt_client:
+                # No MQTT: no connection has an MQTT client id.
+                open_clients, closed = [], []
+
+        rows = [_open_row(c, now, auth, subs, detail) for c in open_clients]
+        rows += [_closed_row(s, now, auth, subs, detail) for s in closed]
+        rows.sort(key=lambda r: r.cid)
+        _sort_rows(rows, sort, now)
+        page = rows[offset:offset + limit]
+        return _json(request, {
+            "server_id": b.server_id,
+            "now": _rfc3339_ns(now_ns),
+            "num_connections": len(page),
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            "connections": [r.info for r in page],
+        })
+
+    # -- /subsz ---------------------------------------------------------------
+
+    def subsz(self, request, query):
+        subs = _bool(query, "subs")
+        offset = max(_int(query, "offset"), 0)
+        limit = _int(query, "limit")
+        if limit <= 0:
+            limit = DEFAULT_LIMIT
+        test = query.get("test", "")
+        acc = query.get("acc", "")
+        test_b = test.encode("utf-8")
+        if test and not is_valid_literal_subject(test_b):
+            raise BadRequest("invalid test subject, must be valid publish subject: %s" % test)
+
+        b = self.broker
+        sl = b.sublist
+        ours = acc in ("", GLOBAL_ACCOUNT)
+        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
+        if ours:
+            out.update({
+                "num_subscriptions": sl.count,
+                "num_cache": sl.cache_size,
+                "num_inserts": sl.inserts,
+                "num_removes": sl.removes,
+                "num_matches": sl.matches,
+                "cache_hit_rate": sl.cache_hits / sl.matches if sl.matches else 0,
+                "max_fanout": sl.max_fanout,
+                "avg_fanout": sl.avg_fanout,
+            })
+        else:
+            # An account we do not have: nats-server answers with zero stats.
+            out.update(dict.fromkeys(("num_subscriptions", "num_cache", "num_inserts",
+                                      "num_removes", "num_matches", "cache_hit_rate",
+                                      "max_fanout", "avg_fanout"), 0))
+        out.update({"total": 0, "offset": offset, "limit": limit})
+        if subs and ours:
+            found = [s for s in sl.all_subscriptions()
+                     if not test or subject_matches(s.subject, test_b)]
+            # A stable order, so that offset/limit pages do not overlap.
+            found.sort(key=lambda s: (_owner_cid(s), s.subject, s.sid))
+            out["total"] = len(found)
+            page = found[offset:offset + limit]
+            if page:
+                out["subscriptions_list"] = [_sub_detail(s, account=True) for s in page]
+        return _json(request, out)
+
+    # -- /routez --------------------------------------------------------------
+
+    def routez(self, request, query):
+        _subs(query)  # validated as nats-server does, though there is nothing to list
+        b = self.broker
+        return _json(request, {
+            "server_id": b.server_id,
+            "server_name": b.server_name,
+            "now": _rfc3339_ns(time.time_ns()),
+            "num_routes": 0,
+            "routes": [],
+        })
+
+    # -- /healthz -------------------------------------------------------------
+
+    def healthz(self, request, query):
+        # Every flag is decoded (in nats-server's order) before any is used, so a
+        # bad value is a 400 even next to one that decides the answer.
+        js_enabled = _bool(query, "js-enabled")  # deprecated name of js-enabled-only
+        opts = {
+            "js-enabled-only": _bool(query, "js-enabled-only") or js_enabled,
+            "js-server-only": _bool(query, "js-server-only"),
+            "js-meta-only": _bool(query, "js-meta-only"),
+            "details": _bool(query, "details"),
+            "account": query.get("account", ""),
+            "stream": query.get("stream", ""),
+            "consumer": query.get("consumer", ""),
+        }
+        status = _healthz(self.broker, opts)
+        code = status.pop("status_code", None) or (200 if status["status"] == "ok" else 503)
+        request.setResponseCode(code)
+        return _json(request, status, indent=False)
+
+
+def _healthz(broker, opts):
+    """nats-server's health status; a JetStream plugin decides its own part.
+
+    nats-server checks the request first, then stops at "ok" when JetStream is
+    off. With JetStream on, the plugin named "jetstream" answers through
+    ``healthz(opts)`` (a dict like ``{"status": "ok"}``, with ``status_code``
+    when not 200); without such a plugin JetStream cannot be healthy.
+    """
+    error = None
+    if opts["consumer"] and not opts["stream"]:
+        error = '"stream" must not be empty when checking consumer health'
+    elif opts["stream"] and not opts["account"]:
+        error = '"account" must not be empty when checking stream health'
+    if error is not None:
+        status = {"status": "error", "status_code": 400}
+        if opts["details"]:
+            status["errors"] = [{"type": "BAD_REQUEST", "error": error}]
+        else:
+            status["error"] = error
+        return status
+    if not broker.config.jetstream.enabled:
+        return {"status": "ok"}
+    plugin = broker.plugin("jetstream")
+    hook = getattr(plugin, "healthz", None)
+    if hook is not None:
+        return dict(hook(opts))
+    # nats-server's answer when JetStream is configured but not running.
+    return {"status": "unavailable", "status_code": 503,
+            "error": "JetStream not enabled (10076)"}
+
+
+# -- /connz rows ----------------------------------------------------------------
+
+class _Row:
+    """One connection of /connz: its JSON, and the raw values sorts compare."""
+
+    __slots__ = ("info", "cid", "start", "last", "stop", "subs", "pending", "in_msgs",
+                 "out_msgs", "in_bytes", "out_bytes", "reason")
+
+    def __init__(self, info, start, last, stop):
+        self.info = info
+        self.cid = info["cid"]
+        self.start, self.last, self.stop = start, last, stop
+        self.subs = info["subscriptions"]
+        self.pending = info["pending_bytes"]
+        self.in_msgs, self.out_msgs = info["in_msgs"], info["out_msgs"]
+        self.in_bytes, self.out_bytes = info["in_bytes"], info["out_bytes"]
+        self.reason = info.get("reason", "")
+
+
+# Sort keys; nats-server sorts these descending, except where noted below.
+_DESCENDING = {
+    "subs": lambda r: r.subs,
+    "pending": lambda r: r.pending,
+    "msgs_to": lambda r: r.out_msgs,
+    "msgs_from": lambda r: r.in_msgs,
+    "bytes_to": lambda r: r.out_bytes,
+    "bytes_from": lambda r: r.in_bytes,
+    "last": lambda r: r.last,
+    "stop": lambda r: r.stop or 0,
+    # We do not measure RTT (always "0s"), so this keeps cid order.
+    "rtt": lambda r: 0,
+}
+
+
+def _sort_rows(rows, sort, now):
+    # Python's sort is stable: ties keep cid order (Go's sort.Sort does not
+    # promise any order for ties).
+    if sort in _DESCENDING:
+        rows.sort(key=_DESCENDING[sort], reverse=True)
+    elif sort == "idle":
+        # Most idle first: idle is now - last activity, for closed ones too.
+        rows.sort(key=lambda r: now - r.last, reverse=True)
+    elif sort == "uptime":
+        # Shortest uptime first (ascending, as nats-server's byUptime).
+        rows.sort(key=lambda r: (r.stop or now) - r.start)
+    elif sort == "reason":
+        rows.sort(key=lambda r: r.reason)
+    # "", "cid" and "start" (start order is cid order) are already in place.
+
+
+def _conn_head(cid, ip, port, start, last):
+    return {"cid": cid, "kind": "Client", "type": "nats", "ip": ip, "port": port,
+            "start": _rfc3339(start), "last_activity": _rfc3339(last)}
+
+
+def _conn_tail(info, end, start, last, counters, name, lang, version):
+    # RTT is not measured by the client protocol; "0s" is what nats-server
+    # shows for a connection whose RTT it has not measured (yet).
+    info["rtt"] = "0s"
+    info["uptime"] = _uptime(end - start)
+    info["idle"] = _uptime(end - last)
+    info.update(counters)
+    # Go's omitempty: absent, not empty.
+    if name:
+        info["name"] = name
+    if lang:
+        info["lang"] = lang
+    if version:
+        info["version"] = version
+
+
+def _open_row(c, now, auth, subs, detail):
+    info = _conn_head(c.cid, c.host, c.port, c.start, c.last_activity)
+    _conn_tail(info, now, c.start, c.last_activity, {
+        "pending_bytes": c.pending_bytes,
+        "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
+        "in_bytes": c.in_bytes, "out_bytes": c.out_bytes,
+        "subscriptions": len(c.subs),
+    }, c.opts.name, c.opts.lang, c.opts.version)
+    if auth and c.user:
+        info["authorized_user"] = c.user
+    # "account" is shown only for accounts other than $G: never here.
+    if c.subs:
+        if detail:
+            info["subscriptions_list_detail"] = [_sub_detail(s) for s in c.subs.values()]
+        elif subs:
+            info["subscriptions_list"] = [_str(s.subject) for s in c.subs.values()]
+    if auth:
+        info["name_tag"] = GLOBAL_ACCOUNT
+    return _Row(info, c.start, c.last_activity, None)
+
+
+def _closed_row(snap, now, auth, subs, detail):
+    start = snap.get("start") or now
+    last = snap.get("last_activity") or start
+    stop = snap.get("stop") or now
+    info = _conn_head(snap.get("cid", 0), snap.get("ip", ""), snap.get("port", 0), start, last)
+    info["stop"] = _rfc3339(stop)
+    if snap.get("reason"):
+        info["reason"] = snap["reason"]
+    # A closed connection's uptime and idle time stop with it.
+    _conn_tail(info, stop, start, last, {
+        "pending_bytes": snap.get("pending_bytes", 0),
+        "in_msgs": snap.get("in_msgs", 0), "out_msgs": snap.get("out_msgs", 0),
+        "in_bytes": snap.get("in_bytes", 0), "out_bytes": snap.get("out_bytes", 0),
+        "subscriptions": snap.get("subscriptions", 0),
+    }, snap.get("name"), snap.get("lang"), snap.get("version"))
+    if auth and snap.get("user"):
+        info["authorized_user"] = snap["user"]
+    # A snapshot may carry full subscription details ("subs_detail": dicts in
+    # the subscriptions_list_detail shape) or only the subjects ("subjects").
+    details = snap.get("subs_detail") or []
+    subjects = snap.get("subjects") or [d["subject"] for d in details]
+    if detail:
+        if details:
+            info["subscriptions_list_detail"] = [dict(d) for d in details]
+    elif subs and subjects:
+        info["subscriptions_list"] = list(subjects)
+    return _Row(info, start, last, stop)
+
+
+def _owner_cid(sub):
+    # Internal (plugin) subscriptions have no connection: cid 0.
+    return getattr(sub.owner, "cid", 0)
+
+
+def _sub_detail(sub, account=False):
+    d = {}
+    if account:
+        # /subsz names the account (and its tag); /connz's per-client lists do not.
+        d["account"] = GLOBAL_ACCOUNT
+        d["account_tag"] = GLOBAL_ACCOUNT
+    d["subject"] = _str(sub.subject)
+    if sub.queue:
+        d["qgroup"] = _str(sub.queue)
+    d["sid"] = _str(sub.sid)
+    d["msgs"] = sub.delivered
+    if sub.max_msgs:
+        d["max"] = sub.max_msgs
+    d["cid"] = _owner_cid(sub)
+    return d
+
+
+def _str(b):
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
+
+
+# -- query parameters, decoded as nats-server's Go code does ------------------------
+
+def _query(request):
+    # Go's r.URL.Query().Get(): the query string only (never a POST body), the
+    # first value of a repeated parameter, "" for a missing one.
+    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
+    query = {}
+    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+        query.setdefault(key, value)
+    return query
+
+
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_UINT_RE = re.compile(r"[0-9]+\Z")
+
+
+def _go_quote(s):
+    # Close to Go's %q / strconv.Quote for the texts of parse errors.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _bool(query, name):
+    s = query.get(name, "")
+    if s == "" or s in _GO_FALSE:
+        return False
+    if s in _GO_TRUE:
+        return True
+    raise BadRequest("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
+                     "invalid syntax" % (name, _go_quote(s)))
+
+
+def _int(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not _INT_RE.match(s):
+        why = "invalid syntax"
+    elif not -2**63 <= int(s) < 2**63:
+        why = "value out of range"
+    else:
+        return int(s)
+    raise BadRequest("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
+                     % (name, _go_quote(s), why))
+
+
+def _uint(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not _UINT_RE.match(s):
+        why = "invalid syntax"
+    elif int(s) >= 2**64:
+        why = "value out of range"
+    else:
+        return int(s)
+    raise BadRequest("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: %s"
+                     % (name, _go_quote(s), why))
+
+
+def _subs(query):
+    """``subs``: "detail" (any case) for details, else a boolean for subjects."""
+    if query.get("subs", "").lower() == "detail":
+        return False, True
+    return _bool(query, "subs"), False
+
+
+def _state(query):
+    s = query.get("state", "")
+    if s == "":
+        return _OPEN
+    low = s.lower()
+    if low in ("open", "closed"):
+        return low
+    if low in ("any", "all"):
+        return _ANY
+    raise BadRequest("Error decoding state for %s" % s)
+
+
+# -- responses ----------------------------------------------------------------------
+
+def _json(request, value, indent=True):
+    request.setHeader(b"content-type", b"application/json")
+    request.setHeader(b"access-control-allow-origin", b"*")
+    return encode_json(value, indent).encode("utf-8")
+
+
+def _text(request, code, message):
+    # Go's http.Error-less error path: WriteHeader + Write, sniffed as text.
+    request.setResponseCode(code)
+    request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+    return message.encode("utf-8")
+
+
+def _not_found(request):
+    # Go's http.NotFound.
+    request.setResponseCode(404)
+    request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+    request.setHeader(b"x-content-type-options", b"nosniff")
+    return b"404 page not found\n"
+
+
+def _html(s):
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
+
+_INDEX = """<html lang="en">
+\t<head>
+\t<title>natsbroker monitoring</title>
+\t<link rel="shortcut icon" href="https://nats.io/favicon.ico">
+\t<style type="text/css">
+\t\tbody { font-family: ui-sans-serif,system-ui,sans-serif; font-size: 18; margin-left: 32px }
+\t\ta { display:block; margin-left: 7px; padding-bottom: 6px; color: rgb(72 72 92); text-decoration: none }
+\t\ta:hover { font-weight: 600; color: rgb(59 50 202) }
+\t\ta.help { display:inline; font-weight: 600; color: rgb(59 50 202); font-size: 20}
+\t\ta.last { padding-bottom: 16px }
+\t\t.version { font-size: 14; color: rgb(72 72 92) }
+\t\t.endpoint { font-size: 12px; color: #999; font-family: monospace; display: none }
+\t\ta:hover .endpoint { display: inline }
+\t</style>
+\t</head>
+\t<body>
+\t<h2>natsbroker</h2>
+\t<p class="version">v%(version)s (nats-server %(compat)s compatible)</p>
+%(links)s
+    <a href=https://docs.nats.io/running-a-nats-service/nats_admin/monitoring class="help">Help</a>
+  </body>
+</html>"""
+
+
+# -- JSON as Go's encoding/json writes it ---------------------------------------------
+
+# Go escapes these inside strings so JSON can be embedded in HTML.
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+               "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_GO_ESCAPE_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def encode_json(value, indent=True):
+    """``value`` as Go's json.MarshalIndent(v, "", "  ") (or json.Marshal) would."""
+    out = []
+    _encode(value, out, "\n" if indent else "", indent)
+    return "".join(out)
+
+
+def _encode(v, out, nl, indent):
+    if isinstance(v, str):
+        out.append(_GO_ESCAPE_RE.sub(lambda m: _GO_ESCAPES[m.group()],
+                                     json.dumps(v, ensure_ascii=False)))
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif v is None:
+        out.append("null")
+    elif isinstance(v, int):
+        out.append(str(v))
+    elif isinstance(v, float):
+        out.append(_go_float(v))
+    elif isinstance(v, dict):
+        if not v:
+            out.append("{}")
+            return
+        inner = nl + "  " if indent else ""
+        out.append("{")
+        for i, (k, item) in enumerate(v.items()):
+            out.append(("," if i else "") + inner)
+            _encode(str(k), out, inner, indent)
+            out.append(": " if indent else ":")
+            _encode(item, out, inner, indent)
+        out.append(nl + "}")
+    elif isinstance(v, (list, tuple)):
+        if not v:
+            out.append("[]")
+            return
+        inner = nl + "  " if indent else ""
+        out.append("[")
+        for i, item in enumerate(v):
+            out.append(("," if i else "") + inner)
+            _encode(item, out, inner, indent)
+        out.append(nl + "]")
+    elif isinstance(v, bytes):
+        _encode(_str(v), out, nl, indent)
+    else:
+        raise TypeError("cannot encode %r as JSON" % (v,))
+
+
+def _go_float(f):
+    # Go: shortest digits, fixed notation, exponent only below 1e-6 or from
+    # 1e21 (with "e-7", not "e-07"); 2.0 is written "2".
+    if math.isnan(f) or math.isinf(f):
+        raise ValueError("JSON cannot encode %r" % f)
+    a = abs(f)
+    r = repr(f)
+    if a != 0 and (a < 1e-6 or a >= 1e21):
+        mant, _, exp = r.partition("e")
+        if exp.startswith("-"):
+            exp = "-" + (exp[1:].lstrip("0") or "0")
+        return mant.removesuffix(".0") + "e" + exp
+    if "e" in r:
+        r = format(decimal.Decimal(r), "f")
+    return r.removesuffix(".0")
+
+
+# -- values ------------------------------------------------------------------------
+
+def _ns(seconds):
+    """Seconds -> nanoseconds (Go's time.Duration in JSON)."""
+    return int(round(seconds * 1e9))
+
+
+def _rfc3339_ns(ns):
+    """Go's time.RFC3339Nano in UTC: trailing zeros of the fraction dropped."""
+    secs, frac = divmod(ns, 10**9)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if frac:
+        text += "." + ("%09d" % frac).rstrip("0")
+    return text + "Z"
+
+
+def _rfc3339(t):
+    # Stored times are floats from time.time(): microseconds are all they
+    # hold truly, so no invented nanoseconds.
+    return _rfc3339_ns(int(round(t * 1e6)) * 1000)
+
+
+def _uptime(seconds):
+    """nats-server's myUptime: whole seconds as "1y2d3h4m5s", leading zero units dropped."""
+    s = max(int(seconds), 0)
+    m, h, d = s // 60, s // 3600, s // 86400
+    y = d // 365
+    if y:
+        return "%dy%dd%dh%dm%ds" % (y, d % 365, h % 24, m % 60, s % 60)
+    if d:
+        return "%dd%dh%dm%ds" % (d, h % 24, m % 60, s % 60)
+    if h:
+        return "%dh%dm%ds" % (h, m % 60, s % 60)
+    if m:
+        return "%dm%ds" % (m, s % 60)
+    return "%ds" % s
+
+
+def _rss():
+    """Resident set size in bytes (nats-server's "mem")."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+    if _resource is None:
+        return 0
+    # Not Linux: the peak RSS is the best the platform offers (bytes on macOS, KiB elsewhere).
+    peak = _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _cores():
+    # Go's runtime.NumCPU counts the CPUs this process may run on.
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class _CpuSampler:
+    """CPU use in percent of one core, like nats-server's "cpu".
+
+    nats-server samples once a second in the background; we sample when asked,
+    at most once a second, and report the use since the previous sample.
+    """
+
+    def __init__(self):
+        self._wall = time.monotonic()
+        self._cpu = _cpu_seconds()
+        self._pcpu = 0.0
+
+    def percent(self):
+        wall = time.monotonic()
+        if wall - self._wall >= 1.0:
+            cpu = _cpu_seconds()
+            self._pcpu = round((cpu - self._cpu) / (wall - self._wall) * 100, 1)
+            self._wall, self._cpu = wall, cpu
+        return self._pcpu
+
+
+def _cpu_seconds():
+    t = os.times()
+    return t.user + t.system
+
+
+def _config_digest(path):
+    """"sha256:<hex>" of the config file's bytes as loaded; "" without one.
+
+    nats-server digests its parsed configuration, so the values differ; both
+    change exactly when the configuration file does.
+    """
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
