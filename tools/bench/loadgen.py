@@ -1,0 +1,524 @@
+"""Raw-socket NATS load generator (no NATS client library).
+
+Every worker speaks the NATS client protocol directly over a TCP socket:
+
+* read the server's ``INFO`` line,
+* send ``CONNECT {"verbose":false,"pedantic":false,"headers":true}`` + ``PING``
+  and wait for ``PONG``,
+* then do its job:
+
+  - publisher: ``sendall`` of a pre-built buffer of many
+    ``PUB <subj> <size>\\r\\n<payload>\\r\\n`` frames, ended by ``PING`` and
+    waiting for ``PONG`` (so every message has been processed by the server);
+  - subscriber: ``SUB`` + ``PING``/``PONG``, then it only *counts bytes*:
+    every delivered frame has the exact size of
+    ``MSG <subj> <sid> <size>\\r\\n<payload>\\r\\n``; it finishes when the
+    expected byte count has arrived and then checks with ``PING`` that the
+    next bytes are exactly ``PONG\\r\\n`` (i.e. nothing extra was delivered);
+  - requester / responder: one request at a time with a reply inbox; each
+    frame is compared byte-for-byte with the expected one.
+
+Sockets are blocking with kernel-level timeouts (``SO_RCVTIMEO`` /
+``SO_SNDTIMEO``) so that a timeout costs no extra ``poll()`` per call; every
+loop is bounded by a count and by an absolute deadline.
+
+Workers run either as processes (default, ``fork``) or as threads; they
+report through a queue with ``("ready"|"done"|"error", worker_id, payload)``
+tuples.  Timestamps are ``time.monotonic()`` (CLOCK_MONOTONIC: comparable
+across processes on the same machine).
+"""
+
+from __future__ import annotations
+
+import json
+import queue as queue_mod
+import socket
+import struct
+import threading
+import time
+import traceback
+import multiprocessing as mp
+
+HOST = "127.0.0.1"
+CRLF = b"\r\n"
+CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nPING\r\n'
+PING = b"PING\r\n"
+PONG = b"PONG\r\n"
+
+# Kernel-level timeout of one blocking socket call; loops re-check their
+# absolute deadline after each expiry.
+IO_SLICE = 0.5
+RECV_BUF = 4 * 1024 * 1024
+# Target size of one pre-built publish buffer.
+PUB_CHUNK_BYTES = 512 * 1024
+
+
+class BenchError(Exception):
+    """A benchmark run failed (timeout, protocol error, lost messages...)."""
+
+
+def make_payload(size: int) -> bytes:
+    pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+def msg_frame(subject: str, sid: str, payload: bytes, reply: str | None = None) -> bytes:
+    head = f"MSG {subject} {sid} {reply + ' ' if reply else ''}{len(payload)}\r\n"
+    return head.encode() + payload + CRLF
+
+
+def pub_frame(subject: str, payload: bytes, reply: str | None = None) -> bytes:
+    head = f"PUB {subject} {reply + ' ' if reply else ''}{len(payload)}\r\n"
+    return head.encode() + payload + CRLF
+
+
+def _timeval(seconds: float) -> bytes:
+    sec = int(seconds)
+    return struct.pack("ll", sec, int((seconds - sec) * 1_000_000))
+
+
+def _tail(data) -> str:
+    return repr(bytes(data[-160:]))
+
+
+class Conn:
+    """A raw NATS client connection (blocking socket, kernel timeouts)."""
+
+    def __init__(self, port: int, deadline: float, host: str = HOST, abort=None,
+                 idle: float | None = None):
+        self.deadline = deadline
+        self.abort = abort  # Event set by the coordinator to stop early
+        # Fail when one blocking read/write makes no progress for this long.
+        self.idle_slices = max(1, round(idle / IO_SLICE)) if idle else None
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            sock = socket.create_connection((host, port), timeout=min(remaining, 5.0))
+        except OSError as e:
+            raise BenchError(f"connect to {host}:{port} failed: {e}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(IO_SLICE))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(IO_SLICE))
+        self.sock = sock
+        self.buf = bytearray()  # bytes read but not consumed by readline()
+        self.info: dict = {}
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def check_deadline(self, what: str, idle_slices: int = 0) -> None:
+        """Raise if past the deadline, aborted, or (idle_slices = number of
+        consecutive IO_SLICE timeouts) stalled for longer than the idle limit."""
+        if time.monotonic() > self.deadline:
+            raise BenchError(f"timeout while {what}")
+        if self.abort is not None and self.abort.is_set():
+            raise BenchError(f"aborted while {what}")
+        if self.idle_slices is not None and idle_slices >= self.idle_slices:
+            raise BenchError(f"no progress for {idle_slices * IO_SLICE:.0f}s while {what} "
+                             f"(server stalled, or messages lost?)")
+
+    def recv_some(self, what: str) -> bytes:
+        stalls = 0
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, socket.timeout):
+                stalls += 1
+                self.check_deadline(what, stalls)
+                continue
+            except OSError as e:
+                raise BenchError(f"socket error while {what}: {e}") from None
+            if not data:
+                raise BenchError(f"connection closed by server while {what}; "
+                                 f"last bytes: {_tail(self.buf)}")
+            return data
+
+    def sendall(self, data, what: str) -> None:
+        view = memoryview(data)
+        stalls = 0
+        while view:
+            try:
+                n = self.sock.send(view)
+            except (BlockingIOError, socket.timeout):
+                stalls += 1
+                self.check_deadline(what, stalls)
+                continue
+            except OSError as e:
+                raise BenchError(f"socket error while {what}: {e}") from None
+            stalls = 0
+            view = view[n:]
+
+    def readline(self, what: str) -> bytes:
+        for _ in range(100_000):
+            i = self.buf.find(CRLF)
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 2]
+                return line
+            if len(self.buf) > 1024 * 1024:
+                raise BenchError(f"protocol line too long while {what}")
+            self.buf += self.recv_some(what)
+        raise BenchError(f"too many reads while {what}")
+
+    def expect_pong(self, what: str) -> None:
+        """Read control lines until PONG (answers server PINGs, fails on -ERR)."""
+        for _ in range(1000):
+            line = self.readline(what)
+            if line == b"PONG":
+                return
+            if line == b"PING":
+                self.sendall(PONG, what)
+            elif line.startswith(b"-ERR"):
+                raise BenchError(f"server error while {what}: {line.decode(errors='replace')}")
+            elif line in (b"+OK",) or line.startswith(b"INFO "):
+                continue
+            else:
+                raise BenchError(f"unexpected line while {what}: {line[:200]!r}")
+        raise BenchError(f"no PONG while {what}")
+
+    def expect_nothing_more(self, who: str) -> None:
+        """PING and check that the next line is PONG (after any server PING):
+        i.e. nothing more was delivered than expected (duplicates, extras)."""
+        self.sendall(PING, f"final {who} PING")
+        for _ in range(10):
+            line = self.readline(f"waiting for {who}'s final PONG")
+            if line == b"PONG":
+                return
+            if line != b"PING":
+                raise BenchError(f"{who} received more than expected: {line[:200]!r}")
+            self.sendall(PONG, "answering server PING")
+        raise BenchError(f"{who}: no final PONG")
+
+    def handshake(self) -> dict:
+        line = self.readline("waiting for INFO")
+        if not line.startswith(b"INFO "):
+            raise BenchError(f"expected INFO, got {line[:200]!r}")
+        try:
+            self.info = json.loads(line[5:])
+        except ValueError as e:
+            raise BenchError(f"bad INFO json: {e}: {line[:200]!r}") from None
+        self.sendall(CONNECT, "sending CONNECT")
+        self.expect_pong("waiting for PONG after CONNECT")
+        return self.info
+
+    def subscribe(self, subject: str, sid: str) -> None:
+        self.sendall(f"SUB {subject} {sid}\r\n".encode() + PING, "sending SUB")
+        self.expect_pong("waiting for PONG after SUB")
+        if self.buf:
+            raise BenchError(f"unexpected data after SUB: {_tail(self.buf)}")
+
+
+def probe(port: int, timeout: float = 2.0) -> dict:
+    """Connect, handshake, PING/PONG; return the server's INFO."""
+    conn = Conn(port, time.monotonic() + timeout)
+    try:
+        return conn.handshake()
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------
+# Workers.  Each gets (port, params, start_event, report) and returns a dict.
+# --------------------------------------------------------------------------
+
+def _wait_start(conn: "Conn", start_evt) -> None:
+    if not start_evt.wait(max(0.0, conn.deadline - time.monotonic())):
+        raise BenchError("start signal never came")
+    conn.check_deadline("starting")
+
+
+def w_publisher(port, p, start_evt, report):
+    """Publish p['count'] frames of p['subject'], then PING/PONG."""
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        conn.handshake()
+        frame = pub_frame(p["subject"], make_payload(p["size"]))
+        per_chunk = max(1, PUB_CHUNK_BYTES // len(frame))
+        chunk = frame * per_chunk
+        count = p["count"]
+        full, rest = divmod(count, per_chunk)
+        tail = frame * rest
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        t0 = time.monotonic()
+        for i in range(full):
+            conn.sendall(chunk, f"publishing (after {i * per_chunk}/{count} msgs)")
+            if (i & 15) == 0:
+                conn.check_deadline(f"publishing ({i * per_chunk}/{count} msgs sent)")
+        conn.sendall(tail + PING, "publishing last chunk")
+        t_sent = time.monotonic()
+        conn.expect_pong("waiting for publisher's final PONG")
+        t1 = time.monotonic()
+        return {"t0": t0, "t_sent": t_sent, "t1": t1, "msgs": count}
+    finally:
+        conn.close()
+
+
+def w_subscriber(port, p, start_evt, report):
+    """SUB, then count bytes until p['count'] MSG frames have been received.
+
+    The stream is not parsed; the only thing looked for is a server ``PING``
+    (nats-server sends one ~2 s after connecting to measure the RTT) which may
+    sit between two MSG frames: ``bytearray.count`` finds it (our subjects and
+    payload never contain ``PING\\r\\n``), it is answered and its 6 bytes are
+    added to the expected total.
+    """
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        conn.handshake()
+        conn.subscribe(p["subject"], p["sid"])
+        frame = msg_frame(p["subject"], p["sid"], make_payload(p["size"]))
+        flen = len(frame)
+        expected = p["count"] * flen
+        buf = bytearray(RECV_BUF)
+        mv = memoryview(buf)
+        sock = conn.sock
+        recv_into = sock.recv_into
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        got = 0          # bytes received, PINGs included
+        pings = 0
+        n = 0
+        edge = b""       # last 5 bytes of the previous read (PING split across reads)
+        t_first = None
+        reads = 0
+        stalls = 0
+        while got < expected:
+            reads += 1
+            if (reads & 63) == 0:
+                conn.check_deadline(f"receiving ({(got - 6 * pings) // flen}/{p['count']} msgs)")
+            try:
+                n = recv_into(mv, min(RECV_BUF, expected - got))
+            except (BlockingIOError, socket.timeout):
+                stalls += 1
+                conn.check_deadline(f"receiving: subscriber got {(got - 6 * pings) // flen} of "
+                                    f"{p['count']} msgs ({got}/{expected} bytes)", stalls)
+                continue
+            except OSError as e:
+                raise BenchError(f"subscriber socket error after {got}/{expected} bytes: {e}")
+            stalls = 0
+            if n == 0:
+                raise BenchError(f"server closed subscriber connection after "
+                                 f"{(got - 6 * pings) // flen}/{p['count']} msgs "
+                                 f"({got}/{expected} bytes)")
+            if t_first is None:
+                t_first = time.monotonic()
+                k = min(n, 4)
+                if bytes(mv[:k]) != frame[:k] and bytes(mv[:k]) != PING[:k]:
+                    raise BenchError(f"subscriber: unexpected first bytes {bytes(mv[:min(n, 200)])!r}")
+            found = buf.count(PING, 0, n)
+            if edge:
+                found += (edge + bytes(mv[:min(n, 5)])).count(PING)
+            edge = bytes(mv[max(0, n - 5):n])
+            if found:
+                pings += found
+                expected += 6 * found
+                conn.sendall(PONG * found, "answering server PING")
+            got += n
+        t_end = time.monotonic()
+        # The last bytes must be the end of a MSG frame (or a PING).
+        k = min(n, flen)
+        tail = bytes(mv[n - k:n])
+        if tail != frame[flen - k:] and not tail.endswith(PING):
+            raise BenchError(f"subscriber: stream does not end with a whole MSG frame: "
+                             f"{bytes(mv[max(0, n - 80):n])!r}")
+        conn.expect_nothing_more("subscriber")
+        return {"t_first": t_first, "t_end": t_end, "bytes": got, "msgs": p["count"],
+                "server_pings": pings}
+    finally:
+        conn.close()
+
+
+def _read_frame(conn: Conn, mv: memoryview, frame: bytes, what: str) -> None:
+    """Read exactly one frame equal to ``frame`` (skipping/answering server
+    PINGs in front of it) when at most one frame is in flight."""
+    flen = len(frame)
+    recv_into = conn.sock.recv_into
+    got = 0
+    stalls = 0
+    for _ in range(1_000_000):
+        while got < flen:
+            try:
+                n = recv_into(mv[got:], flen - got)
+            except (BlockingIOError, socket.timeout):
+                stalls += 1
+                conn.check_deadline(f"waiting for {what}", stalls)
+                continue
+            except OSError as e:
+                raise BenchError(f"socket error waiting for {what}: {e}")
+            if n == 0:
+                raise BenchError(f"server closed the connection waiting for {what}; "
+                                 f"got {bytes(mv[:got])!r}")
+            got += n
+        if mv[:flen] == frame:
+            return
+        if mv[:6] == PING:
+            mv[:got - 6] = mv[6:got]
+            got -= 6
+            conn.sendall(PONG, "answering server PING")
+            continue
+        raise BenchError(f"unexpected data waiting for {what}: {bytes(mv[:flen])[:200]!r}")
+    raise BenchError(f"too many PINGs waiting for {what}")
+
+
+def w_requester(port, p, start_evt, report):
+    """p['count'] sequential requests, each waiting for its reply."""
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        conn.handshake()
+        inbox = p["inbox"]
+        conn.subscribe(inbox, "1")
+        payload = make_payload(p["size"])
+        request = pub_frame(p["subject"], payload, reply=inbox)
+        reply = msg_frame(inbox, "1", payload)
+        mv = memoryview(bytearray(len(reply)))
+        count = p["count"]
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        t0 = time.monotonic()
+        for i in range(count):
+            conn.sendall(request, "sending a request")
+            _read_frame(conn, mv, reply, f"reply {i} of {count}")
+            if (i & 255) == 0:
+                conn.check_deadline(f"requesting ({i}/{count} round trips done)")
+        t1 = time.monotonic()
+        conn.expect_nothing_more("requester")
+        return {"t0": t0, "t1": t1, "msgs": count}
+    finally:
+        conn.close()
+
+
+def w_responder(port, p, start_evt, report):
+    """Answer p['count'] requests on p['subject'] to their reply subject."""
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        conn.handshake()
+        conn.subscribe(p["subject"], "2")
+        payload = make_payload(p["size"])
+        request = msg_frame(p["subject"], "2", payload, reply=p["inbox"])
+        answer = pub_frame(p["inbox"], payload)
+        mv = memoryview(bytearray(len(request)))
+        count = p["count"]
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        for i in range(count):
+            _read_frame(conn, mv, request, f"request {i} of {count} (responder)")
+            conn.sendall(answer, "sending a reply")
+            if (i & 255) == 0:
+                conn.check_deadline(f"responding ({i}/{count} requests answered)")
+        conn.expect_nothing_more("responder")
+        return {"msgs": count}
+    finally:
+        conn.close()
+
+
+WORKERS = {
+    "publisher": w_publisher,
+    "subscriber": w_subscriber,
+    "requester": w_requester,
+    "responder": w_responder,
+}
+
+
+def _worker_main(kind, wid, port, params, start_evt, abort_evt, q):
+    def report(what, payload):
+        q.put((what, wid, payload))
+
+    try:
+        result = WORKERS[kind](port, dict(params, abort=abort_evt), start_evt, report)
+        result["cpu"] = time.thread_time()
+        q.put(("done", wid, result))
+    except BenchError as e:
+        q.put(("error", wid, f"{kind}#{wid}: {e}"))
+    except BaseException as e:  # noqa: BLE001 - report anything, never hang
+        q.put(("error", wid, f"{kind}#{wid}: {type(e).__name__}: {e}\n"
+                             f"{traceback.format_exc(limit=5)}"))
+
+
+def run_workers(port: int, specs: list[tuple[str, dict]], mode: str,
+                timeout: float, idle: float | None = None) -> list[dict]:
+    """Start all workers, wait until all are ready, fire the start signal
+    together, and collect their results (in spec order).
+
+    Raises BenchError if any worker fails or the whole thing exceeds
+    ``timeout`` (+ a small grace period); all workers are always ended.
+    """
+    if mode == "process":
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+        q = ctx.Queue()
+        start_evt, abort_evt = ctx.Event(), ctx.Event()
+        make = lambda target, args: ctx.Process(target=target, args=args, daemon=True)  # noqa: E731
+    elif mode == "thread":
+        q = queue_mod.Queue()
+        start_evt, abort_evt = threading.Event(), threading.Event()
+        make = lambda target, args: threading.Thread(target=target, args=args, daemon=True)  # noqa: E731
+    else:
+        raise ValueError(f"unknown worker mode {mode!r}")
+
+    deadline = time.monotonic() + timeout + 5.0
+    ok = False
+    workers = []
+    results: dict[int, dict] = {}
+    try:
+        for wid, (kind, params) in enumerate(specs):
+            params = dict(params, timeout=timeout, idle=idle)
+            w = make(_worker_main, (kind, wid, port, params, start_evt, abort_evt, q))
+            w.start()
+            workers.append(w)
+
+        def next_msg(stage):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BenchError(f"timeout ({timeout:.0f}s) while {stage}")
+            try:
+                return q.get(timeout=remaining)
+            except queue_mod.Empty:
+                raise BenchError(f"timeout ({timeout:.0f}s) while {stage}") from None
+
+        ready = set()
+        while len(ready) < len(specs):
+            what, wid, payload = next_msg("waiting for workers to connect")
+            if what == "error":
+                raise BenchError(payload)
+            if what == "ready":
+                ready.add(wid)
+            else:
+                raise BenchError(f"worker {wid} finished before start: {payload}")
+        start_evt.set()
+        while len(results) < len(specs):
+            what, wid, payload = next_msg("waiting for workers to finish")
+            if what == "error":
+                raise BenchError(payload)
+            if what == "done":
+                results[wid] = payload
+        ok = True
+        return [results[i] for i in range(len(specs))]
+    finally:
+        if not ok:
+            abort_evt.set()  # workers stop at their next check (<= IO_SLICE)
+        start_evt.set()      # release anyone still waiting for the start
+        if mode == "process":
+            if not ok:
+                for w in workers:
+                    if w.is_alive():
+                        w.terminate()
+            for w in workers:
+                w.join(timeout=2.0)
+                if w.is_alive():
+                    w.terminate()
+                    w.join(timeout=2.0)
+                if w.is_alive():
+                    w.kill()
+                    w.join(timeout=2.0)
+            q.cancel_join_thread()
+            q.close()
+        else:
+            for w in workers:
+                w.join(timeout=2.0 * IO_SLICE + 1.0 if not ok else 2.0)

