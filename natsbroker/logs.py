@@ -30,7 +30,7 @@ class NatsLineObserver:
         failure = event.get("log_failure")
         if failure is not None:
             text += "\n" + failure.getTraceback()
-        level = _LEVELS.get(event.get("log_level"), "INF")
+        level = "TRC" if event.get("nats_trace") else _LEVELS.get(event.get("log_level"), "INF")
         if self.logtime:
             t = event.get("log_time") or time.time()
             stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t))

@@ -460,10 +460,11 @@ class _Row:
     """One connection of /connz: its JSON, and the raw values sorts compare."""
 
     __slots__ = ("info", "cid", "start", "last", "stop", "subs", "pending", "in_msgs",
-                 "out_msgs", "in_bytes", "out_bytes", "reason")
+                 "out_msgs", "in_bytes", "out_bytes", "reason", "rtt")
 
-    def __init__(self, info, start, last, stop):
+    def __init__(self, info, start, last, stop, rtt=0.0):
         self.info = info
+        self.rtt = rtt
         self.cid = info["cid"]
         self.start, self.last, self.stop = start, last, stop
         self.subs = info["subscriptions"]
@@ -483,8 +484,7 @@ _DESCENDING = {
     "bytes_from": lambda r: r.in_bytes,
     "last": lambda r: r.last,
     "stop": lambda r: r.stop or 0,
-    # We do not measure RTT (always "0s"), so this keeps cid order.
-    "rtt": lambda r: 0,
+    "rtt": lambda r: r.rtt,
 }
 
 
@@ -509,10 +509,9 @@ def _conn_head(cid, ip, port, start, last):
             "start": _rfc3339(start), "last_activity": _rfc3339(last)}
 
 
-def _conn_tail(info, end, start, last, counters, name, lang, version):
-    # RTT is not measured by the client protocol; "0s" is what nats-server
-    # shows for a connection whose RTT it has not measured (yet).
-    info["rtt"] = "0s"
+def _conn_tail(info, end, start, last, counters, name, lang, version, rtt=0.0):
+    # RTT comes from the server's PINGs; "0s" until the first PONG, as nats-server.
+    info["rtt"] = go_duration(rtt)
     info["uptime"] = _uptime(end - start)
     info["idle"] = _uptime(end - last)
     info.update(counters)
@@ -532,7 +531,7 @@ def _open_row(c, now, auth, subs, detail):
         "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
         "in_bytes": c.in_bytes, "out_bytes": c.out_bytes,
         "subscriptions": len(c.subs),
-    }, c.opts.name, c.opts.lang, c.opts.version)
+    }, c.opts.name, c.opts.lang, c.opts.version, c.rtt)
     if auth and c.user:
         info["authorized_user"] = c.user
     # "account" is shown only for accounts other than $G: never here.
@@ -543,7 +542,7 @@ def _open_row(c, now, auth, subs, detail):
             info["subscriptions_list"] = [_str(s.subject) for s in c.subs.values()]
     if auth:
         info["name_tag"] = GLOBAL_ACCOUNT
-    return _Row(info, c.start, c.last_activity, None)
+    return _Row(info, c.start, c.last_activity, None, c.rtt)
 
 
 def _closed_row(snap, now, auth, subs, detail):
@@ -560,7 +559,7 @@ def _closed_row(snap, now, auth, subs, detail):
         "in_msgs": snap.get("in_msgs", 0), "out_msgs": snap.get("out_msgs", 0),
         "in_bytes": snap.get("in_bytes", 0), "out_bytes": snap.get("out_bytes", 0),
         "subscriptions": snap.get("subscriptions", 0),
-    }, snap.get("name"), snap.get("lang"), snap.get("version"))
+    }, snap.get("name"), snap.get("lang"), snap.get("version"), snap.get("rtt", 0.0))
     if auth and snap.get("user"):
         info["authorized_user"] = snap["user"]
     # A snapshot may carry full subscription details ("subs_detail": dicts in
@@ -572,7 +571,7 @@ def _closed_row(snap, now, auth, subs, detail):
             info["subscriptions_list_detail"] = [dict(d) for d in details]
     elif subs and subjects:
         info["subscriptions_list"] = list(subjects)
-    return _Row(info, start, last, stop)
+    return _Row(info, start, last, stop, snap.get("rtt", 0.0))
 
 
 def _owner_cid(sub):
@@ -808,6 +807,30 @@ def _go_float(f):
 
 
 # -- values ------------------------------------------------------------------------
+
+def go_duration(seconds):
+    """Go's time.Duration.String(): "0s", "812µs", "1.5ms", "2.25s", "1m3s"."""
+    ns = int(round(seconds * 1e9))
+    if ns == 0:
+        return "0s"
+    if ns < 1000:
+        return "%dns" % ns
+    if ns < 1000000:
+        return _trim("%.3f" % (ns / 1e3)) + "µs"
+    if ns < 1000000000:
+        return _trim("%.6f" % (ns / 1e6)) + "ms"
+    secs = ns / 1e9
+    if secs < 60:
+        return _trim("%.9f" % secs) + "s"
+    m, s = divmod(secs, 60)
+    h, m = divmod(int(m), 60)
+    out = ("%dh" % h if h else "") + "%dm" % m
+    return out + _trim("%.9f" % s) + "s"
+
+
+def _trim(text):
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
 
 def _ns(seconds):
     """Seconds -> nanoseconds (Go's time.Duration in JSON)."""

@@ -29,6 +29,12 @@ def _endpoint_string(host, port):
     return "tcp:%d:interface=%s" % (port, host)
 
 
+def _describe(addr):
+    if hasattr(addr, "port"):
+        return "%s:%d" % (addr.host, addr.port)
+    return str(getattr(addr, "name", addr))
+
+
 class BrokerService(service.Service):
     """Runs one Broker: starts its plugins, then listens; stops in reverse."""
 
@@ -63,18 +69,17 @@ class BrokerService(service.Service):
             ep = endpoints.serverFromString(self.reactor, spec)
             port = yield ep.listen(factory)
             self.ports.append(port)
-            addr = port.getHost()
-            log.info("Listening for client connections on {host}:{port}",
-                     host=addr.host, port=addr.port)
-        if self.ports:
-            broker.port = self.ports[0].getHost().port
+            log.info("Listening for client connections on {addr}",
+                     addr=_describe(port.getHost()))
+        tcp = [p for p in self.ports if hasattr(p.getHost(), "port")]
+        if tcp:
+            broker.port = tcp[0].getHost().port
         if cfg.http_port:
             from natsbroker.monitor import make_site
             ep = endpoints.serverFromString(
                 self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.http_port))
             self.http_port = yield ep.listen(make_site(broker))
-            addr = self.http_port.getHost()
-            log.info("Starting http monitor on {host}:{port}", host=addr.host, port=addr.port)
+            log.info("Starting http monitor on {addr}", addr=_describe(self.http_port.getHost()))
         self._write_files()
         log.info("Server is ready")
         return self
@@ -118,7 +123,7 @@ class BrokerService(service.Service):
         def host(h):
             return "127.0.0.1" if h in ("0.0.0.0", "") else h
         info = {"nats": ["nats://%s:%d" % (host(p.getHost().host), p.getHost().port)
-                         for p in self.ports]}
+                         for p in self.ports if hasattr(p.getHost(), "port")]}
         if self.http_port is not None:
             h = self.http_port.getHost()
             info["monitoring"] = ["http://%s:%d" % (host(h.host), h.port)]

@@ -44,14 +44,14 @@ def test_interfaces():
     verifyObject(IClient, proto)
 
 
-def test_ping_then_stale_connection():
+def test_first_ping_early_then_stale_connection():
     s = Setup(ping_interval=10, ping_max=2)
     proto, t = s.connect()
     proto.dataReceived(b'CONNECT {"verbose":false}\r\n')
     lines(t)
-    s.clock.advance(10)  # traffic came in this interval: no PING needed
+    s.clock.advance(1.9)
     assert lines(t) == []
-    s.clock.advance(10)
+    s.clock.advance(0.1)  # the first PING comes after 2 s, to measure RTT
     assert lines(t) == [b"PING"]
     s.clock.advance(10)
     assert lines(t) == [b"PING"]
@@ -59,6 +59,26 @@ def test_ping_then_stale_connection():
     assert lines(t) == [b"-ERR 'Stale Connection'"]
     assert t.disconnecting
     assert s.broker.stats.stale_connections == 1
+
+
+def test_rtt_measured_and_traffic_delays_pings():
+    s = Setup(ping_interval=10, ping_max=2)
+    proto, t = s.connect()
+    proto.dataReceived(b'CONNECT {"verbose":false}\r\n')
+    s.clock.advance(2)
+    assert lines(t) == [b"PING"]
+    s.clock.advance(0.25)
+    proto.dataReceived(b"PONG\r\n")
+    assert proto.rtt == 0.25
+    # Traffic within each interval means no PING is needed.
+    for _ in range(3):
+        s.clock.advance(9)
+        proto.dataReceived(b"PUB x 0\r\n\r\n")
+        s.clock.advance(1)
+        assert lines(t) == []
+    # Silence: PINGs resume.
+    s.clock.advance(10)
+    assert lines(t) == [b"PING"]
 
 
 def test_pong_resets_pings_out():

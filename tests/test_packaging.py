@@ -76,3 +76,12 @@ def test_version_flag():
                          text=True, env=_env(), timeout=30)
     assert out.returncode == 0
     assert out.stdout.strip().startswith("natsbroker: v")
+
+
+def test_trace_flag_logs_client_ops():
+    from tests.support.servers import ServerProcess
+    with ServerProcess("natsbroker", ["-V"]) as server:
+        exchange(server.port, b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPING\r\n')
+        time.sleep(0.2)
+        log = server.log()
+    assert '[TRC]' in log and '"<<- [SUB a 1]"' in log

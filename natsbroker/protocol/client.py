@@ -29,6 +29,10 @@ ERR_SLOW_CONSUMER = "Slow Consumer"
 ERR_BAD_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 
+# nats-server's first PING after connect, and how often it re-measures RTT.
+FIRST_PING_INTERVAL = 2.0
+RTT_MEASUREMENT_INTERVAL = 60.0
+
 
 @attrs.define
 class ConnectOptions:
@@ -129,9 +133,13 @@ class ClientProtocol(protocol.Protocol):
         self.paused = False
         self.pending_bytes = 0
         self.max_pending = cfg.max_pending
+        self.trace = cfg.trace
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.pings_out = 0
-        self._got_data = False
+        self._last_in = broker.reactor.seconds()
+        # Round-trip time measured with our PINGs (seconds; 0 = not yet).
+        self.rtt = 0.0
+        self._rtt_start = 0.0
         self._ping_call = None
         self._auth_call = None
         self._deadline_call = None
@@ -161,7 +169,10 @@ class ClientProtocol(protocol.Protocol):
         if self.auth.required:
             self._auth_call = reactor.callLater(b.config.auth_timeout, self._auth_timeout)
         if b.config.ping_interval > 0:
-            self._ping_call = reactor.callLater(b.config.ping_interval, self._ping_timer)
+            # As nats-server: the first PING comes early (to measure RTT), the
+            # rest every ping_interval.
+            first = min(b.config.ping_interval, FIRST_PING_INTERVAL)
+            self._ping_call = reactor.callLater(first, self._ping_timer)
 
     def _build_dispatch(self):
         table = {
@@ -188,6 +199,8 @@ class ClientProtocol(protocol.Protocol):
         b = self.broker
         if b._clients.get(self.cid) is self:
             b.unregister(self)
+            # /connz?state=closed shows the subscriptions a connection had.
+            b.closed_clients.append(self.snapshot())
             for plugin in b.providers(IClientObserver):
                 plugin.client_closed(self)
             # Whatever a plugin left behind must not keep delivering to us.
@@ -196,7 +209,6 @@ class ClientProtocol(protocol.Protocol):
                     sub.closed = True
                     b.sublist.remove(sub)
             self.subs.clear()
-            b.closed_clients.append(self.snapshot())
 
     def snapshot(self):
         """What /connz shows of this connection (also kept after it closes)."""
@@ -210,7 +222,9 @@ class ClientProtocol(protocol.Protocol):
             "lang": self.opts.lang, "version": self.opts.version,
             "user": self.user, "reason": self.close_reason,
             "stop": time.time() if self.closed else None,
+            "rtt": self.rtt,
             "subjects": [s.subject.decode(errors="replace") for s in self.subs.values()],
+            "subs_detail": [_sub_detail(s, self.cid) for s in self.subs.values()],
         }
 
     # -- input --------------------------------------------------------------
@@ -218,8 +232,8 @@ class ClientProtocol(protocol.Protocol):
     def dataReceived(self, data):
         if self.closed:
             return
-        self._got_data = True
         self.last_activity = time.time()
+        self._last_in = self.broker.reactor.seconds()
         if not self.connect_received and self.auth.required and not self._seen_bytes:
             self._seen_bytes = True
             if data[:1] not in (b"C", b"c") and not self._first_op_not_connect():
@@ -227,6 +241,8 @@ class ClientProtocol(protocol.Protocol):
         ops = self.parser.feed(data)
         if not ops:
             return
+        if self.trace:
+            self._trace_in(ops)
         b = self.broker
         b.begin()
         try:
@@ -241,6 +257,32 @@ class ClientProtocol(protocol.Protocol):
                     break
         finally:
             b.end()
+
+    def _trace_in(self, ops):
+        # -V: what the client sent, in nats-server's trace shape.
+        for op in ops:
+            code = op[0]
+            if code == P.OP_ERROR:
+                continue
+            name = P.OP_NAMES[code]
+            if code in (P.OP_PUB, P.OP_HPUB):
+                fields = [f for f in op[1:3] if f is not None]
+                args = b" ".join(fields).decode(errors="replace")
+                text = "<<- [%s %s %d]" % (name, args, len(op[-1]))
+                self._trace(text)
+                text = "<<- MSG_PAYLOAD: [%s]" % json.dumps(op[-1][:128].decode(errors="replace"))
+            else:
+                args = b" ".join(f if isinstance(f, bytes) else str(f).encode()
+                                 for f in op[1:] if f is not None)
+                text = ("<<- [%s %s]" % (name, args.decode(errors="replace"))).replace(" ]", "]")
+            self._trace(text)
+
+    def _trace(self, text):
+        log.debug("{peer} - cid:{cid} - {text}", peer=self._peer(), cid=self.cid,
+                  text=json.dumps(text), nats_trace=True)
+
+    def _peer(self):
+        return "%s:%s" % (self.host, self.port)
 
     def _first_op_not_connect(self):
         """With auth on, the first op must be CONNECT, as nats-server's parser
@@ -323,6 +365,8 @@ class ClientProtocol(protocol.Protocol):
 
     def _on_pong(self, op):
         self.pings_out = 0
+        if self._rtt_start:
+            self.rtt = max(self.broker.reactor.seconds() - self._rtt_start, 1e-9)
 
     def _on_err(self, op):
         # A client sending -ERR is broken; nats-server hangs up without a word.
@@ -471,18 +515,32 @@ class ClientProtocol(protocol.Protocol):
         if self.closed:
             return
         cfg = self.broker.config
-        if self._got_data and self.pings_out == 0:
-            # Recent traffic proves the client alive; skip this round's PING.
-            self._got_data = False
+        now = self.broker.reactor.seconds()
+        need_rtt = self.rtt == 0 or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL
+        if now - self._last_in < cfg.ping_interval and not need_rtt:
+            # Recent traffic proves the client alive: no PING this round.
+            pass
         elif self.pings_out + 1 > cfg.ping_max:
             self.broker.stats.stale_connections += 1
             self.send_err(ERR_STALE, close=True, reason="Stale Connection")
             return
         else:
-            self._got_data = False
             self.pings_out += 1
+            self._rtt_start = now
             self.send(wire.PING)
         self._ping_call = self.broker.reactor.callLater(cfg.ping_interval, self._ping_timer)
+
+
+def _sub_detail(sub, cid):
+    d = {"subject": sub.subject.decode(errors="replace")}
+    if sub.queue:
+        d["qgroup"] = sub.queue.decode(errors="replace")
+    d["sid"] = sub.sid.decode(errors="replace")
+    d["msgs"] = sub.delivered
+    if sub.max_msgs:
+        d["max"] = sub.max_msgs
+    d["cid"] = cid
+    return d
 
 
 def _ignore(op):
