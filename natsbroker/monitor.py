@@ -362,13 +362,14 @@ class MonitorResource(resource.Resource):
         ours = acc in ("", GLOBAL_ACCOUNT)
         out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
         if ours:
+            matches, hits = b.match_stats()
             out.update({
                 "num_subscriptions": sl.count,
                 "num_cache": sl.cache_size,
                 "num_inserts": sl.inserts,
                 "num_removes": sl.removes,
-                "num_matches": sl.matches,
-                "cache_hit_rate": sl.cache_hits / sl.matches if sl.matches else 0,
+                "num_matches": matches,
+                "cache_hit_rate": hits / matches if matches else 0,
                 "max_fanout": sl.max_fanout,
                 "avg_fanout": sl.avg_fanout,
             })

@@ -148,13 +148,14 @@ class Sublist:
 
     def __init__(self, cache_max=CACHE_MAX):
         self._root = _Level()
-        self._cache = {}
+        # subject -> match result; cleared in place, never replaced, so a
+        # reference to it stays valid.
+        self.cache = self._cache = {}
         self._cache_max = cache_max
         self.count = 0
         self.inserts = 0
         self.removes = 0
-        self.matches = 0
-        self.cache_hits = 0
+        self.misses = 0
         self.max_fanout = 0
         self._fanout_total = 0
         self._fanout_samples = 0
@@ -237,10 +238,8 @@ class Sublist:
         """Subscriptions interested in the literal ``subject`` (cached)."""
         r = self._cache.get(subject)
         if r is not None:
-            self.cache_hits += 1
-            self.matches += 1
             return r
-        self.matches += 1
+        self.misses += 1
         psubs = []
         qsubs = {}
         toks = subject.split(b".")

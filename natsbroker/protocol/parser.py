@@ -36,6 +36,8 @@ hot and tuples are the cheapest record Python has:
 ====================  =====================================================
 """
 
+import re
+
 OP_CONNECT = 1
 OP_PUB = 2
 OP_HPUB = 3
@@ -84,6 +86,8 @@ _CLIENT_OPS[b"M"] = ((b"MSG", OP_MSG),)
 _CLIENT_OPS[b"H"] = ((b"HMSG", OP_HMSG), (b"HPUB", OP_HPUB))
 
 _WS = b" \t"
+# "PUB <subject> [reply] <size>\r\n" with single spaces: the common spelling.
+_PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d+)\r\n").match
 _NO_SPACE_ERR = {OP_CONNECT: None, OP_INFO: None}
 
 
@@ -139,6 +143,9 @@ class Parser:
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
+        pub_fast = _PUB_FAST
+        max_payload = self.max_payload
+        mcl = self.max_control_line
         try:
             while pos < n:
                 if self._pending is not None:
@@ -152,31 +159,25 @@ class Parser:
                     self._pending = None
                     pos = end + 2
                     continue
-                nl = buf.find(b"\n", pos)
-                if nl > 0 and buf.startswith(b"PUB ", pos) and self._skipping is None:
+                m = pub_fast(buf, pos) if self._skipping is None else None
+                if m is not None:
                     # Fast path for the most common op, spelled the usual way;
                     # anything unusual takes the general path below.
-                    end = nl - 1 if buf[nl - 1] == 13 else nl
-                    if end - pos - 4 <= self.max_control_line:
-                        f = buf[pos + 4:end].split()
-                        nf = len(f)
-                        if nf == 2 or nf == 3:
-                            size = f[-1]
-                            if size.isdigit():
-                                size = int(size)
-                                if size <= self.max_payload:
-                                    reply = f[1] if nf == 3 else None
-                                    start = nl + 1
-                                    stop = start + size
-                                    if stop + 2 <= n:
-                                        if buf[stop:stop + 2] != b"\r\n":
-                                            raise ProtocolError(ERR_UNKNOWN_OP)
-                                        ops.append((OP_PUB, f[0], reply, buf[start:stop]))
-                                        pos = stop + 2
-                                        continue
-                                    self._pending = ((OP_PUB, f[0], reply), size)
-                                    pos = start
-                                    continue
+                    subject, reply, size = m.groups()
+                    size = int(size)
+                    start = m.end()
+                    if size <= max_payload and start - pos - 6 <= mcl:
+                        stop = start + size
+                        if stop + 2 <= n:
+                            if buf[stop:stop + 2] != b"\r\n":
+                                raise ProtocolError(ERR_UNKNOWN_OP)
+                            ops.append((OP_PUB, subject, reply, buf[start:stop]))
+                            pos = stop + 2
+                            continue
+                        self._pending = ((OP_PUB, subject, reply), size)
+                        pos = start
+                        continue
+                nl = buf.find(b"\n", pos)
                 if self._skipping is not None:
                     if nl < 0:
                         pos = n
