@@ -64,8 +64,11 @@ def exchange(port, data, chunks=None, marker=b"PONG\r\n", quiet=0.3):
                 time.sleep(0.02)
         out = c.read_until(marker, quiet=quiet)
         if not c.closed:
-            # A final short read tells a silent close from an open connection.
-            c._recv(0.05)
+            # Short reads until silence tell a close (or more output, like an
+            # -ERR sent after the PONG in its own segment) from an open
+            # connection.
+            while c._recv(0.1):
+                pass
             out += c.buf
         return out, c.closed
     finally:
