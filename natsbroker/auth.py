@@ -28,7 +28,7 @@ class ResolvedPermissions:
     """A user's permissions as bytes patterns, with a per-subject decision cache."""
 
     __slots__ = ("pub_allow", "pub_deny", "sub_allow", "sub_deny",
-                 "allow_responses", "_pub_cache")
+                 "allow_responses", "_pub_cache", "_responses")
 
     def __init__(self, perms):
         def pats(p, which):
@@ -45,8 +45,17 @@ class ResolvedPermissions:
         self.sub_deny = pats(perms.subscribe, "deny") or None
         self.allow_responses = perms.allow_responses
         self._pub_cache = {}
+        # Reply subjects this client may publish to once (allow_responses).
+        self._responses = {}
+
+    def grant_response(self, reply):
+        if len(self._responses) >= 10000:
+            self._responses.clear()  # bounded: a client that never replies
+        self._responses[reply] = True
 
     def can_publish(self, subject):
+        if self._responses and self._responses.pop(subject, None):
+            return True
         r = self._pub_cache.get(subject)
         if r is None:
             r = _allowed(self.pub_allow, self.pub_deny, subject)

@@ -20,6 +20,7 @@ authorization {
         subscribe: {allow: ["orders.*", "_INBOX.>"], deny: ["orders.hidden"]}
     }}
     {user: guest, password: guest, permissions: {publish: "public.>", subscribe: "public.>"}}
+    {user: svc, password: svc, permissions: {publish: {deny: ">"}, subscribe: "req.>", allow_responses: true}}
   ]
 }
 no_auth_user: guest
@@ -133,3 +134,32 @@ def test_info_says_auth_required(userpass):
         c = Conversation(s.port)
         c.close()
         assert b'"auth_required":true' in c.info
+
+
+def test_allow_responses_grants_one_reply(users):
+    from tests.support.raw import Conversation
+    results = []
+    for server in users:
+        svc = Conversation(server.port)
+        svc.send(b'CONNECT {"verbose":false,"user":"svc","pass":"svc"}\r\nSUB req.x 1\r\nPING\r\n')
+        svc.read_until()
+        asker = Conversation(server.port)
+        asker.send(b'CONNECT {"verbose":false,"user":"guest","pass":"guest"}\r\n'
+                   b'SUB public.reply 1\r\nPING\r\n')
+        asker.read_until()
+        # guest may not publish to req.x; alice has no restrictions.
+        bob = Conversation(server.port)
+        bob.send(b'CONNECT {"verbose":false,"user":"alice","pass":"secret"}\r\n'
+                 b'PUB req.x _INBOX.r1 2\r\nhi\r\nPING\r\n')
+        bob.read_until()
+        got_req = svc.read_until(b"hi\r\n")
+        svc.send(b"PUB _INBOX.r1 3\r\none\r\nPUB _INBOX.r1 3\r\ntwo\r\nPUB other 1\r\nx\r\nPING\r\n")
+        replies = svc.read_until()
+        assert got_req.endswith(b"hi\r\n")
+        results.append((got_req, replies))
+        for c in (svc, asker, bob):
+            c.close()
+    assert results[1] == results[0]
+    # The first reply is allowed, a second one and anything else are not.
+    assert results[0][1] == (b"-ERR 'Permissions Violation for Publish to \"_INBOX.r1\"'\r\n"
+                             b"-ERR 'Permissions Violation for Publish to \"other\"'\r\nPONG\r\n")

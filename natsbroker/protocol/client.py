@@ -146,6 +146,7 @@ class ClientProtocol(protocol.Protocol):
         self._dispatch = {}
         self._msg_memo = broker.msg_memo
         self._write_now = None
+        self._allow_responses = False
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -346,6 +347,8 @@ class ClientProtocol(protocol.Protocol):
 
     def _connected(self):
         self.connect_received = True
+        perms = self.permissions
+        self._allow_responses = perms is not None and perms.allow_responses
         if self._auth_call is not None and self._auth_call.active():
             self._auth_call.cancel()
         self._auth_call = None
@@ -410,6 +413,9 @@ class ClientProtocol(protocol.Protocol):
     def deliver(self, sub, subject, reply, hdr_len, raw):
         if self.closed:
             return
+        if reply and self._allow_responses:
+            # allow_responses: receiving a request grants one reply to it.
+            self.permissions.grant_response(reply)
         if hdr_len:
             frame = self._frame_with_headers(sub, subject, reply, hdr_len, raw)
         else:

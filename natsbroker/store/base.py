@@ -1,0 +1,144 @@
+"""The message-store contract JetStream streams are built on.
+
+Two implementations: :mod:`natsbroker.store.leveldb` (``storage: file``, plyvel)
+and :mod:`natsbroker.store.memory` (``storage: memory``); one shared test suite
+runs against both.
+
+A :class:`Store` holds many streams (:class:`StreamStore`). Writes are staged and
+become durable on :meth:`Store.commit`, which the server calls once per reactor
+turn before it sends the acks that depend on them (group commit). Reads always
+see staged writes (read-your-writes), committed or not.
+
+Subjects, headers and payloads are ``bytes``; timestamps are integers in
+nanoseconds since the epoch; sequences start at 1.
+"""
+
+import attrs
+
+
+@attrs.frozen
+class StoredMsg:
+    seq: int
+    subject: bytes
+    hdr: bytes  # the NATS/1.0 header block, b"" when none
+    data: bytes
+    ts: int  # ns since epoch
+
+
+@attrs.define
+class StreamState:
+    msgs: int = 0
+    bytes: int = 0
+    first_seq: int = 0  # 0 when never written; last_seq + 1 when empty after removals
+    first_ts: int = 0
+    last_seq: int = 0
+    last_ts: int = 0
+    num_subjects: int = 0
+    num_deleted: int = 0  # interior gaps between first_seq and last_seq
+
+
+def msg_size(subject, hdr, data):
+    """Bytes a message counts for in limits, as nats-server's file store counts them."""
+    return len(subject) + len(hdr) + len(data) + 16
+
+
+class StreamStore:
+    """The messages of one stream. All methods run in the reactor thread."""
+
+    def state(self):
+        """Current :class:`StreamState`."""
+        raise NotImplementedError
+
+    def append(self, subject, hdr, data, ts):
+        """Store a message with the next sequence; returns that sequence."""
+        raise NotImplementedError
+
+    def load(self, seq):
+        """The message at ``seq``, or ``None`` if absent or deleted."""
+        raise NotImplementedError
+
+    def load_next(self, seq, filter_subject=None):
+        """The first message with sequence >= ``seq`` whose subject matches the
+        (possibly wildcard) ``filter_subject``; ``None`` if there is none."""
+        raise NotImplementedError
+
+    def load_last(self, filter_subject=None):
+        """The last message matching ``filter_subject`` (uses the per-subject
+        index for a literal subject: no scan)."""
+        raise NotImplementedError
+
+    def remove(self, seq, erase=False):
+        """Delete one message; ``erase`` overwrites its bytes first. True if it existed."""
+        raise NotImplementedError
+
+    def purge(self, subject=None, seq=None, keep=None):
+        """Remove messages: all, or those matching ``subject``; only below ``seq``
+        if given; keeping the newest ``keep`` if given. Returns the count removed.
+        A full purge moves first_seq to last_seq + 1."""
+        raise NotImplementedError
+
+    def subject_counts(self, filter_subject=None):
+        """``{subject: count}`` of stored messages matching the filter."""
+        raise NotImplementedError
+
+    def count_subject(self, subject):
+        """Number of stored messages with exactly this literal subject."""
+        raise NotImplementedError
+
+    def first_seq_of_subject(self, subject):
+        """Sequence of the oldest message with this literal subject, or 0."""
+        raise NotImplementedError
+
+    def deleted(self):
+        """Sorted list of interior deleted sequences (for ``deleted_details``)."""
+        raise NotImplementedError
+
+    def num_pending(self, start_seq, filter_subject=None):
+        """Messages with sequence >= ``start_seq`` matching the filter."""
+        raise NotImplementedError
+
+    def put_meta(self, key, value):
+        """Store small metadata (stream config, consumer state) under ``key`` (bytes)."""
+        raise NotImplementedError
+
+    def get_meta(self, key):
+        raise NotImplementedError
+
+    def del_meta(self, key):
+        raise NotImplementedError
+
+    def meta_keys(self, prefix=b""):
+        raise NotImplementedError
+
+
+class Store:
+    """All streams of a server."""
+
+    def create_stream(self, name):
+        """A new, empty StreamStore called ``name``."""
+        raise NotImplementedError
+
+    def stream(self, name):
+        """The StreamStore called ``name``, or ``None``."""
+        raise NotImplementedError
+
+    def stream_names(self):
+        """Names of all streams, sorted."""
+        raise NotImplementedError
+
+    def delete_stream(self, name):
+        """Remove a stream and all its data. Returns a Deferred (file stores may
+        finish in a thread) but the stream is gone from :meth:`stream` at once."""
+        raise NotImplementedError
+
+    def commit(self):
+        """Make every staged write durable (one sync for the whole turn)."""
+        raise NotImplementedError
+
+    @property
+    def dirty(self):
+        """True if there are staged writes waiting for :meth:`commit`."""
+        raise NotImplementedError
+
+    def close(self):
+        raise NotImplementedError
