@@ -119,6 +119,8 @@ class Broker:
         self._depth = 0
         self._internal_sids = itertools.count(1)
         self.shutting_down = False
+        # The client whose message is being routed right now (None: internal).
+        self.route_source = None
         # Recently closed connections for /connz?state=closed (nats-server keeps 10k).
         self.closed_clients = collections.deque(maxlen=10000)
         # Where clients reach us; filled in by the server once listening.
@@ -191,6 +193,7 @@ class Broker:
     # -- routing ---------------------------------------------------------
 
     def route(self, source, subject, reply, hdr_len, raw):
+        self.route_source = source
         r = self._match_cache.get(subject)
         if r is None:
             r = self.sublist.match(subject)

@@ -110,6 +110,10 @@ class IBroker(Interface):
     server_name = Attribute("This server's name.")
     sublist = Attribute("The Sublist: ``insert(sub)``, ``remove(sub)``, ``match(subject)``.")
     stats = Attribute("Counters: in_msgs, in_bytes, out_msgs, out_bytes, slow_consumers.")
+    route_source = Attribute(
+        "The IClient whose message is being delivered right now, or ``None`` for an "
+        "internal publish: valid inside a subscription callback (e.g. to audit who "
+        "made an API request).")
 
     def route(source, subject, reply, hdr_len, raw):
         """Deliver a message to every interested subscription.

@@ -96,6 +96,8 @@ def make_site(broker):
 
 
 class _MonitorSite(server.Site):
+    noisy = False  # no "starting on <port>" line of Twisted's own
+
     # nats-server does not log monitoring requests; an access log line per
     # scrape would drown the server log, so requests are logged at debug only.
     def log(self, request):

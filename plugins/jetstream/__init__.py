@@ -1,0 +1,1 @@
+"""JetStream for natsbroker: streams, consumers and the ``$JS.API`` request API."""
