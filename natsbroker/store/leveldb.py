@@ -1,0 +1,776 @@
+"""``storage: file``: streams in LevelDB (plyvel), one database per stream.
+
+Layout under the store's directory::
+
+    <path>/streams/<name>/     the LevelDB database of stream <name>
+    <path>/trash/<name>.<n>/   a deleted stream's database, being removed
+
+Keys of a stream database (``Q`` = 8-byte big-endian, ``I`` = 4-byte)::
+
+    b"d" Q(seq)                        -> Q(ts) I(len subject) I(len hdr) subject hdr data
+    b"s" I(len subject) subject Q(seq) -> I(msg_size)        per-subject index
+    b"m" key                           -> value              meta (config, consumers)
+    b"S"                               -> Q(first_seq) Q(last_seq) Q(last_ts)
+
+The length-prefixed subject keeps one subject's index entries contiguous and in
+sequence order whatever bytes subjects hold, so a literal subject's first/last
+message or count from a sequence is a seek, never a stream scan.
+
+In memory (exact at all times): the counters, ``first_seq``/``last_seq``, the
+deleted interior sequences (a bitmap, :class:`~.common.SeqSet`) and per subject
+``[count, first, last]`` (first/last recomputed by an index seek when the one
+they name is removed). None of that is persisted except the ``b"S"`` record
+(written in every commit batch, atomically with the data): on open one pass over
+the index keys (not the payloads) rebuilds the per-subject counts, the byte
+total (index values hold each message's size) and the deleted gaps (sequences in
+``[first_seq, last_seq]`` without an index entry). ``b"S"`` carries what the
+index cannot tell: ``last_seq``/``last_ts`` once the newest messages are gone and
+``first_seq`` of an emptied stream.
+
+Group commit: writes are staged in Python, never written one by one. Appends
+go to ``_staged`` (``seq -> StoredMsg``, plus the staged sequences of each
+subject), deletes and meta writes to ``_ops`` (``key -> value | None``); reads
+consult them before the database. :meth:`LevelDBStore.commit` turns each dirty
+stream's staging into one ``WriteBatch`` (plus the ``b"S"`` record) written with
+``sync=store.sync``: one fsync per dirty stream per turn, none per message. The
+messages of the last commit stay in memory (``_recent``, up to 8 MB) since
+consumers usually read them right away.
+
+Purges never block on the size of the stream: a full purge only moves
+``first_seq`` past ``last_seq`` in memory and drops the staged messages; every
+key below the new ``first_seq`` is garbage that no read looks at (reads are
+bounded by ``first_seq`` and check the bookkeeping), and once the new
+``first_seq`` is committed a background collector deletes those keys in chunks
+of :data:`GC_CHUNK` keys per reactor turn (``reactor.callLater``). A partial
+purge below a sequence (``purge(seq=)``, ``purge(keep=)``) reads whichever side
+is smaller: the messages it removes, or the messages it keeps (rebuilding the
+bookkeeping from them and leaving the rest to the collector). A reopened store
+finds leftover garbage during its index pass and collects it again.
+
+``remove(seq, erase=True)`` deletes the record and, after the commit, asks
+LevelDB to compact the key's range so the table files holding the old bytes are
+rewritten (best effort: LevelDB has no in-place overwrite and the bytes may
+linger in its write-ahead log until it rotates).
+
+Deleting a stream closes its database and renames its directory into
+``trash/`` at once (so the name is free again); the directory is removed in a
+thread and the Deferred fires when that is done. A reopened store empties
+``trash/``.
+"""
+
+import os
+import shutil
+import struct
+import time
+from bisect import bisect_left, bisect_right
+
+import plyvel
+from twisted.internet import defer, threads
+
+from natsbroker.store.base import Store, StoredMsg
+from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
+from natsbroker.subjects import subject_matches
+
+_Q = struct.Struct(">Q")
+_I = struct.Struct(">I")
+_REC = struct.Struct(">QII")  # ts, len(subject), len(hdr)
+_STATE = struct.Struct(">QQQ")  # first_seq, last_seq, last_ts
+STATE_KEY = b"S"
+
+GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
+RECENT_BYTES = 8 << 20  # keep the last commit's messages in memory up to this size
+CURSORS = 4  # parked iterators for sequential reads
+BULK_MIN = 4096  # purges below a sequence removing more than this may rebuild from the kept side
+
+
+def _dkey(seq):
+    return b"d" + _Q.pack(seq)
+
+
+def _ipfx(subject):
+    return b"s" + _I.pack(len(subject)) + subject
+
+
+def _unpack(seq, v):
+    ts, ls, lh = _REC.unpack_from(v)
+    a = 16 + ls
+    b = a + lh
+    return StoredMsg(seq, v[16:a], v[a:b], v[b:], ts)
+
+
+def _rev(db, start, stop, include_value=True):
+    """Entries with start <= key < stop, descending. (plyvel 1.5's
+    ``iterator(start=, stop=, reverse=True)`` skips ranges holding a single key,
+    so seek and step back by hand.)"""
+    it = db.iterator(include_value=include_value)
+    it.seek(stop)
+    prev = it.prev
+    while True:
+        try:
+            kv = prev()
+        except StopIteration:
+            return
+        if (kv[0] if include_value else kv) < start:
+            return
+        yield kv
+
+
+def check_name(name):
+    """Stream names become directory names: refuse anything path-like."""
+    if (not isinstance(name, str) or not name or name in (".", "..") or ".." in name
+            or "/" in name or "\\" in name or "\0" in name or name != name.strip()):
+        raise ValueError("invalid stream name %r" % (name,))
+
+
+class LevelDBStream(StreamBase):
+    SEEK_SUBJECTS = 16
+
+    def __init__(self, owner, name, path, db):
+        super().__init__(name)
+        self._owner = owner
+        self._path = path
+        self._db = db
+        self._subjects = {}  # subject -> [count, first, last]; first/last 0 = look up
+        self._staged = {}  # seq -> StoredMsg appended since the last commit
+        self._staged_subj = {}  # subject -> ascending staged seqs
+        self._staged_bytes = 0
+        self._recent = {}  # seq -> StoredMsg of the last commit
+        self._ops = {}  # key -> value, or None to delete
+        self._erased = []
+        self._cursors = {}  # seq -> (iterator parked after it, its record)
+        self._last_read = -1
+        self._dirty = False
+        self._committed_last = 0  # every key in the DB is <= this; staged seqs are above
+        self._gc_needed = False
+        self._gc_floor = 0
+        self._gc_pos = None  # next key to examine, None when no collection is due
+        self._gc_call = None
+        self._closed = False
+        self._load()
+
+    # -- open ---------------------------------------------------------------
+
+    def _load(self):
+        db = self._db
+        rec = db.get(STATE_KEY)
+        first, last, last_ts = _STATE.unpack(rec) if rec else (0, 0, 0)
+        for k, v in db.iterator(prefix=b"m"):
+            self._meta[k[1:]] = v
+        span = last - first + 1 if first else 0
+        present = bytearray((span + 7) >> 3) if span > 0 else bytearray()
+        subjects = {}
+        nbytes = n = 0
+        garbage = False
+        iunpack = _I.unpack_from
+        qunpack = _Q.unpack_from
+        # Keys come grouped by subject, in sequence order within a subject.
+        pfx = b""
+        plen = cnt = sfirst = slast = 0
+        for k, v in db.iterator(prefix=b"s"):
+            if len(k) != plen + 8 or not k.startswith(pfx):
+                if cnt:
+                    subjects[pfx[5:]] = [cnt, sfirst, slast]
+                    n += cnt
+                plen = len(k) - 8
+                pfx = k[:plen]
+                cnt = 0
+            seq = qunpack(k, plen)[0]
+            if seq < first or seq > last:
+                garbage = True
+                continue
+            if not cnt:
+                sfirst = seq
+            slast = seq
+            cnt += 1
+            nbytes += iunpack(v)[0]
+            i = seq - first
+            present[i >> 3] |= 1 << (i & 7)
+        if cnt:
+            subjects[pfx[5:]] = [cnt, sfirst, slast]
+            n += cnt
+        for _ in db.iterator(start=b"d", stop=_dkey(max(first, 1)), include_value=False):
+            garbage = True
+            break
+        self._last = last
+        self._last_ts = last_ts
+        self._subjects = subjects
+        self._msgs = n
+        self._bytes = nbytes
+        if not n:
+            self._first = first
+            self._first_ts = 0
+        else:
+            k = _NOT_00.search(present).start()
+            b = present[k]
+            self._first = first + (k << 3) + (b & -b).bit_length() - 1
+            self._first_ts = None
+            inv = present.translate(INVERT)
+            extra = (len(inv) << 3) - span
+            if extra:
+                inv[-1] &= 0xFF >> extra
+            dels = SeqSet.from_bits(first, inv, popcount(inv))
+            dels.clear_below(self._first)
+            self._deleted = dels
+        self._committed_last = last
+        if garbage:
+            self._start_gc()
+
+    # -- storage hooks ----------------------------------------------------
+
+    def _mark_dirty(self):
+        if not self._dirty:
+            self._dirty = True
+            self._owner._dirty_streams.add(self)
+
+    def _put(self, msg):
+        seq = msg.seq
+        subj = msg.subject
+        self._staged[seq] = msg
+        info = self._subjects.get(subj)
+        if info is None:
+            self._subjects[subj] = [1, seq, seq]
+            self._subj_gen += 1
+        else:
+            info[0] += 1
+            info[2] = seq
+        lst = self._staged_subj.get(subj)
+        if lst is None:
+            self._staged_subj[subj] = [seq]
+        else:
+            lst.append(seq)
+        self._staged_bytes += len(msg.data) + len(msg.hdr) + len(subj) + 16
+        if not self._dirty:
+            self._dirty = True
+            self._owner._dirty_streams.add(self)
+
+    def _get(self, seq):
+        m = self._staged.get(seq)
+        if m is None:
+            m = self._recent.get(seq)
+            if m is None:
+                m = _unpack(seq, self._read(seq))
+        return m
+
+    def _read(self, seq):
+        """The committed record of ``seq``. A reader going forward through the
+        stream (a consumer catching up, removals from the head) is served by a
+        cursor (an iterator parked on the record after the last one read, up to
+        :data:`CURSORS` of them); anything else is a point get. Records never
+        change once written, so a cursor's snapshot is good for every sequence
+        still stored."""
+        cursors = self._cursors
+        c = cursors.pop(seq, None)
+        if c is not None:
+            self._park(c[0])
+            self._last_read = seq
+            return c[1]
+        v = self._db.get(b"d" + _Q.pack(seq))
+        if seq - 1 == self._last_read:
+            self._park(self._db.iterator(start=b"d" + _Q.pack(seq + 1), stop=b"e"))
+        self._last_read = seq
+        return v
+
+    def _park(self, it):
+        exists = self._exists
+        for k, v in it:
+            s = _Q.unpack_from(k, 1)[0]
+            if exists(s):
+                cursors = self._cursors
+                if cursors and len(cursors) >= CURSORS:
+                    del cursors[next(iter(cursors))]
+                cursors[s] = (it, v)
+                return
+
+    def _drop(self, seq, erase, m=None):
+        sm = self._staged.pop(seq, None)
+        if sm is not None:  # never written: forget it
+            subj = sm.subject
+            size = len(subj) + len(sm.hdr) + len(sm.data) + 16
+            lst = self._staged_subj[subj]
+            if lst[-1] == seq:
+                lst.pop()
+            else:
+                lst.remove(seq)
+            if not lst:
+                del self._staged_subj[subj]
+        else:
+            rm = self._recent.pop(seq, None)
+            if m is None:
+                m = rm
+            if m is not None:
+                subj = m.subject
+                size = len(subj) + len(m.hdr) + len(m.data) + 16
+            else:
+                v = self._read(seq)
+                subj = v[16:16 + _I.unpack_from(v, 8)[0]]
+                size = len(v)  # header + subject + hdr + data == msg_size
+            sk = _Q.pack(seq)
+            dk = b"d" + sk
+            self._ops[dk] = None
+            self._ops[b"s" + _I.pack(len(subj)) + subj + sk] = None
+            if erase:
+                self._erased.append(dk)
+        info = self._subjects[subj]
+        info[0] -= 1
+        if not info[0]:
+            del self._subjects[subj]
+            self._subj_gen += 1
+        else:
+            if info[1] == seq:
+                info[1] = 0
+            if info[2] == seq:
+                info[2] = 0
+        if not self._dirty:
+            self._dirty = True
+            self._owner._dirty_streams.add(self)
+        return size
+
+    def _drop_all(self):
+        self._subjects = {}
+        self._subj_gen += 1
+        self._staged = {}
+        self._staged_subj = {}
+        self._staged_bytes = 0
+        self._recent = {}
+        # Deletes of committed message keys are moot: those keys are garbage now.
+        self._ops = {k: v for k, v in self._ops.items() if k[:1] == b"m"}
+        self._gc_needed = True
+        self._mark_dirty()
+
+    def _drop_below(self, seq):
+        kept = (self._last - seq + 1) - self._deleted.count_ge(seq)
+        remove = self._msgs - kept
+        if remove <= kept or remove <= BULK_MIN:
+            n = nbytes = 0
+            for m in self._scan(self._first):
+                if m.seq >= seq:
+                    break
+                nbytes += self._drop(m.seq, False, m)
+                n += 1
+            return n, nbytes
+        # Most messages go: rebuild from the kept ones, collect the rest later.
+        subjects = {}
+        kbytes = 0
+        for m in self._scan(seq):
+            s = m.seq
+            kbytes += len(m.subject) + len(m.hdr) + len(m.data) + 16
+            info = subjects.get(m.subject)
+            if info is None:
+                subjects[m.subject] = [1, s, s]
+            else:
+                info[0] += 1
+                info[2] = s
+        self._subjects = subjects
+        self._subj_gen += 1
+        self._staged = {s: m for s, m in self._staged.items() if s >= seq}
+        self._staged_subj = {}
+        for s, m in self._staged.items():
+            self._staged_subj.setdefault(m.subject, []).append(s)
+        self._recent = {s: m for s, m in self._recent.items() if s >= seq}
+        self._gc_needed = True
+        self._mark_dirty()
+        return remove, self._bytes - kbytes
+
+    def load_next(self, seq, filter_subject=None):
+        # A consumer walks forward and its filter usually matches the next
+        # message: try that one before seeking the index (a seek costs an
+        # iterator; for a literal subject only when it is most of the stream).
+        if filter_subject is not None and filter_subject != b">" and self._msgs:
+            if literal(filter_subject):
+                info = self._subjects.get(filter_subject)
+                if info is None:
+                    return None
+                probe = info[0] * 2 >= self._msgs
+            else:
+                probe = True
+            if probe:
+                s = self._next_existing(seq)
+                if not s:
+                    return None
+                m = self._get(s)
+                if m.subject == filter_subject or subject_matches(filter_subject, m.subject):
+                    return m
+        return super().load_next(seq, filter_subject)
+
+    # Per-subject index: committed entries in the DB (filtered by _exists, which
+    # hides removed-but-uncommitted and garbage entries), then staged seqs, all
+    # of which are above the committed ones.
+
+    def _idx_next(self, subject, start):
+        if start <= self._committed_last:
+            pfx = _ipfx(subject)
+            exists = self._exists
+            for k in self._db.iterator(start=pfx + _Q.pack(start),
+                                       stop=pfx + _Q.pack(self._committed_last + 1),
+                                       include_value=False):
+                s = _Q.unpack_from(k, len(k) - 8)[0]
+                if exists(s):
+                    return s
+        lst = self._staged_subj.get(subject)
+        if lst:
+            i = bisect_left(lst, start)
+            if i < len(lst):
+                return lst[i]
+        return 0
+
+    def _idx_prev(self, subject, stop):
+        lst = self._staged_subj.get(subject)
+        if lst:
+            i = bisect_right(lst, stop)
+            if i:
+                return lst[i - 1]
+        hi = min(stop, self._committed_last)
+        if hi >= self._first:
+            pfx = _ipfx(subject)
+            exists = self._exists
+            for k in _rev(self._db, pfx + _Q.pack(self._first), pfx + _Q.pack(hi + 1), False):
+                s = _Q.unpack_from(k, len(k) - 8)[0]
+                if exists(s):
+                    return s
+        return 0
+
+    def _subj_seqs(self, subject, start, stop):
+        chi = min(stop, self._committed_last + 1)
+        if start < chi:
+            pfx = _ipfx(subject)
+            exists = self._exists
+            for k in self._db.iterator(start=pfx + _Q.pack(start), stop=pfx + _Q.pack(chi),
+                                       include_value=False):
+                s = _Q.unpack_from(k, len(k) - 8)[0]
+                if exists(s):
+                    yield s
+        lst = self._staged_subj.get(subject)
+        if lst:
+            yield from lst[bisect_left(lst, start):bisect_left(lst, stop)]
+
+    def _idx_count(self, subject, lo, hi):
+        n = 0
+        for _ in self._subj_seqs(subject, lo, hi):
+            n += 1
+        return n
+
+    def _subj_count(self, subject):
+        info = self._subjects.get(subject)
+        return info[0] if info is not None else 0
+
+    def _subj_first(self, subject, start):
+        info = self._subjects.get(subject)
+        if info is None:
+            return 0
+        f = info[1]
+        if not f:
+            f = info[1] = self._idx_next(subject, self._first)
+        if start <= f:
+            return f
+        if start > self._subj_last(subject):
+            return 0
+        return self._idx_next(subject, start)
+
+    def _subj_last(self, subject):
+        info = self._subjects.get(subject)
+        if info is None:
+            return 0
+        last = info[2]
+        if not last:
+            last = info[2] = self._idx_prev(subject, self._last)
+        return last
+
+    def _subj_count_from(self, subject, start):
+        info = self._subjects.get(subject)
+        if info is None:
+            return 0
+        f = self._subj_first(subject, 0)
+        if start <= f:
+            return info[0]
+        last = self._subj_last(subject)
+        if start > last:
+            return 0
+        if start - f <= last - start:
+            return info[0] - self._idx_count(subject, f, start)
+        return self._idx_count(subject, start, last + 1)
+
+    def _scan(self, start):
+        s = self._next_existing(start)
+        if not s:
+            return
+        cl = self._committed_last
+        if s <= cl:
+            exists = self._exists
+            for k, v in self._db.iterator(start=_dkey(s), stop=_dkey(cl + 1)):
+                seq = _Q.unpack_from(k, 1)[0]
+                if exists(seq):
+                    yield _unpack(seq, v)
+            s = self._next_existing(cl + 1)
+        while s:
+            yield self._staged[s]
+            s = self._next_existing(s + 1)
+
+    def _scan_rev(self, stop):
+        s = self._prev_existing(stop)
+        cl = self._committed_last
+        while s > cl:
+            yield self._staged[s]
+            s = self._prev_existing(s - 1)
+        if not s:
+            return
+        exists = self._exists
+        for k, v in _rev(self._db, _dkey(self._first), _dkey(s + 1)):
+            seq = _Q.unpack_from(k, 1)[0]
+            if exists(seq):
+                yield _unpack(seq, v)
+
+    # -- meta ---------------------------------------------------------------
+
+    def put_meta(self, key, value):
+        self._meta[key] = value
+        self._ops[b"m" + key] = value
+        self._mark_dirty()
+
+    def del_meta(self, key):
+        existed = self._meta.pop(key, None) is not None
+        if existed:
+            self._ops[b"m" + key] = None
+            self._mark_dirty()
+        return existed
+
+    # -- commit, collection, close -----------------------------------------
+
+    def _commit(self, sync):
+        wb = self._db.write_batch(sync=sync)
+        put = wb.put
+        for k, v in self._ops.items():
+            if v is None:
+                wb.delete(k)
+            else:
+                put(k, v)
+        qpack = _Q.pack
+        ipack = _I.pack
+        rpack = _REC.pack
+        pfxs = {}
+        for seq, m in self._staged.items():
+            subj = m.subject
+            hdr = m.hdr
+            data = m.data
+            sk = qpack(seq)
+            put(b"d" + sk, rpack(m.ts, len(subj), len(hdr)) + subj + hdr + data)
+            p = pfxs.get(subj)
+            if p is None:
+                p = pfxs[subj] = b"s" + ipack(len(subj)) + subj
+            put(p + sk, ipack(len(subj) + len(hdr) + len(data) + 16))
+        put(STATE_KEY, _STATE.pack(self._first, self._last, self._last_ts))
+        wb.write()
+        self._recent = self._staged if self._staged_bytes <= RECENT_BYTES else {}
+        self._staged = {}
+        self._staged_subj = {}
+        self._staged_bytes = 0
+        self._ops = {}
+        self._cursors = {}  # don't pin old table files for long
+        self._committed_last = self._last
+        self._dirty = False
+        if self._gc_needed:
+            self._gc_needed = False
+            self._start_gc()
+        if self._erased:
+            keys, self._erased = self._erased, []
+            self._owner._call_later(0, self._compact_keys, keys)
+
+    def _start_gc(self):
+        """Collect every key below the (committed) first sequence."""
+        self._gc_floor = self._first
+        self._gc_pos = b"d"
+        if self._gc_call is None:
+            self._gc_call = self._owner._call_later(0, self._gc_step)
+
+    def _gc_step(self):
+        self._gc_call = None
+        if not self._closed and not self.collect(GC_CHUNK):
+            self._gc_call = self._owner._call_later(0, self._gc_step)
+
+    def collect(self, limit=None):
+        """Delete up to ``limit`` (all if None) garbage keys below the committed
+        first sequence; True when nothing is left to collect. Runs by itself
+        from the reactor after purges; tests may call it directly."""
+        if self._gc_pos is None or self._closed:
+            return True
+        floor = self._gc_floor
+        db = self._db
+        wb = db.write_batch()
+        n = 0
+        pos = self._gc_pos
+        if pos[:1] == b"d":
+            for k in db.iterator(start=pos, stop=_dkey(floor), include_value=False):
+                wb.delete(k)
+                n += 1
+                if limit and n >= limit:
+                    self._gc_pos = k + b"\0"
+                    wb.write()
+                    return False
+            pos = b"s"
+        for k in db.iterator(start=pos, stop=b"t", include_value=False):
+            if _Q.unpack_from(k, len(k) - 8)[0] < floor:
+                wb.delete(k)
+            n += 1
+            if limit and n >= limit:
+                self._gc_pos = k + b"\0"
+                wb.write()
+                return False
+        wb.write()
+        self._gc_pos = None
+        return True
+
+    def _compact_keys(self, keys):
+        if not self._closed:
+            for k in keys:
+                self._db.compact_range(start=k, stop=k + b"\0")
+
+    def _close(self):
+        if self._closed:
+            return
+        self._closed = True
+        if self._gc_call is not None:
+            try:
+                self._gc_call.cancel()
+            except Exception:
+                pass
+            self._gc_call = None
+        self._cursors = {}
+        self._db.close()
+
+
+class LevelDBStore(Store):
+    """Streams in ``<path>/streams/<name>/``.
+
+    ``sync=False`` commits without fsync: a process crash loses nothing
+    committed, an OS crash or power loss may lose the last writes. That is
+    nats-server's default trade-off (it acks before fsync and syncs every
+    ``sync_interval``, 2 minutes); ``sync_interval`` (seconds) does the same
+    here: :meth:`sync_all` on a timer. ``reactor`` (default: the global one)
+    runs the timer, background collection and thread work; with a
+    ``twisted.internet.task.Clock`` thread work runs inline (tests)."""
+
+    def __init__(self, path, sync=True, reactor=None, sync_interval=None):
+        self.path = os.path.abspath(path)
+        self.sync = sync
+        self.sync_interval = sync_interval
+        self._sync_call = None
+        self._reactor = reactor
+        self._streams = {}
+        self._dirty_streams = set()
+        self._streams_dir = os.path.join(self.path, "streams")
+        self._trash_dir = os.path.join(self.path, "trash")
+        self._closed = False
+        os.makedirs(self._streams_dir, exist_ok=True)
+        for name in sorted(os.listdir(self._streams_dir)):
+            p = os.path.join(self._streams_dir, name)
+            if os.path.isdir(p):
+                self._streams[name] = LevelDBStream(self, name, p, self._open_db(p))
+        if os.path.isdir(self._trash_dir) and os.listdir(self._trash_dir):
+            self._in_thread(self.empty_trash)
+        if sync_interval and not sync:
+            self._sync_call = self._call_later(sync_interval, self._periodic_sync)
+
+    def _periodic_sync(self):
+        self._sync_call = None
+        if not self._closed:
+            self.sync_all()
+            self._sync_call = self._call_later(self.sync_interval, self._periodic_sync)
+
+    def sync_all(self):
+        """Commit what is staged, then fsync every stream's write-ahead log
+        (everything written with ``sync=False`` so far becomes durable)."""
+        self.commit()
+        for st in self._streams.values():
+            st._db.put(STATE_KEY, _STATE.pack(st._first, st._last, st._last_ts), sync=True)
+
+    @property
+    def reactor(self):
+        if self._reactor is None:
+            from twisted.internet import reactor
+            self._reactor = reactor
+        return self._reactor
+
+    def _call_later(self, delay, f, *args):
+        return self.reactor.callLater(delay, f, *args)
+
+    def _in_thread(self, f, *args):
+        r = self.reactor
+        if hasattr(r, "getThreadPool"):
+            return threads.deferToThreadPool(r, r.getThreadPool(), f, *args)
+        return defer.maybeDeferred(f, *args)
+
+    @staticmethod
+    def _open_db(path):
+        return plyvel.DB(path, create_if_missing=True, max_open_files=128,
+                         bloom_filter_bits=10)
+
+    def _fsync_dir(self, path):
+        if self.sync:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def create_stream(self, name):
+        check_name(name)
+        if name in self._streams:
+            raise ValueError("stream %r exists" % (name,))
+        p = os.path.join(self._streams_dir, name)
+        os.mkdir(p)
+        st = LevelDBStream(self, name, p, self._open_db(p))
+        self._fsync_dir(self._streams_dir)
+        st._mark_dirty()  # the next commit writes its state record
+        self._streams[name] = st
+        return st
+
+    def stream(self, name):
+        return self._streams.get(name)
+
+    def stream_names(self):
+        return sorted(self._streams)
+
+    def delete_stream(self, name):
+        st = self._streams.pop(name, None)
+        if st is None:
+            return defer.succeed(False)
+        self._dirty_streams.discard(st)
+        st._close()
+        os.makedirs(self._trash_dir, exist_ok=True)
+        dest = os.path.join(self._trash_dir, "%s.%d" % (name, time.time_ns()))
+        os.rename(st._path, dest)
+        d = self._in_thread(shutil.rmtree, dest, True)
+        d.addCallback(lambda _: True)
+        return d
+
+    def empty_trash(self):
+        """Remove every deleted stream's directory now (blocking)."""
+        if os.path.isdir(self._trash_dir):
+            for n in os.listdir(self._trash_dir):
+                shutil.rmtree(os.path.join(self._trash_dir, n), True)
+
+    def commit(self):
+        if not self._dirty_streams:
+            return
+        streams, self._dirty_streams = self._dirty_streams, set()
+        for i, st in enumerate(streams):
+            try:
+                st._commit(self.sync)
+            except BaseException:
+                self._dirty_streams.update(s for s in streams if s._dirty)
+                raise
+
+    @property
+    def dirty(self):
+        return bool(self._dirty_streams)
+
+    def close(self):
+        """Commit what is staged and close every database."""
+        if self._closed:
+            return
+        self.commit()
+        self._closed = True
+        if self._sync_call is not None and self._sync_call.active():
+            self._sync_call.cancel()
+        self._sync_call = None
+        for st in self._streams.values():
+            st._close()
