@@ -1,0 +1,348 @@
+"""The ``$JS.API`` request handlers for streams.
+
+Each handler takes the plugin, the request's subject tokens after the API
+prefix, and the JSON body; it returns the response dict (or raises ApiError,
+which becomes the response's ``error``). Response shapes and ``type`` names are
+nats-server's.
+"""
+
+import base64
+
+
+from plugins.jetstream import models as M
+
+TYPE = "io.nats.jetstream.api.v1.%s"
+
+
+def pub_ack(stream, seq, duplicate, domain=""):
+    """The PubAck bytes exactly as nats-server writes them."""
+    return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain)
+
+
+def pub_ack_error(stream, err):
+    return M.pub_ack_json(stream, 0, error=err)
+
+
+def _req(raw, cls):
+    """Decode a request body with nats-server's rules (and its error texts)."""
+    if M.is_empty_request(raw):
+        return cls()
+    return M.decode_request(raw, cls)
+
+
+_ACTIONS = {"stream_create_response": "create", "stream_update_response": "modify",
+            "stream_delete_response": "delete"}
+
+
+def handle(js, subject, reply, body):
+    """Dispatch one API request and publish the response to ``reply``."""
+    source = js.broker.route_source
+    prefix_len = len(b"$JS.API.")
+    if not subject.startswith(b"$JS.API."):
+        # $JS.<domain>.API.<...>
+        parts = subject.split(b".", 3)
+        if len(parts) < 4:
+            return
+        rest = parts[3]
+    else:
+        rest = subject[prefix_len:]
+    tokens = [t.decode(errors="replace") for t in rest.split(b".")]
+    route = _ROUTES.get(tuple(tokens[:2])) or _ROUTES.get(tuple(tokens[:3])) or _ROUTES.get((tokens[0],))
+    if route is None:
+        return  # nats-server does not answer unknown API subjects
+    handler, kind, nargs = route
+    args = tokens[len(_key_of(route)):]
+    js.api_total += 1
+    try:
+        if nargs is not None and len(args) < nargs:
+            raise M.bad_request()
+        result = handler(js, args, body)
+    except M.ApiError as e:
+        if kind not in _UNCOUNTED_ERRORS:
+            js.api_errors += 1
+        resp = {"type": TYPE % kind, "error": e.to_json()}
+        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        js.respond(reply, resp)
+        return
+    if result is None:
+        return
+    deferred_reply = result.pop("_after_commit", False)
+    resp = {"type": TYPE % kind}
+    resp.update(result)
+    payload = M.go_json_dumps(resp).encode()
+    if deferred_reply:
+        js.reply_after_commit(reply, payload)
+    elif reply:
+        js.broker.publish(reply, payload)
+    action = _ACTIONS.get(kind)
+    if action is not None:
+        # Mutations are announced (stream action) and audited, as nats-server does.
+        js.stream_action(args[0], action)
+        js.audit(source, subject, body, payload)
+
+
+def _key_of(route):
+    return _ROUTE_KEYS[id(route)]
+
+
+# nats-server answers these failures as ordinary responses: not in api.errors.
+_UNCOUNTED_ERRORS = {"stream_msg_delete_response"}
+
+# Extra fields nats-server includes even in error responses.
+_ERROR_EXTRAS = {
+    "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
+}
+
+
+# -- handlers ---------------------------------------------------------------------
+
+def account_info(js, args, body):
+    mem, sto = js.usage()
+    return {
+        "memory": mem, "storage": sto, "reserved_memory": 0, "reserved_storage": 0,
+        "streams": len(js.streams),
+        "consumers": sum(len(s.consumers) for s in js.streams.values()),
+        "limits": {"max_memory": js.js.max_memory_store, "max_storage": js.js.max_file_store,
+                   "max_streams": -1, "max_consumers": -1, "max_ack_pending": -1,
+                   "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
+                   "max_bytes_required": False},
+        "api": {"level": M.API_LEVEL, "total": js.api_total, "errors": js.api_errors},
+    }
+
+
+def _stream(js, name):
+    s = js.streams.get(name)
+    if s is None:
+        raise M.stream_not_found()
+    return s
+
+
+def _check_overlap(js, cfg, skip=None):
+    for other in js.streams.values():
+        if other.name != skip and M.subjects_overlap(cfg.subjects, other.config.subjects):
+            raise M.stream_subject_overlap()
+
+
+def stream_create(js, args, body):
+    # nats-server's order: parse (name mismatch first), validate and fill
+    # defaults, clustering, name in use, resources, subject overlap.
+    name = args[0]
+    cfg = M.fill_defaults(M.parse_stream_config(body, name))
+    M.check_create(cfg)
+    existing = js.streams.get(name)
+    if existing is not None:
+        if M.stream_config_json(existing.config) == M.stream_config_json(cfg):
+            return _info(js, existing, did_create=True)
+        raise M.stream_name_exist()
+    mem, sto = js.usage()
+    M.check_resources(cfg, max_memory=js.js.max_memory_store, max_storage=js.js.max_file_store,
+                      reserved_memory=mem, reserved_storage=sto)
+    _check_overlap(js, cfg)
+    stream = js.create_stream(cfg)
+    out = _info(js, stream, did_create=True)
+    out["_after_commit"] = True
+    return out
+
+
+def stream_update(js, args, body):
+    name = args[0]
+    cfg = M.parse_stream_config(body, name, update=True)
+    stream = _stream(js, name)
+    cfg = M.check_update(stream.config, M.fill_defaults(cfg))
+    _check_overlap(js, cfg, skip=name)
+    js.update_stream(stream, cfg)
+    out = _info(js, stream)
+    out["_after_commit"] = True
+    return out
+
+
+def _state(stream, subjects_filter=None, deleted_details=False):
+    st = stream.store.state()
+    state = M.StreamState(messages=st.msgs, bytes=st.bytes, first_seq=st.first_seq,
+                          first_ts=st.first_ts, last_seq=st.last_seq, last_ts=st.last_ts,
+                          num_subjects=st.num_subjects, num_deleted=st.num_deleted,
+                          consumer_count=len(stream.consumers))
+    if deleted_details and st.num_deleted:
+        state.deleted = stream.store.deleted()
+    if subjects_filter:
+        counts = stream.store.subject_counts(subjects_filter.encode())
+        state.subjects = {k.decode(errors="replace"): v for k, v in counts.items()} or None
+    return state
+
+
+def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
+          deleted_details=False):
+    info = M.stream_info_json(
+        stream.config, stream.created, _state(stream, subjects_filter, deleted_details),
+        cluster_leader=js.broker.server_name if leader else None, domain=js.js.domain)
+    out = dict(info)
+    if did_create:
+        out["did_create"] = True
+    return out
+
+
+def stream_info(js, args, body):
+    req = _req(body, M.StreamInfoRequest)
+    stream = _stream(js, args[0])
+    filt = req.subjects_filter
+    info = _info(js, stream, leader=True, subjects_filter=filt,
+                 deleted_details=bool(req.deleted_details))
+    subjects = info["state"].get("subjects") or {}
+    out = {"total": len(subjects) if filt else 0, "offset": 0,
+           "limit": M.JS_MAX_SUBJECTS_DETAILS if filt else 0}
+    out.update(info)
+    return out
+
+
+def stream_delete(js, args, body):
+    stream = _stream(js, args[0])
+    js.delete_stream(stream)
+    return {"success": True, "_after_commit": True}
+
+
+def stream_purge(js, args, body):
+    req = _req(body, M.StreamPurgeRequest)
+    stream = _stream(js, args[0])
+    if stream.config.deny_purge:
+        raise M.stream_purge_not_permitted()
+    if stream.config.sealed:
+        raise M.stream_sealed()
+    if req.seq and req.keep:
+        raise M.bad_request()
+    n = stream.store.purge(subject=req.filter.encode() if req.filter else None,
+                           seq=req.seq or None, keep=req.keep or None)
+    return {"success": True, "purged": n, "_after_commit": True}
+
+
+def _names(js, subject):
+    names = sorted(js.streams)
+    if subject:
+        names = [n for n in names if M.subjects_overlap(js.streams[n].config.subjects, [subject])]
+    return names
+
+
+def stream_names(js, args, body):
+    req = _req(body, M.StreamNamesRequest)
+    names = _names(js, req.subject)
+    offset = max(req.offset or 0, 0)
+    page = names[offset:offset + M.JS_API_NAMES_LIMIT]
+    return {"total": len(names), "offset": offset, "limit": M.JS_API_NAMES_LIMIT,
+            "streams": page or None}
+
+
+def stream_list(js, args, body):
+    req = _req(body, M.StreamListRequest)
+    names = _names(js, req.subject)
+    offset = max(req.offset or 0, 0)
+    page = names[offset:offset + M.JS_API_LIST_LIMIT]
+    return {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
+            "streams": [_info(js, js.streams[n]) for n in page]}
+
+
+def _msg_json(msg):
+    out = {"subject": msg.subject.decode(errors="replace"), "seq": msg.seq}
+    if msg.hdr:
+        out["hdrs"] = base64.b64encode(msg.hdr).decode()
+    if msg.data:
+        out["data"] = base64.b64encode(msg.data).decode()
+    out["time"] = M.rfc3339(msg.ts)
+    return out
+
+
+def _find_msg(stream, req):
+    store = stream.store
+    if req.last_by_subj:
+        msg = store.load_last(req.last_by_subj.encode())
+    elif req.next_by_subj:
+        msg = store.load_next(req.seq or 0, req.next_by_subj.encode())
+    elif req.seq:
+        msg = store.load(req.seq)
+    else:
+        raise M.bad_request()
+    if msg is None:
+        raise M.no_message_found()
+    return msg
+
+
+def stream_msg_get(js, args, body):
+    req = _req(body, M.MsgGetRequest)
+    stream = _stream(js, args[0])
+    return {"message": _msg_json(_find_msg(stream, req))}
+
+
+def stream_msg_delete(js, args, body):
+    req = _req(body, M.MsgDeleteRequest)
+    stream = _stream(js, args[0])
+    if stream.config.deny_delete:
+        raise M.stream_msg_delete_not_permitted()
+    if stream.config.sealed:
+        raise M.stream_sealed()
+    seq = req.seq or 0
+    st = stream.store.state()
+    if seq <= 0 or seq < st.first_seq:
+        raise M.msg_delete_not_found()
+    if seq > st.last_seq:
+        raise M.msg_delete_store_eof()
+    if not stream.store.remove(seq, erase=not req.no_erase):
+        raise M.sequence_not_found(seq)
+    return {"success": True, "_after_commit": True}
+
+
+def stream_leader_stepdown(js, args, body):
+    _stream(js, args[0])
+    raise M.not_clustered()
+
+
+def stream_peer_remove(js, args, body):
+    _stream(js, args[0])
+    raise M.not_clustered()
+
+
+_ROUTES = {
+    ("INFO",): (account_info, "account_info_response", None),
+    ("STREAM", "CREATE"): (stream_create, "stream_create_response", 1),
+    ("STREAM", "UPDATE"): (stream_update, "stream_update_response", 1),
+    ("STREAM", "INFO"): (stream_info, "stream_info_response", 1),
+    ("STREAM", "DELETE"): (stream_delete, "stream_delete_response", 1),
+    ("STREAM", "PURGE"): (stream_purge, "stream_purge_response", 1),
+    ("STREAM", "NAMES"): (stream_names, "stream_names_response", None),
+    ("STREAM", "LIST"): (stream_list, "stream_list_response", None),
+    ("STREAM", "MSG", "GET"): (stream_msg_get, "stream_msg_get_response", 1),
+    ("STREAM", "MSG", "DELETE"): (stream_msg_delete, "stream_msg_delete_response", 1),
+    ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown, "stream_leader_stepdown_response", 1),
+    ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response", 1),
+}
+_ROUTE_KEYS = {id(v): k for k, v in _ROUTES.items()}
+
+
+# -- direct get ---------------------------------------------------------------------
+
+def direct_get(js, stream, subject, reply, body):
+    """``$JS.API.DIRECT.GET.<stream>[.<subject>]``: the message itself, with
+    Nats-Stream/Subject/Sequence/Time-Stamp headers; errors as status headers."""
+    if not reply:
+        return
+    prefix = b"$JS.API.DIRECT.GET." + stream.name.encode()
+    last_subject = subject[len(prefix) + 1:] if len(subject) > len(prefix) else b""
+    try:
+        if last_subject:
+            if not M.is_empty_request(body):
+                raise M.bad_request()
+            msg = stream.store.load_last(last_subject)
+        else:
+            req = _req(body, M.MsgGetRequest)
+            msg = _find_msg(stream, req)
+    except M.ApiError as e:
+        if e.err_code == M.no_message_found().err_code:
+            js.broker.publish(reply, b"", headers=b"NATS/1.0 404 Message Not Found\r\n\r\n")
+        else:
+            js.broker.publish(reply, b"", headers=b"NATS/1.0 408 Malformed Request\r\n\r\n")
+        return
+    if msg is None:
+        js.broker.publish(reply, b"", headers=b"NATS/1.0 404 Message Not Found\r\n\r\n")
+        return
+    hdr = msg.hdr[:-2] if msg.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
+    hdr += (b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\n"
+            b"Nats-Time-Stamp: %s\r\n\r\n") % (stream.name.encode(), msg.subject, msg.seq,
+                                              M.rfc3339(msg.ts).encode())
+    js.broker.publish(reply, msg.data, headers=hdr)

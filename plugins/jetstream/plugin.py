@@ -1,0 +1,292 @@
+"""The JetStream plugin: streams on a message store, the $JS.API, durable acks.
+
+It is an ordinary broker plugin: it subscribes to ``$JS.API.>`` and to every
+stream's subjects through ``IBroker.subscribe`` and answers with
+``IBroker.publish``; nothing in the core knows about JetStream.
+
+Durability: every write of a reactor turn is staged in the store; one
+``commit`` (a synced LevelDB write batch per stream) runs at the end of the
+turn, and only then are the acks of that turn sent (group commit).
+"""
+
+import json
+import os
+
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.store.leveldb import LevelDBStore
+from natsbroker.store.memory import MemoryStore
+
+from plugins.jetstream import api
+from plugins.jetstream import models as M
+from plugins.jetstream.stream import Stream, now_ns
+
+log = Logger()
+
+_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def advisory_id():
+    """A 22-character base62 id, shaped like nats-server's NUIDs."""
+    n = int.from_bytes(os.urandom(17), "big")
+    out = []
+    for _ in range(22):
+        n, r = divmod(n, 62)
+        out.append(_NUID_ALPHABET[r])
+    return "".join(out)
+
+API_PREFIX = b"$JS.API."
+META_CONFIG = b"config"
+META_CREATED = b"created"
+
+
+@implementer(IBrokerPlugin)
+class JetStream:
+    name = "jetstream"
+
+    def __init__(self, config):
+        self.config = config
+        self.js = config.jetstream
+        self.broker = None
+        self.streams = {}
+        self._subs = {}  # stream name -> [Subscription]
+        self._api_subs = []
+        self._acks = []  # (reply, payload) waiting for the commit
+        self._commit_call = None
+        self.api_total = 0
+        self.api_errors = 0
+        self.file_store = None
+        self.memory_store = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self, broker):
+        self.broker = broker
+        store_dir = self.js.store_dir or os.path.join(os.getcwd(), "data")
+        root = os.path.join(store_dir, "jetstream")
+        os.makedirs(root, exist_ok=True)
+        sync = self.js.sync_always and not self.js.sync_interval
+        self.file_store = LevelDBStore(root, sync=sync)
+        self.memory_store = MemoryStore()
+        if not sync and self.js.sync_interval:
+            from twisted.internet.task import LoopingCall
+            self._lazy_sync = LoopingCall(self.file_store.commit_synced)
+            self._lazy_sync.clock = broker.reactor
+            self._lazy_sync.start(self.js.sync_interval, now=False)
+        for name in self.file_store.stream_names():
+            self._load(name, self.file_store)
+        broker.add_info_field("jetstream", True)
+        prefixes = [b"$JS.API.>"]
+        if self.js.domain:
+            prefixes.append(b"$JS.%s.API.>" % self.js.domain.encode())
+        for p in prefixes:
+            self._api_subs.append(broker.subscribe(p, self._on_api))
+        broker.add_monitor_endpoint("jsz", self.jsz)
+        log.info("Starting JetStream: {n} stream(s) in {dir}", n=len(self.streams), dir=root)
+
+    def stop(self):
+        self.commit()
+        for sub in self._api_subs:
+            self.broker.unsubscribe(sub)
+        for stream in self.streams.values():
+            stream.stop()
+        for subs in self._subs.values():
+            for sub in subs:
+                self.broker.unsubscribe(sub)
+        if getattr(self, "_lazy_sync", None) is not None and self._lazy_sync.running:
+            self._lazy_sync.stop()
+        self.file_store.close()
+        self.memory_store.close()
+
+    def _load(self, name, store):
+        ss = store.stream(name)
+        raw = ss.get_meta(META_CONFIG)
+        if raw is None:
+            log.warn("stream {name} has no config; skipped", name=name)
+            return
+        cfg = M.fill_defaults(M.parse_stream_config(raw, name))
+        created = int(ss.get_meta(META_CREATED) or b"0")
+        self._add(Stream(cfg, ss, created, self.broker.reactor))
+
+    def _add(self, stream):
+        stream.on_change = self.schedule_commit
+        self.streams[stream.name] = stream
+        self._capture(stream)
+        stream.schedule_expiry()
+
+    def _capture(self, stream):
+        for sub in self._subs.pop(stream.name, ()):
+            self.broker.unsubscribe(sub)
+        cb = self._capture_cb(stream)
+        subs = [self.broker.subscribe(s.encode(), cb) for s in stream.config.subjects]
+        if stream.config.allow_direct:
+            # Like nats-server, direct gets are answered only when allowed.
+            def direct(sub, subject, reply, hdr_len, raw):
+                api.direct_get(self, stream, subject, reply, raw[hdr_len:])
+            base = b"$JS.API.DIRECT.GET." + stream.name.encode()
+            subs.append(self.broker.subscribe(base, direct))
+            subs.append(self.broker.subscribe(base + b".>", direct))
+        self._subs[stream.name] = subs
+
+    def _capture_cb(self, stream):
+        def on_msg(sub, subject, reply, hdr_len, raw):
+            self.publish(stream, subject, reply, raw[:hdr_len], raw[hdr_len:])
+        return on_msg
+
+    # -- publish & group commit ------------------------------------------------
+
+    def publish(self, stream, subject, reply, hdr, data):
+        # nats-server does not store messages published to the API itself.
+        try:
+            seq, dup = stream.accept(subject, hdr, data)
+        except M.ApiError as e:
+            if reply:
+                self._acks.append((reply, api.pub_ack_error(stream.name, e)))
+                self.schedule_commit()
+            return
+        if reply:
+            self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain)))
+        self.schedule_commit()
+
+    def schedule_commit(self):
+        if self._commit_call is None:
+            self._commit_call = self.broker.reactor.callLater(0, self.commit)
+
+    def commit(self):
+        """Sync this turn's writes, then send the acks that waited for them."""
+        self._commit_call = None
+        self.file_store.commit()
+        acks, self._acks = self._acks, []
+        publish = self.broker.publish
+        for reply, payload in acks:
+            publish(reply, payload)
+
+    def reply_after_commit(self, reply, payload):
+        """An API answer that depends on staged writes goes out after the commit."""
+        if reply:
+            self._acks.append((reply, payload))
+        self.schedule_commit()
+
+    # -- API ---------------------------------------------------------------------
+
+    def _on_api(self, sub, subject, reply, hdr_len, raw):
+        if subject.startswith(b"$JS.API.DIRECT.GET."):
+            return  # answered by the stream's own direct-get subscription
+        api.handle(self, subject, reply, raw[hdr_len:])
+
+    # -- advisories ----------------------------------------------------------------
+
+    def advise(self, subject, event):
+        """Publish an advisory (only when someone listens: they are JSON to build)."""
+        subject = subject.encode() if isinstance(subject, str) else subject
+        if not self.broker.sublist.has_interest(subject):
+            return
+        body = {"type": event.pop("type"), "id": advisory_id(),
+                "timestamp": M.rfc3339(now_ns())}
+        body.update(event)
+        self.broker.publish(subject, M.go_json_dumps(body).encode())
+
+    def stream_action(self, name, action):
+        self.advise("$JS.EVENT.ADVISORY.STREAM.%s.%s" % (
+            {"create": "CREATED", "modify": "UPDATED", "delete": "DELETED"}[action], name),
+            {"type": "io.nats.jetstream.advisory.v1.stream_action", "stream": name,
+             "action": action})
+
+    def audit(self, client, subject, request, response):
+        if not self.broker.sublist.has_interest(b"$JS.EVENT.ADVISORY.API"):
+            return
+        info = {}
+        if client is not None:
+            info = {"start": M.rfc3339(int(client.start * 1e9)), "host": client.host,
+                    "id": client.cid, "acc": "$G", "lang": client.opts.lang,
+                    "ver": client.opts.version, "rtt": int(client.rtt * 1e9),
+                    "server": self.broker.server_name, "kind": "Client",
+                    "client_type": "nats"}
+            if client.user:
+                info["user"] = client.user
+            info = {k: v for k, v in info.items() if v not in ("", None)}
+        event = {"type": "io.nats.jetstream.advisory.v1.api_audit",
+                 "server": self.broker.server_name, "client": info,
+                 "subject": subject.decode(errors="replace")}
+        if request:
+            event["request"] = request.decode(errors="replace")
+        event["response"] = response.decode(errors="replace")
+        self.advise("$JS.EVENT.ADVISORY.API", event)
+
+    def respond(self, reply, value):
+        if reply:
+            self.broker.publish(reply, M.go_json_dumps(value).encode())
+
+    # -- streams -------------------------------------------------------------------
+
+    def store_for(self, cfg):
+        return self.memory_store if cfg.storage == "memory" else self.file_store
+
+    def create_stream(self, cfg):
+        store = self.store_for(cfg)
+        ss = store.create_stream(cfg.name)
+        created = now_ns()
+        ss.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
+        ss.put_meta(META_CREATED, str(created).encode())
+        stream = Stream(cfg, ss, created, self.broker.reactor)
+        self._add(stream)
+        return stream
+
+    def update_stream(self, stream, cfg):
+        stream.config = cfg
+        stream.store.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
+        self._capture(stream)
+        stream.enforce_limits()
+        stream.schedule_expiry()
+
+    def delete_stream(self, stream):
+        stream.stop()
+        for sub in self._subs.pop(stream.name, ()):
+            self.broker.unsubscribe(sub)
+        del self.streams[stream.name]
+        return self.store_for(stream.config).delete_stream(stream.name)
+
+    # -- monitoring ----------------------------------------------------------------
+
+    def usage(self):
+        mem = sto = 0
+        for s in self.streams.values():
+            b = s.store.state().bytes
+            if s.config.storage == "memory":
+                mem += b
+            else:
+                sto += b
+        return mem, sto
+
+    def jsz(self, request):
+        mem, sto = self.usage()
+        return {
+            "server_id": self.broker.server_id,
+            "now": M.rfc3339(now_ns()),
+            "config": {"max_memory": self.js.max_memory_store, "max_storage": self.js.max_file_store,
+                       "store_dir": self.js.store_dir, "sync_interval": int(self.js.sync_interval * 1e9)},
+            "memory": mem, "storage": sto,
+            "streams": len(self.streams),
+            "consumers": sum(len(s.consumers) for s in self.streams.values()),
+            "messages": sum(s.store.state().msgs for s in self.streams.values()),
+            "bytes": mem + sto,
+            "api": {"total": self.api_total, "errors": self.api_errors},
+        }
+
+    def healthz(self, opts):
+        """/healthz's JetStream part: streams named in the query must exist."""
+        name = opts.get("stream") if hasattr(opts, "get") else None
+        if name and name not in self.streams:
+            return {"status": "unavailable", "status_code": 503,
+                    "error": "JetStream stream '$G > %s' could not be found" % name}
+        return {"status": "ok"}
+
+    def varz(self):
+        mem, sto = self.usage()
+        return {"config": {"max_memory": self.js.max_memory_store,
+                           "max_storage": self.js.max_file_store,
+                           "store_dir": self.js.store_dir},
+                "stats": {"memory": mem, "storage": sto, "accounts": 1,
+                          "api": {"total": self.api_total, "errors": self.api_errors}}}

