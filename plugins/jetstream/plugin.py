@@ -72,7 +72,7 @@ class JetStream:
         self.memory_store = MemoryStore()
         if not sync and self.js.sync_interval:
             from twisted.internet.task import LoopingCall
-            self._lazy_sync = LoopingCall(self.file_store.commit_synced)
+            self._lazy_sync = LoopingCall(self.file_store.sync_all)
             self._lazy_sync.clock = broker.reactor
             self._lazy_sync.start(self.js.sync_interval, now=False)
         for name in self.file_store.stream_names():

@@ -10,11 +10,13 @@ import shlex
 import signal
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from .loadgen import BenchError
-from .scenarios import SCENARIOS, run_scenario
-from .servers import Server, default_candidate_cmd, find_nats_server, free_ports
+from .scenarios import JS_WINDOW, SCENARIOS, run_scenario
+from .servers import Server, default_candidate_cmd, find_nats_server, free_ports, fs_type
 
 ROLES = ("reference", "candidate")
 
@@ -34,6 +36,16 @@ def parse_args(argv=None):
                         + "; tuned for ~2-5 s each on nats-server)")
     p.add_argument("--rr-msgs", type=int, metavar="N",
                    help="round trips per reqrep run (overrides --msgs for reqrep)")
+    p.add_argument("--js-msgs", type=int, metavar="N",
+                   help="messages per run of every js-* (JetStream) scenario "
+                        "(overrides --msgs for them)")
+    p.add_argument("--js-window", type=int, default=JS_WINDOW, metavar="K",
+                   help=f"publishes without PubAck in flight in the js-window-* scenarios "
+                        f"(default {JS_WINDOW})")
+    p.add_argument("--store-dir", metavar="DIR",
+                   help="parent directory of the fresh per-run JetStream store directories "
+                        "(default: the system temp dir, $TMPDIR or /tmp). Use a real disk, "
+                        "not tmpfs, for meaningful file-storage numbers")
     p.add_argument("--size", type=int, default=128, metavar="B", help="payload bytes (default 128)")
     p.add_argument("--subs", type=int, default=4, metavar="K",
                    help="subscribers in the fanout scenario (default 4)")
@@ -78,12 +90,16 @@ def parse_args(argv=None):
     if bad or not names:
         p.error(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
     args.scenario_list = names
-    for opt in ("msgs", "rr_msgs"):
+    for opt in ("msgs", "rr_msgs", "js_msgs"):
         v = getattr(args, opt)
         if v is not None and not 1 <= v <= 10**10:
             p.error(f"--{opt.replace('_', '-')} must be >= 1")
     if not 0 <= args.size <= 1024 * 1024:
         p.error("--size must be between 0 and 1048576")
+    if not 1 <= args.js_window <= 1_000_000:
+        p.error("--js-window must be between 1 and 1000000")
+    if args.store_dir is not None and not os.path.isdir(args.store_dir):
+        p.error(f"--store-dir {args.store_dir!r} is not a directory")
     if not 1 <= args.subs <= 64:
         p.error("--subs must be between 1 and 64")
     if not 1 <= args.repeat <= 100:
@@ -98,6 +114,8 @@ def parse_args(argv=None):
 def msgs_for(args, name: str) -> int:
     if name == "reqrep" and args.rr_msgs is not None:
         return args.rr_msgs
+    if SCENARIOS[name].jetstream and args.js_msgs is not None:
+        return args.js_msgs
     if args.msgs is not None:
         return args.msgs
     return SCENARIOS[name].default_msgs
@@ -148,7 +166,8 @@ class Bench:
         ports = free_ports(2)
         for role, name, cmd, port in (("reference", a.reference_name, ref_cmd, ports[0]),
                                       ("candidate", a.candidate_name, cand_cmd, ports[1])):
-            srv = Server(role, name, cmd, startup_timeout=a.startup_timeout)
+            srv = Server(role, name, cmd, startup_timeout=a.startup_timeout,
+                         store_parent=a.store_dir)
             self.servers[role] = srv
             try:
                 srv.start(port)
@@ -168,16 +187,31 @@ class Bench:
                 self.progress(f"!! error stopping {srv.role}: {e}")
 
     # -- running ----------------------------------------------------------
-    def run_one(self, role: str, name: str, n: int) -> dict:
+    def run_one(self, role: str, name: str, n: int, n_warm: int = 0) -> dict:
+        """One measured run.  JetStream scenarios first restart the server
+        with a fresh store (and the scenario's args) and, if n_warm, warm it
+        up on a separate stream that is deleted again (not measured); core
+        scenarios make sure the server runs without extra args."""
         a = self.args
         srv = self.servers[role]
         sc = SCENARIOS[name]
+        opts = {"window": a.js_window}
+        if sc.jetstream:
+            srv.restart(server_args=sc.server_args)
+            if n_warm > 0:
+                try:
+                    run_scenario(sc, srv.port, n_warm, a.size, a.subs, a.workers, a.timeout,
+                                 a.idle_timeout, dict(opts, warmup=True))
+                except BenchError as e:
+                    raise BenchError(f"warm-up: {e}") from None
+        elif srv.server_args is not None:
+            srv.restart()  # back to the plain server after a JetStream scenario
         if srv.proc is None or srv.proc.poll() is not None:
             raise BenchError(f"{role} server is not running")
         cpu0 = srv.cpu_seconds()
         t0 = time.monotonic()
         m = run_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
-                         a.idle_timeout)
+                         a.idle_timeout, opts)
         wall = time.monotonic() - t0
         cpu1 = srv.cpu_seconds()
         if cpu0 is not None and cpu1 is not None:
@@ -191,7 +225,12 @@ class Bench:
             sc = SCENARIOS[name]
             self.runs[name] = {r: [] for r in ROLES}
             n_warm = int(msgs_for(a, name) * a.warmup)
-            for role in ROLES if n_warm > 0 else ():
+            if sc.jetstream:
+                # Every run restarts the server on a fresh store: the warm-up
+                # happens inside each run, on the same server process.
+                self.progress(f"[{name}] every run: server restarted with "
+                              f"a fresh store{f', warm-up {n_warm:,} msgs on a separate stream' if n_warm > 0 else ''}")
+            for role in ROLES if n_warm > 0 and not sc.jetstream else ():
                 if not self.available.get(role):
                     continue
                 srv = self.servers[role]
@@ -212,7 +251,8 @@ class Bench:
                     srv = self.servers[role]
                     label = f"[{name} {k + 1}/{a.repeat}] {role:9} {srv.name:12}"
                     try:
-                        m = self.run_one(role, name, msgs_for(a, name))
+                        m = self.run_one(role, name, msgs_for(a, name),
+                                         n_warm if sc.jetstream else 0)
                     except BenchError as e:
                         self.runs[name][role].append({"error": str(e)})
                         self.progress(f"{label} FAILED: {e}")
@@ -261,6 +301,7 @@ class Bench:
             scen[name] = {
                 "title": sc.title.replace("N subs", f"{a.subs} subs"),
                 "msgs": n,
+                "server_args": js_args(sc),
                 "metrics": metrics,
                 "server_cpu": cpu,
                 "runs": runs,
@@ -274,6 +315,8 @@ class Bench:
             "params": {"size": a.size, "subs": a.subs, "repeat": a.repeat, "stat": a.stat,
                        "warmup": a.warmup,
                        "workers": a.workers, "timeout_s": a.timeout,
+                       "js_window": a.js_window,
+                       "store_dir": store_parent(a), "store_fs": fs_type(store_parent(a)),
                        "scenarios": a.scenario_list,
                        "msgs": {n: msgs_for(a, n) for n in a.scenario_list}},
             "servers": {r: dict(self.servers[r].describe(), available=self.available.get(r, False),
@@ -331,6 +374,19 @@ class Bench:
         self.say(f"params: payload {a.size} B, fanout subs {a.subs}, msgs per run: {counts}; "
                  f"repeat {a.repeat} ({a.stat}), warm-up {a.warmup:g}x, "
                  f"per-run timeout {a.timeout:.0f}s")
+        js = [SCENARIOS[n] for n in a.scenario_list if SCENARIOS[n].jetstream]
+        if js:
+            parent = store_parent(a)
+            fs = fs_type(parent)
+            self.say(f"JetStream: servers restarted before every js-* run with a fresh store "
+                     f"in {parent} ({fs}); PubAck window {a.js_window:,} (js-sync: 1)")
+            if fs in ("tmpfs", "ramfs"):
+                self.say("  note: the stores are on a RAM file system: fsync costs nothing; "
+                         "use --store-dir on a real disk")
+            for sc in js:
+                args = js_args(sc)
+                self.say(f"  {sc.name}: " + "; ".join(
+                    f"{self.servers[r].name} + {args[r]}" for r in ROLES if r in self.servers))
         self.say("")
 
     def print_table(self, res: dict) -> None:
@@ -374,6 +430,25 @@ class Bench:
                 srv = self.servers.get(r)
                 if srv is not None:
                     self.say(f"{r} log kept: {srv.log.name}")
+
+
+def store_parent(args) -> str:
+    return os.path.realpath(args.store_dir or tempfile.gettempdir())
+
+
+def js_args(sc) -> dict | None:
+    """A JetStream scenario's extra server args per role, with $DIR for the
+    fresh per-run directory (config files written there are shown inline)."""
+    if not sc.jetstream:
+        return None
+    out = {}
+    for r in ROLES:
+        argv, files = sc.server_args(r, Path("$DIR"))
+        text = shlex.join(argv)
+        for fname, body in files.items():
+            text += f"  ($DIR/{fname}: {' '.join(body.split())})"
+        out[r] = text
+    return out
 
 
 def _loadavg_1min():

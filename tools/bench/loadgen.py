@@ -16,7 +16,13 @@ Every worker speaks the NATS client protocol directly over a TCP socket:
     expected byte count has arrived and then checks with ``PING`` that the
     next bytes are exactly ``PONG\\r\\n`` (i.e. nothing extra was delivered);
   - requester / responder: one request at a time with a reply inbox; each
-    frame is compared byte-for-byte with the expected one.
+    frame is compared byte-for-byte with the expected one;
+  - js_publisher (JetStream): creates a stream through ``$JS.API``, then
+    publishes with a unique reply inbox per message (``<inbox>.<n>``, one
+    wildcard ``SUB <inbox>.*``), keeping up to ``window`` publishes without
+    PubAck in flight, and checks that publish ``n`` was acked exactly once
+    with ``{"stream":S,"seq":n+1}`` (so the seqs are exactly 1..N) and that
+    ``STREAM.INFO`` reports N messages afterwards.
 
 Sockets are blocking with kernel-level timeouts (``SO_RCVTIMEO`` /
 ``SO_SNDTIMEO``) so that a timeout costs no extra ``poll()`` per call; every
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import json
 import queue as queue_mod
+import re
 import socket
 import struct
 import threading
@@ -160,6 +167,15 @@ class Conn:
                 return line
             if len(self.buf) > 1024 * 1024:
                 raise BenchError(f"protocol line too long while {what}")
+            self.buf += self.recv_some(what)
+        raise BenchError(f"too many reads while {what}")
+
+    def read_exact(self, n: int, what: str) -> bytes:
+        for _ in range(100_000):
+            if len(self.buf) >= n:
+                data = bytes(self.buf[:n])
+                del self.buf[:n]
+                return data
             self.buf += self.recv_some(what)
         raise BenchError(f"too many reads while {what}")
 
@@ -419,11 +435,218 @@ def w_responder(port, p, start_evt, report):
         conn.close()
 
 
+# --------------------------------------------------------------------------
+# JetStream
+# --------------------------------------------------------------------------
+
+def _js_api(conn: Conn, subject: str, body: bytes, reply: str, what: str) -> dict:
+    """One JetStream API request; returns the decoded JSON response.  Only
+    one request is in flight (nats-server answers API requests out of order)
+    and nothing but its response may arrive meanwhile."""
+    conn.sendall(pub_frame(subject, body, reply=reply), what)
+    for _ in range(1000):
+        line = conn.readline(what)
+        if line == b"PING":
+            conn.sendall(PONG, "answering server PING")
+            continue
+        if line == b"+OK" or line.startswith(b"INFO "):
+            continue
+        if line.startswith(b"-ERR"):
+            raise BenchError(f"server error while {what}: {line.decode(errors='replace')}")
+        parts = line.split()
+        if len(parts) not in (4, 5) or parts[0] != b"MSG" or not parts[-1].isdigit():
+            raise BenchError(f"unexpected line while {what}: {line[:200]!r}")
+        payload = conn.read_exact(int(parts[-1]) + 2, what)
+        if payload[-2:] != CRLF:
+            raise BenchError(f"malformed MSG while {what}: {line[:200]!r}")
+        if parts[1].decode(errors="replace") != reply:
+            raise BenchError(f"unexpected message while {what}: {line[:200]!r} "
+                             f"{payload[:200]!r}")
+        try:
+            resp = json.loads(payload[:-2])
+        except ValueError:
+            raise BenchError(f"bad JSON response while {what}: {payload[:300]!r}") from None
+        if not isinstance(resp, dict):
+            raise BenchError(f"bad response while {what}: {payload[:300]!r}")
+        if "error" in resp:
+            raise BenchError(f"{what}: JetStream API error {json.dumps(resp['error'])}")
+        return resp
+    raise BenchError(f"no response while {what}")
+
+
+def _js_publish(conn: Conn, stream: str, subject: str, prefix: str, payload: bytes,
+                count: int, window: int) -> tuple[float, float]:
+    """Publish ``count`` messages to ``subject``, message n with reply
+    subject ``prefix + str(n)``, keeping at most ``window`` without a PubAck.
+    Returns (t0, t1): first send, last ack received.
+
+    Every PubAck is matched to its publish by the reply subject; publish n
+    must get exactly one ack ``{"stream": stream, "seq": n + 1}`` (one
+    connection, so the stream stores the messages in publish order); an
+    error ack, a duplicate, an ack for a message never sent or a wrong seq
+    fails the run.  Acks missing for --idle-timeout fail it as well."""
+    head = f"PUB {subject} {prefix}".encode()
+    tail = f" {len(payload)}\r\n".encode() + payload + CRLF
+    # Fast path for the usual ack frame; anything else goes the slow way.
+    fast = re.compile(b"MSG " + re.escape(prefix.encode()) + rb"(\d+) 1 (\d+)\r\n"
+                      + rb'(\{"stream":"' + re.escape(stream.encode())
+                      + rb'","seq":(\d+)\})\r\n').match
+    acked = bytearray(count)
+    sent = done = 0
+    bad_seq = 0
+    first_bad = None
+    buf = conn.buf
+
+    def ack(n: int, seq: int) -> None:
+        nonlocal done, bad_seq, first_bad
+        if n >= sent:
+            raise BenchError(f"PubAck for publish #{n}, which was never sent "
+                             f"({sent} sent)")
+        if acked[n]:
+            raise BenchError(f"duplicate PubAck for publish #{n} (seq {seq})")
+        acked[n] = 1
+        done += 1
+        if seq != n + 1:
+            bad_seq += 1
+            if first_bad is None:
+                first_bad = (n, seq)
+
+    def slow(line: bytes, body: bytes) -> None:
+        parts = line.split()
+        subj = parts[1].decode(errors="replace")
+        if not subj.startswith(prefix) or not subj[len(prefix):].isdigit():
+            raise BenchError(f"unexpected message while publishing: {line[:200]!r} "
+                             f"{body[:200]!r}")
+        n = int(subj[len(prefix):])
+        try:
+            a = json.loads(body)
+        except ValueError:
+            raise BenchError(f"bad PubAck for publish #{n}: {body[:300]!r}") from None
+        if not isinstance(a, dict):
+            raise BenchError(f"bad PubAck for publish #{n}: {body[:300]!r}")
+        if "error" in a:
+            raise BenchError(f"publish #{n} rejected: {json.dumps(a['error'])}")
+        if a.get("stream") != stream or not isinstance(a.get("seq"), int):
+            raise BenchError(f"bad PubAck for publish #{n}: {body[:300]!r}")
+        if a.get("duplicate"):
+            raise BenchError(f"publish #{n} acked as a duplicate: {body[:300]!r}")
+        ack(n, a["seq"])
+
+    t0 = time.monotonic()
+    for loops in range(1, 1 << 62):
+        if done >= count:
+            break
+        k = min(window - (sent - done), count - sent)
+        if k > 0:
+            out = b"".join([b"%s%d%s" % (head, i, tail) for i in range(sent, sent + k)])
+            sent += k
+            conn.sendall(out, f"publishing ({done}/{count} acked, {sent - done} in flight)")
+        if (loops & 63) == 0:
+            conn.check_deadline(f"publishing ({done}/{count} acked, {sent - done} in flight)")
+        buf += conn.recv_some(f"waiting for PubAcks ({done}/{count} acked, "
+                              f"{sent - done} in flight)")
+        pos, end = 0, len(buf)
+        while pos < end:
+            m = fast(buf, pos)
+            if m is not None and len(m.group(3)) == int(m.group(2)):
+                ack(int(m.group(1)), int(m.group(4)))
+                pos = m.end()
+                continue
+            i = buf.find(CRLF, pos)
+            if i < 0:
+                if end - pos > 64 * 1024:
+                    raise BenchError(f"protocol line too long while publishing: "
+                                     f"{bytes(buf[pos:pos + 200])!r}")
+                break
+            line = bytes(buf[pos:i])
+            if line.startswith(b"MSG "):
+                parts = line.split()
+                if len(parts) not in (4, 5) or not parts[-1].isdigit():
+                    raise BenchError(f"malformed MSG while publishing: {line[:200]!r}")
+                stop = i + 2 + int(parts[-1])
+                if stop + 2 > end:
+                    break  # the payload is not complete yet
+                if buf[stop:stop + 2] != CRLF:
+                    raise BenchError(f"malformed MSG while publishing: {line[:200]!r}")
+                slow(line, bytes(buf[i + 2:stop]))
+                pos = stop + 2
+            elif line == b"PING":
+                conn.sendall(PONG, "answering server PING")
+                pos = i + 2
+            elif line == b"+OK" or line.startswith(b"INFO "):
+                pos = i + 2
+            elif line.startswith(b"-ERR"):
+                raise BenchError(f"server error while publishing ({done}/{count} acked): "
+                                 f"{line.decode(errors='replace')}")
+            else:
+                raise BenchError(f"unexpected line while publishing: {line[:200]!r}")
+        del buf[:pos]
+    t1 = time.monotonic()
+    if bad_seq:
+        n, seq = first_bad
+        raise BenchError(f"{bad_seq} of {count} PubAcks had a seq other than the publish "
+                         f"order (publish #{n} got seq {seq}, expected {n + 1}): the seqs "
+                         f"are not 1..N in order")
+    if done != count or acked.count(0):
+        raise BenchError(f"only {done} of {count} publishes acked")
+    return t0, t1
+
+
+def w_js_publisher(port, p, start_evt, report):
+    """Create stream p['stream'] (subjects p['subjects'], storage
+    p['storage']), publish p['count'] messages with a PubAck window of
+    p['window'] (1 = synchronous), verify acks and the stream state,
+    optionally delete the stream (warm-up)."""
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        info = conn.handshake()
+        if not info.get("jetstream"):
+            raise BenchError('the server\'s INFO has no "jetstream":true: JetStream is not '
+                             "enabled (was it started with -js -sd DIR?)")
+        stream, count = p["stream"], p["count"]
+        prefix = p["inbox"] + "."
+        conn.subscribe(prefix + "*", "1")
+        cfg = {"name": stream, "subjects": [p["subjects"]], "storage": p["storage"]}
+        resp = _js_api(conn, f"$JS.API.STREAM.CREATE.{stream}",
+                       json.dumps(cfg, separators=(",", ":")).encode(), prefix + "create",
+                       f"creating stream {stream}")
+        got = resp.get("config") or {}
+        if got.get("name") != stream or got.get("storage") != p["storage"]:
+            raise BenchError(f"stream create: unexpected config {json.dumps(got)[:300]}")
+        state = resp.get("state") or {}
+        if state.get("messages") or state.get("last_seq"):
+            raise BenchError(f"stream {stream} already holds messages (state "
+                             f"{json.dumps(state)}): the store is not fresh")
+        payload = make_payload(p["size"])
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        t0, t1 = _js_publish(conn, stream, p["subject"], prefix, payload, count,
+                             p["window"])
+        resp = _js_api(conn, f"$JS.API.STREAM.INFO.{stream}", b"", prefix + "info",
+                       f"checking stream {stream}")
+        state = resp.get("state") or {}
+        if (state.get("messages"), state.get("first_seq"), state.get("last_seq")) != (
+                count, 1, count):
+            raise BenchError(f"stream {stream} after {count} acked publishes: state "
+                             f"{json.dumps(state)} (expected {count} messages, seqs 1..{count})")
+        if p.get("delete"):
+            resp = _js_api(conn, f"$JS.API.STREAM.DELETE.{stream}", b"", prefix + "delete",
+                           f"deleting stream {stream}")
+            if resp.get("success") is not True:
+                raise BenchError(f"stream delete failed: {json.dumps(resp)[:300]}")
+        conn.expect_nothing_more("JetStream publisher")
+        return {"t0": t0, "t1": t1, "msgs": count}
+    finally:
+        conn.close()
+
+
 WORKERS = {
     "publisher": w_publisher,
     "subscriber": w_subscriber,
     "requester": w_requester,
     "responder": w_responder,
+    "js_publisher": w_js_publisher,
 }
 
 

@@ -4,8 +4,10 @@ timestamps into rates."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from .loadgen import run_workers
@@ -18,18 +20,27 @@ class Scenario:
     name: str
     title: str
     default_msgs: int
-    # (count, size, fanout_subs, run_tag) -> list of (worker kind, params)
-    specs: Callable[[int, int, int, str], list]
+    # (count, size, fanout_subs, run_tag, opts) -> list of (worker kind, params)
+    specs: Callable[[int, int, int, str, dict], list]
     # (count, fanout_subs, worker results) -> {metric: value}
     metrics: Callable[[int, int, list], dict]
     primary: str  # metric name shown first
+    # JetStream scenarios: (role, fresh temp dir) -> (extra server args,
+    # {file name in that dir: text}).  Such a scenario restarts the server
+    # with a fresh store before every run.  None: core NATS, server without
+    # extra args.
+    server_args: Callable[[str, Path], tuple] | None = None
+
+    @property
+    def jetstream(self) -> bool:
+        return self.server_args is not None
 
 
 def _rate(n, t0, t1):
     return n / max(t1 - t0, 1e-9)
 
 
-def _pub_specs(n, size, subs, tag):
+def _pub_specs(n, size, subs, tag, opts=None):
     return [("publisher", {"subject": f"bench.pub.{tag}", "size": size, "count": n})]
 
 
@@ -40,7 +51,7 @@ def _pub_metrics(n, subs, res):
 
 
 def _sub_specs(k):
-    def specs(n, size, subs, tag):
+    def specs(n, size, subs, tag, opts=None):
         k_ = subs if k is None else k
         subject = f"bench.sub.{tag}"
         return ([("subscriber", {"subject": subject, "sid": str(i + 1), "size": size, "count": n})
@@ -62,7 +73,7 @@ def _sub_metrics(k):
     return metrics
 
 
-def _rr_specs(n, size, subs, tag):
+def _rr_specs(n, size, subs, tag, opts=None):
     subject, inbox = f"bench.req.{tag}", f"_INBOX.bench.{tag}"
     p = {"subject": subject, "inbox": inbox, "size": size, "count": n}
     return [("responder", p), ("requester", p)]
@@ -74,6 +85,61 @@ def _rr_metrics(n, subs, res):
             "seconds": req["t1"] - req["t0"]}
 
 
+# -- JetStream -------------------------------------------------------------
+
+JS_STREAM = "BENCH"
+JS_WARMUP_STREAM = "WARMUP"  # warm-up runs use their own stream, deleted afterwards
+JS_WINDOW = 1000             # publishes without PubAck in flight (--js-window)
+# Default messages per run: ~3-4 s each on nats-server 2.15 (2-core VM, ext4).
+JS_DEFAULT_MSGS = {"window": 250_000, "memory": 300_000, "sync": 20_000}
+
+
+def _js_specs(storage, sync):
+    def specs(n, size, subs, tag, opts=None):
+        opts = opts or {}
+        warm = opts.get("warmup", False)
+        return [("js_publisher", {
+            "stream": JS_WARMUP_STREAM if warm else JS_STREAM,
+            "subjects": "warmup.>" if warm else "bench.>",
+            "subject": "warmup.js" if warm else "bench.js",
+            "storage": storage,
+            "delete": warm,
+            "inbox": f"_INBOX.bench.{tag}",
+            "size": size, "count": n,
+            "window": 1 if sync else opts.get("window", JS_WINDOW),
+        })]
+    return specs
+
+
+def _js_metrics(metric):
+    def metrics(n, subs, res):
+        pub = res[-1]
+        # client_cpu_s: the load generator's CPU time for the whole run
+        # (JSON only) -- to check that it is not the bottleneck.
+        return {metric: _rate(n, pub["t0"], pub["t1"]), "seconds": pub["t1"] - pub["t0"],
+                "client_cpu_s": pub.get("cpu")}
+    return metrics
+
+
+def _js_args(role, tmp: Path):
+    """Both servers: JetStream on, store in the fresh dir."""
+    return ["-js", "-sd", str(tmp / "store")], {}
+
+
+def _js_args_lazy_candidate(role, tmp: Path):
+    """natsbroker with a config file asking for lazy sync (every 2 minutes, as
+    nats-server's default); nats-server as in the other scenarios (its
+    defaults are already lazy)."""
+    if role != "candidate":
+        return _js_args(role, tmp)
+    conf = tmp / "js.conf"
+    text = ("jetstream {\n"
+            f"  store_dir: {json.dumps(str(tmp / 'store'))}\n"
+            '  sync_interval: "2m"\n'
+            "}\n")
+    return ["-c", str(conf)], {conf.name: text}
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("pub", "pub only (1 publisher, no subscribers)",
              6_000_000, _pub_specs, _pub_metrics, "published msgs/s"),
@@ -83,14 +149,29 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              800_000, _sub_specs(None), _sub_metrics(None), "delivered msgs/s"),
     Scenario("reqrep", "request-reply (1 requester, 1 at a time; 1 responder)",
              15_000, _rr_specs, _rr_metrics, "round trips/s"),
+    Scenario("js-window-file", "JetStream publish, file storage, window of PubAcks in flight",
+             JS_DEFAULT_MSGS["window"], _js_specs("file", False), _js_metrics("acked msgs/s"),
+             "acked msgs/s", server_args=_js_args),
+    Scenario("js-window-memory", "JetStream publish, memory storage, window of PubAcks in flight",
+             JS_DEFAULT_MSGS["memory"], _js_specs("memory", False), _js_metrics("acked msgs/s"),
+             "acked msgs/s", server_args=_js_args),
+    Scenario("js-sync", "JetStream publish, file storage, one at a time (wait for each ack)",
+             JS_DEFAULT_MSGS["sync"], _js_specs("file", True), _js_metrics("acks/s"),
+             "acks/s", server_args=_js_args),
+    Scenario("js-window-file-lazy", "js-window-file, natsbroker with sync_interval: 2m "
+             "(nats-server: its default, also lazy)",
+             JS_DEFAULT_MSGS["window"], _js_specs("file", False), _js_metrics("acked msgs/s"),
+             "acked msgs/s", server_args=_js_args_lazy_candidate),
 ]}
 
 
 def run_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
-                 mode: str, timeout: float, idle: float | None = None) -> dict:
+                 mode: str, timeout: float, idle: float | None = None,
+                 opts: dict | None = None) -> dict:
     """One run of one scenario against the server on ``port``.
+    ``opts``: scenario options (JetStream: window, warmup).
     Returns the metrics dict; raises BenchError on failure."""
     tag = f"{os.getpid()}.{next(_run_ids)}"
-    specs = sc.specs(count, size, subs, tag)
+    specs = sc.specs(count, size, subs, tag, opts or {})
     results = run_workers(port, specs, mode, timeout, idle)
     return sc.metrics(count, subs, results)

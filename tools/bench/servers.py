@@ -48,26 +48,50 @@ def default_candidate_cmd() -> list[str]:
     return [sys.executable, "-m", "natsbroker"]
 
 
-def build_cmd(cmd: str | list[str], port: int) -> list[str]:
+def build_cmd(cmd: str | list[str], port: int, extra=()) -> list[str]:
     """Expand a server command.  If it contains ``{port}`` (and optionally
     ``{host}``) those are substituted; otherwise ``-a 127.0.0.1 -p PORT``
-    (nats-server compatible flags) is appended."""
+    (nats-server compatible flags) is appended.  ``extra`` (a scenario's
+    server args, e.g. ``-js -sd DIR``) goes at the end."""
     argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
     if any("{port}" in a for a in argv):
-        return [a.replace("{port}", str(port)).replace("{host}", HOST) for a in argv]
-    return argv + ["-a", HOST, "-p", str(port)]
+        return [a.replace("{port}", str(port)).replace("{host}", HOST)
+                for a in argv] + list(extra)
+    return argv + ["-a", HOST, "-p", str(port)] + list(extra)
+
+
+def fs_type(path) -> str:
+    """File system type of ``path`` from /proc/mounts ('?' if unknown)."""
+    try:
+        real = os.path.realpath(path)
+        best, kind = "", "?"
+        with open("/proc/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mnt = fields[1].replace("\\040", " ")
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, kind = mnt, fields[2]
+        return kind
+    except OSError:
+        return "?"
 
 
 class Server:
     """One server process on its own loopback port."""
 
-    def __init__(self, role: str, name: str, cmd, startup_timeout: float = 30.0):
+    def __init__(self, role: str, name: str, cmd, startup_timeout: float = 30.0,
+                 store_parent: str | None = None):
         self.role = role          # "reference" / "candidate"
         self.name = name          # display name, e.g. "nats-server"
         self.cmd_template = cmd
         self.startup_timeout = startup_timeout
+        self.store_parent = store_parent  # where fresh JetStream dirs go (None: $TMPDIR)
         self.port: int | None = None
         self.argv: list[str] = []
+        self.server_args = None   # the scenario's args builder of the running process
+        self.tmpdir: str | None = None  # fresh dir of the running process, removed on stop
         self.proc: subprocess.Popen | None = None
         self.info: dict = {}
         self.log = tempfile.NamedTemporaryFile(
@@ -75,9 +99,22 @@ class Server:
         self.starts = 0
 
     # -- lifecycle --------------------------------------------------------
-    def start(self, port: int | None = None) -> None:
+    def start(self, port: int | None = None, server_args=None) -> None:
+        """Start on ``port`` (default: a fresh free one).  ``server_args``:
+        a scenario's ``(role, fresh_dir) -> (extra args, {file: text})``; a
+        new empty temporary directory is made for every start (so every
+        JetStream run gets a fresh store) and removed when the server stops."""
+        self._remove_tmpdir()  # a leftover of a failed start
         self.port = port or free_ports(1)[0]
-        self.argv = build_cmd(self.cmd_template, self.port)
+        extra: list[str] = []
+        self.server_args = server_args
+        if server_args is not None:
+            self.tmpdir = tempfile.mkdtemp(prefix=f"bench-{self.role}-js-",
+                                           dir=self.store_parent)
+            extra, files = server_args(self.role, Path(self.tmpdir))
+            for fname, text in files.items():
+                (Path(self.tmpdir) / fname).write_text(text)
+        self.argv = build_cmd(self.cmd_template, self.port, extra)
         self.starts += 1
         self.log.write(f"\n=== start #{self.starts}: {shlex.join(self.argv)}\n".encode())
         self.log.flush()
@@ -122,6 +159,7 @@ class Server:
     def stop(self) -> None:
         p = self.proc
         if p is None:
+            self._remove_tmpdir()
             return
         self.proc = None
         if p.poll() is None:
@@ -140,10 +178,17 @@ class Server:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError, OSError):
             pass
+        self._remove_tmpdir()
 
-    def restart(self) -> None:
+    def _remove_tmpdir(self) -> None:
+        d, self.tmpdir = self.tmpdir, None
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def restart(self, server_args=None) -> None:
+        """Stop, then start on a fresh port with ``server_args`` (see start)."""
         self.stop()
-        self.start()
+        self.start(server_args=server_args)
 
     @staticmethod
     def _signal(p: subprocess.Popen, sig: int) -> None:
@@ -157,6 +202,7 @@ class Server:
 
     def close(self, keep_log: bool = False) -> None:
         self.stop()
+        self._remove_tmpdir()
         self.log.close()
         if not keep_log:
             try:
