@@ -14,9 +14,22 @@ from plugins.jetstream import models as M
 TYPE = "io.nats.jetstream.api.v1.%s"
 
 
+_ACK_HEADS = {}
+
+
 def pub_ack(stream, seq, duplicate, domain=""):
-    """The PubAck bytes exactly as nats-server writes them."""
-    return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain)
+    """The PubAck bytes exactly as nats-server writes them.
+
+    The common case is built from a cached head: this runs once per stored
+    message, and the generic model encoder costs more than the store write.
+    """
+    if duplicate or domain:
+        return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain)
+    head = _ACK_HEADS.get(stream)
+    if head is None:
+        full = M.pub_ack_json(stream, 1)
+        head = _ACK_HEADS[stream] = full[:full.rindex(b"1}")]
+    return head + b"%d}" % seq
 
 
 def pub_ack_error(stream, err):

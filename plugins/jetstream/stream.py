@@ -30,6 +30,9 @@ _WATCHED = {h.lower(): h for h in (H_MSG_ID, H_EXPECTED_STREAM, H_EXPECTED_LAST_
                                    H_ROLLUP, H_TTL)}
 
 
+_NO_HEADERS = {}
+
+
 def now_ns():
     return time.time_ns()
 
@@ -78,7 +81,7 @@ class Stream:
         cfg = self.config
         if cfg.sealed:
             raise E.stream_sealed()
-        h = _headers(hdr)
+        h = _headers(hdr) if hdr else _NO_HEADERS
         store = self.store
         msg_id = h.get(H_MSG_ID)
         if msg_id is not None:
@@ -89,9 +92,9 @@ class Stream:
         expected = h.get(H_EXPECTED_STREAM)
         if expected is not None and expected.decode(errors="replace") != cfg.name:
             raise E.stream_not_match()
-        state = store.state()
         v = h.get(H_EXPECTED_LAST_SEQ)
         if v is not None:
+            state = store.state()
             if _int(v) != state.last_seq:
                 raise E.stream_wrong_last_sequence(state.last_seq)
         v = h.get(H_EXPECTED_LAST_SUBJ_SEQ)
@@ -116,6 +119,7 @@ class Stream:
         if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
             raise E.stream_message_exceeds_maximum()
         if cfg.discard == "new":
+            state = store.state()
             if cfg.max_msgs > 0 and state.msgs >= cfg.max_msgs:
                 raise E.store_max_msgs_exceeded()
             if cfg.max_bytes > 0 and state.bytes + size > cfg.max_bytes:
@@ -155,7 +159,7 @@ class Stream:
         if subject is not None and cfg.max_msgs_per_subject > 0:
             while store.count_subject(subject) > cfg.max_msgs_per_subject:
                 store.remove(store.first_seq_of_subject(subject))
-        if cfg.discard == "new":
+        if cfg.discard == "new" or (cfg.max_msgs <= 0 and cfg.max_bytes <= 0):
             return
         state = store.state()
         while cfg.max_msgs > 0 and state.msgs > cfg.max_msgs:
