@@ -18,7 +18,7 @@ $(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/natsbroker -p 4222 -m 8222 -sd ./data
+	$(BIN)/natsbroker -p 4222 -m 8222 -js -sd ./data
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -64,13 +64,15 @@ class JetStream:
 
     def start(self, broker):
         self.broker = broker
-        store_dir = self.js.store_dir or os.path.join(os.getcwd(), "data")
+        store_dir = os.path.abspath(self.js.store_dir or os.path.join(os.getcwd(), "data"))
+        self.store_dir = store_dir
         root = os.path.join(store_dir, "jetstream")
         os.makedirs(root, exist_ok=True)
-        sync = self.js.sync_always and not self.js.sync_interval
+        # Durable unless a positive sync_interval asks for lazy syncing.
+        sync = self.js.sync_always or self.js.sync_interval <= 0
         self.file_store = LevelDBStore(root, sync=sync)
         self.memory_store = MemoryStore()
-        if not sync and self.js.sync_interval:
+        if not sync:
             from twisted.internet.task import LoopingCall
             self._lazy_sync = LoopingCall(self.file_store.sync_all)
             self._lazy_sync.clock = broker.reactor
@@ -266,7 +268,7 @@ class JetStream:
             "server_id": self.broker.server_id,
             "now": M.rfc3339(now_ns()),
             "config": {"max_memory": self.js.max_memory_store, "max_storage": self.js.max_file_store,
-                       "store_dir": self.js.store_dir, "sync_interval": int(self.js.sync_interval * 1e9)},
+                       "store_dir": self.store_dir, "sync_interval": int(self.js.sync_interval * 1e9)},
             "memory": mem, "storage": sto,
             "streams": len(self.streams),
             "consumers": sum(len(s.consumers) for s in self.streams.values()),
@@ -287,6 +289,6 @@ class JetStream:
         mem, sto = self.usage()
         return {"config": {"max_memory": self.js.max_memory_store,
                            "max_storage": self.js.max_file_store,
-                           "store_dir": self.js.store_dir},
+                           "store_dir": self.store_dir},
                 "stats": {"memory": mem, "storage": sto, "accounts": 1,
                           "api": {"total": self.api_total, "errors": self.api_errors}}}
