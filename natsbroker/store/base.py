@@ -38,8 +38,16 @@ class StreamState:
 
 
 def msg_size(subject, hdr, data):
-    """Bytes a message counts for in limits, as nats-server's file store counts them."""
+    """Bytes a message counts for in a memory stream (nats-server's memStoreMsgSize)."""
     return len(subject) + len(hdr) + len(data) + 16
+
+
+def file_msg_size(subject, hdr, data):
+    """Bytes a message counts for in a file stream (nats-server's fileStoreMsgSize:
+    record length, sequence, timestamp, subject length, [header length], hash)."""
+    if hdr:
+        return 22 + len(subject) + 4 + len(hdr) + len(data) + 8
+    return 22 + len(subject) + len(data) + 8
 
 
 class StreamStore:

@@ -22,7 +22,7 @@ import re
 from bisect import bisect_left
 from itertools import islice
 
-from natsbroker.store.base import StoredMsg, StreamState, StreamStore
+from natsbroker.store.base import StoredMsg, StreamState, StreamStore, msg_size
 from natsbroker.subjects import is_literal, subject_matches
 
 _NOT_FF = re.compile(rb"[^\xff]")
@@ -237,6 +237,10 @@ class StreamBase(StreamStore):
     Subclasses bump ``_subj_gen`` whenever a subject appears or disappears.
     """
 
+    # Bytes a message counts for in limits and state (memory streams' rule;
+    # file streams override it). Only len() and truth of its arguments are used.
+    msg_size = staticmethod(msg_size)
+
     # Wildcard filters are resolved to the list of matching subjects (cached until
     # the set of subjects changes) when a stream has at most MATCH_LIMIT
     # subjects; above it (KV buckets) wildcard reads scan messages instead.
@@ -431,7 +435,7 @@ class StreamBase(StreamStore):
             self._first = seq
             self._first_ts = ts
         self._msgs += 1
-        self._bytes += len(subject) + len(hdr) + len(data) + 16
+        self._bytes += self.msg_size(subject, hdr, data)
         return seq
 
     def remove(self, seq, erase=False):

@@ -55,7 +55,7 @@ class MemoryStream(StreamBase):
         if not len(ss):
             del self._subjects[m.subject]
             self._subj_gen += 1
-        return len(m.subject) + len(m.hdr) + len(m.data) + 16
+        return self.msg_size(m.subject, m.hdr, m.data)
 
     def _bury(self, old):
         if self._owner is not None and len(old) >= REAP_MIN:
@@ -81,7 +81,7 @@ class MemoryStream(StreamBase):
         while s:
             m = old[s]
             store[s] = m
-            kbytes += len(m.subject) + len(m.hdr) + len(m.data) + 16
+            kbytes += self.msg_size(m.subject, m.hdr, m.data)
             ss = subjects.get(m.subject)
             if ss is None:
                 subjects[m.subject] = SubjSeqs([s])
