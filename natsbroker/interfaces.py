@@ -130,6 +130,16 @@ class IBroker(Interface):
         mapping / list of ``(name, value)`` pairs.
         """
 
+    def begin():
+        """Start a batch: output to clients waits for the matching :meth:`end`.
+
+        Outside a client's read (a timer, a commit), wrap a burst of publishes
+        in begin/end so they are written at once instead of on a later turn.
+        """
+
+    def end():
+        """End a batch started with :meth:`begin`; the outermost end flushes."""
+
     def subscribe(subject, callback, queue=None):
         """Subscribe internally; returns the Subscription.
 

@@ -161,9 +161,16 @@ class JetStream:
         self._commit_call = None
         self.file_store.commit()
         acks, self._acks = self._acks, []
+        if not acks:
+            return
         publish = self.broker.publish
-        for reply, payload in acks:
-            publish(reply, payload)
+        # One batch: the acks are written out now, not on yet another turn.
+        self.broker.begin()
+        try:
+            for reply, payload in acks:
+                publish(reply, payload)
+        finally:
+            self.broker.end()
 
     def reply_after_commit(self, reply, payload):
         """An API answer that depends on staged writes goes out after the commit."""

@@ -162,6 +162,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "(nats-server: its default, also lazy)",
              JS_DEFAULT_MSGS["window"], _js_specs("file", False), _js_metrics("acked msgs/s"),
              "acked msgs/s", server_args=_js_args_lazy_candidate),
+    Scenario("js-sync-lazy", "js-sync, natsbroker with sync_interval: 2m "
+             "(nats-server: its default, also lazy)",
+             JS_DEFAULT_MSGS["sync"], _js_specs("file", True), _js_metrics("acks/s"),
+             "acks/s", server_args=_js_args_lazy_candidate),
 ]}
 
 
