@@ -63,6 +63,8 @@ class PubSub:
         valid_pub = self._valid_pub
         OK = wire.OK
 
+        # on_pub and on_hpub repeat the same checks on purpose: PUB is the hot
+        # path, and a shared helper would cost a call per message.
         def on_pub(op):
             subject = op[1]
             payload = op[3]
