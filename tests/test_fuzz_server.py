@@ -26,12 +26,14 @@ piece = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(piece, min_size=1, max_size=6))
 def test_same_answer_to_generated_input(nats_server, broker_proc, pieces):
     data = b"".join(pieces) + b"\r\nPING\r\n"
-    want = exchange(nats_server.port, data, quiet=0.25)
-    got = exchange(broker_proc.port, data, quiet=0.25)
+    # Input that leaves a server waiting is judged by 0.5 s of silence: long
+    # enough that a busy 2-core machine does not pass a slow reply for none.
+    want = exchange(nats_server.port, data, quiet=0.5)
+    got = exchange(broker_proc.port, data, quiet=0.5)
     # INFO updates are compared elsewhere; strip them from both.
     strip = lambda out: b"\r\n".join(l for l in out[0].split(b"\r\n") if not l.startswith(b"INFO "))
     assert (strip(got), got[1]) == (strip(want), want[1])
