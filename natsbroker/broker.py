@@ -15,7 +15,7 @@ import time
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker import __version__, COMPAT_VERSION
+from natsbroker import COMPAT_VERSION
 from natsbroker.interfaces import IBroker, IMessageSink
 from natsbroker.protocol import wire
 from natsbroker.subjects import Subscription, Sublist, subject_matches
@@ -304,10 +304,6 @@ class Broker:
             sub.closed = True
             self.sublist.remove(sub)
 
-    # -- lifecycle ---------------------------------------------------------
-
-    def varz_version(self):
-        return __version__
 
 
 def _b(v):

@@ -60,11 +60,15 @@ def handle(js, subject, reply, body):
     else:
         rest = subject[prefix_len:]
     tokens = [t.decode(errors="replace") for t in rest.split(b".")]
-    route = _ROUTES.get(tuple(tokens[:2])) or _ROUTES.get(tuple(tokens[:3])) or _ROUTES.get((tokens[0],))
-    if route is None:
+    for n in (3, 2, 1):
+        key = tuple(tokens[:n])
+        route = _ROUTES.get(key)
+        if route is not None:
+            break
+    else:
         return  # nats-server does not answer unknown API subjects
     handler, kind, nargs = route
-    args = tokens[len(_key_of(route)):]
+    args = tokens[len(key):]
     js.api_total += 1
     try:
         if nargs is not None and len(args) < nargs:
@@ -94,10 +98,6 @@ def handle(js, subject, reply, body):
         # Mutations are announced (stream action) and audited, as nats-server does.
         js.stream_action(args[0], action)
         js.audit(source, subject, body, payload)
-
-
-def _key_of(route):
-    return _ROUTE_KEYS[id(route)]
 
 
 # nats-server answers a failed delete of an existing stream's message as an
@@ -328,7 +328,6 @@ _ROUTES = {
     ("STREAM", "LEADER", "STEPDOWN"): (stream_leader_stepdown, "stream_leader_stepdown_response", 1),
     ("STREAM", "PEER", "REMOVE"): (stream_peer_remove, "stream_remove_peer_response", 1),
 }
-_ROUTE_KEYS = {id(v): k for k, v in _ROUTES.items()}
 
 
 # -- direct get ---------------------------------------------------------------------

@@ -140,7 +140,6 @@ class JetStream:
     # -- publish & group commit ------------------------------------------------
 
     def publish(self, stream, subject, reply, hdr, data):
-        # nats-server does not store messages published to the API itself.
         try:
             seq, dup = stream.accept(subject, hdr, data)
         except M.ApiError as e:

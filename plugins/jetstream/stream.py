@@ -6,11 +6,11 @@ rollups. It returns the sequence stored (or the duplicate's), or raises ApiError
 acks are the caller's business, sent only after the store's group commit.
 """
 
+import collections
 import time
 
 from natsbroker.protocol.wire import HeaderError, decode_headers
 from natsbroker.store.base import msg_size
-from natsbroker.subjects import subject_matches
 
 from plugins.jetstream import errors as E
 
@@ -62,7 +62,7 @@ class Stream:
         self.created = created_ns
         self.clock = clock
         # Nats-Msg-Id -> (seq, ts) within duplicate_window, oldest first.
-        self._dedupe = {}
+        self._dedupe = collections.OrderedDict()
         self._last_msg_id = None
         self._expiry_call = None
         self.consumers = {}
@@ -70,9 +70,6 @@ class Stream:
     @property
     def name(self):
         return self.config.name
-
-    def matches(self, subject):
-        return any(subject_matches(p.encode(), subject) for p in self.config.subjects)
 
     # -- publish ------------------------------------------------------------
 
@@ -144,9 +141,15 @@ class Stream:
         window = self.config.duplicate_window
         if not self._dedupe:
             return
+        # Entries are in publish order, so the expired ones are at the front:
+        # drop from there and stop at the first live one (no scan of the window).
         cutoff = now_ns() - window
-        for key in [k for k, (_, ts) in self._dedupe.items() if ts < cutoff]:
-            del self._dedupe[key]
+        dedupe = self._dedupe
+        while dedupe:
+            key, (_, ts) = next(iter(dedupe.items()))
+            if ts >= cutoff:
+                break
+            dedupe.popitem(last=False)
 
     # -- limits -------------------------------------------------------------
 
