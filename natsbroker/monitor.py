@@ -43,6 +43,7 @@ from twisted.logger import Logger
 from twisted.web import resource, server
 
 from natsbroker import COMPAT_VERSION, __version__
+from natsbroker.godur import format_duration
 from natsbroker.subjects import is_valid_literal_subject, subject_matches
 
 try:
@@ -812,27 +813,8 @@ def _go_float(f):
 # -- values ------------------------------------------------------------------------
 
 def go_duration(seconds):
-    """Go's time.Duration.String(): "0s", "812µs", "1.5ms", "2.25s", "1m3s"."""
-    ns = int(round(seconds * 1e9))
-    if ns == 0:
-        return "0s"
-    if ns < 1000:
-        return "%dns" % ns
-    if ns < 1000000:
-        return _trim("%.3f" % (ns / 1e3)) + "µs"
-    if ns < 1000000000:
-        return _trim("%.6f" % (ns / 1e6)) + "ms"
-    secs = ns / 1e9
-    if secs < 60:
-        return _trim("%.9f" % secs) + "s"
-    m, s = divmod(secs, 60)
-    h, m = divmod(int(m), 60)
-    out = ("%dh" % h if h else "") + "%dm" % m
-    return out + _trim("%.9f" % s) + "s"
-
-
-def _trim(text):
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    """Go's time.Duration.String() of a float number of seconds."""
+    return format_duration(int(round(seconds * 1e9)))
 
 
 def _ns(seconds):

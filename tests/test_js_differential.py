@@ -80,8 +80,29 @@ SCRIPT = [
     ("$JS.API.STREAM.LEADER.STEPDOWN.D1", b""),
     ("$JS.API.STREAM.PEER.REMOVE.D1", b'{"peer":"x"}'),
     ("$JS.API.STREAM.LEADER.STEPDOWN.NOPE", b""),
-    ("$JS.API.STREAM.CREATE.TTL", b'{"name":"TTL","subjects":["ttl.>"],"allow_msg_ttl":true}'),
+    ("$JS.API.STREAM.CREATE.TTL", b'{"name":"TTL","subjects":["ttl.>"],"allow_msg_ttl":true,'
+                                  b'"subject_delete_marker_ttl":2000000000}'),
     ("$JS.API.STREAM.INFO.TTL", b""),
+    ("ttl.a", b"1", {"Nats-TTL": "1s"}),
+    ("ttl.a", b"2", {"Nats-TTL": "never"}),
+    ("ttl.b", b"3", {"Nats-TTL": "1"}),
+    ("ttl.c", b"4", {"Nats-TTL": "500ms"}),
+    ("ttl.c", b"5", {"Nats-TTL": "0"}),
+    ("ttl.c", b"6", {"Nats-TTL": "1m"}),
+    ("$JS.API.STREAM.MSG.GET.TTL", b'{"seq":1}'),
+    ("$JS.API.STREAM.INFO.TTL", b'{"subjects_filter":">","offset":1}'),
+    ("$JS.API.STREAM.INFO.TTL", b'{"subjects_filter":">","offset":5}'),
+    (None, 2.5),  # the 2 s TTLs (raised to the marker TTL) pass; markers appear
+    ("$JS.API.STREAM.INFO.TTL", b'{"subjects_filter":">"}'),
+    ("$JS.API.STREAM.MSG.GET.TTL", b'{"seq":2}'),
+    ("$JS.API.STREAM.MSG.GET.TTL", b'{"seq":5}'),
+    ("$JS.API.STREAM.MSG.GET.TTL", b'{"last_by_subj":"ttl.b"}'),
+    ("$JS.API.STREAM.CREATE.INT", b'{"name":"INT","subjects":["int.>"],"retention":"interest"}'),
+    ("int.a", b"1"),
+    ("int.a", b"2", {"Nats-Msg-Id": "x"}),
+    ("int.a", b"2", {"Nats-Msg-Id": "x"}),
+    ("$JS.API.STREAM.INFO.INT", b""),
+    ("$JS.API.STREAM.DELETE.INT", b""),
     ("$JS.API.STREAM.DELETE.TTL", b""),
     ("$JS.API.STREAM.DELETE.D1", b""),
     ("$JS.API.STREAM.DELETE.D1", b""),
@@ -95,8 +116,13 @@ def _run(server):
         nc = await nats.connect(server.url)
         out = []
         try:
-            for subject, body in SCRIPT:
-                m = await nc.request(subject, body, timeout=2)
+            for subject, body, *headers in SCRIPT:
+                if subject is None:
+                    await asyncio.sleep(body)
+                    out.append(None)
+                    continue
+                m = await nc.request(subject, body, timeout=2,
+                                     headers=headers[0] if headers else None)
                 out.append(normalise(m.data))
         finally:
             await nc.close()
@@ -113,6 +139,6 @@ def replies():
     return got
 
 
-@pytest.mark.parametrize("i", range(len(SCRIPT)), ids=[f"{i}-{s}" for i, (s, _) in enumerate(SCRIPT)])
+@pytest.mark.parametrize("i", range(len(SCRIPT)), ids=[f"{i}-{s[0]}" for i, s in enumerate(SCRIPT)])
 def test_same_json(replies, i):
     assert replies["natsbroker"][i] == replies["nats-server"][i]

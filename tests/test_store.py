@@ -254,6 +254,24 @@ def test_remove_semantics(h, commit):
     assert s.state() == StreamState(1, one, 6, 2000, 6, 2000, 1, 0)
 
 
+def test_skip(h):
+    """A skipped sequence is used up: empty stream moves first past it, a
+    non-empty one gets an interior gap; both survive reopening."""
+    s = h.store.create_stream("S")
+    assert s.skip(50) == 1
+    assert s.state() == StreamState(first_seq=2, last_seq=1, last_ts=50)
+    assert s.append(b"a", b"", b"x", 60) == 2
+    assert s.skip(70) == 3
+    assert s.append(b"a", b"", b"y", 80) == 4
+    h.store.commit()
+    s = h.reopen().stream("S")
+    st = s.state()
+    assert (st.msgs, st.first_seq, st.last_seq, st.num_deleted) == (2, 2, 4, 1)
+    assert s.deleted() == [3] and s.load(3) is None
+    assert s.skip(90) == 5
+    assert s.state().last_ts == 90
+
+
 def test_remove_erase(h):
     s = h.store.create_stream("S")
     fill(s, [b"a", b"a", b"a"], data=b"secret")

@@ -61,6 +61,10 @@ class StreamStore:
         """Store a message with the next sequence; returns that sequence."""
         raise NotImplementedError
 
+    def skip(self, ts):
+        """Use up the next sequence without storing a message; returns it."""
+        raise NotImplementedError
+
     def load(self, seq):
         """The message at ``seq``, or ``None`` if absent or deleted."""
         raise NotImplementedError

@@ -438,6 +438,23 @@ class StreamBase(StreamStore):
         self._bytes += self.msg_size(subject, hdr, data)
         return seq
 
+    def skip(self, ts):
+        """Use up the next sequence without storing a message (nats-server's
+        SkipMsg: an interest stream with no interest still numbers the publish)."""
+        seq = self._last + 1
+        self._last = seq
+        self._last_ts = ts
+        if not self._msgs:
+            self._first = seq + 1
+            self._first_ts = 0
+        else:
+            self._deleted.add(seq)
+        self._touch()
+        return seq
+
+    def _touch(self):
+        """Hook: the counters changed without a message write."""
+
     def remove(self, seq, erase=False):
         if not self._exists(seq):
             return False

@@ -230,6 +230,8 @@ class LevelDBStream(StreamBase):
             self._dirty = True
             self._owner._dirty_streams.add(self)
 
+    _touch = _mark_dirty
+
     def _put(self, msg):
         seq = msg.seq
         subj = msg.subject

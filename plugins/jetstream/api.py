@@ -187,6 +187,16 @@ def _state(stream, subjects_filter=None, deleted_details=False):
     return state
 
 
+def _page_subjects(subjects, offset):
+    """nats-server pages subject details through a sorted key list, at most
+    JSMaxSubjectDetails a request."""
+    limit = M.JS_MAX_SUBJECTS_DETAILS
+    if offset <= 0 and len(subjects) <= limit:
+        return subjects
+    keys = sorted(subjects)[offset:offset + limit]
+    return {k: subjects[k] for k in keys}
+
+
 def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
           deleted_details=False):
     info = M.stream_info_json(
@@ -205,7 +215,12 @@ def stream_info(js, args, body):
     info = _info(js, stream, leader=True, subjects_filter=filt,
                  deleted_details=bool(req.deleted_details))
     subjects = info["state"].get("subjects") or {}
-    out = {"total": len(subjects) if filt else 0, "offset": 0,
+    offset = max(req.offset or 0, 0)
+    if filt and subjects:
+        info["state"]["subjects"] = _page_subjects(subjects, offset) or None
+        if info["state"]["subjects"] is None:
+            del info["state"]["subjects"]
+    out = {"total": len(subjects) if filt else 0, "offset": offset if filt else 0,
            "limit": M.JS_MAX_SUBJECTS_DETAILS if filt else 0}
     out.update(info)
     return out
@@ -228,6 +243,7 @@ def stream_purge(js, args, body):
         raise M.bad_request()
     n = stream.store.purge(subject=req.filter.encode() if req.filter else None,
                            seq=req.seq or None, keep=req.keep or None)
+    stream.forget_removed()
     return {"success": True, "purged": n, "_after_commit": True}
 
 
@@ -337,8 +353,9 @@ def direct_get(js, stream, subject, reply, body):
     Nats-Stream/Subject/Sequence/Time-Stamp headers; errors as status headers."""
     if not reply:
         return
-    prefix = b"$JS.API.DIRECT.GET." + stream.name.encode()
-    last_subject = subject[len(prefix) + 1:] if len(subject) > len(prefix) else b""
+    # $JS.API.DIRECT.GET.<stream>[.<subject>] or $JS.<domain>.API.DIRECT.GET...
+    prefix_len = subject.index(b".API.DIRECT.GET.") + 16 + len(stream.name)
+    last_subject = subject[prefix_len + 1:] if len(subject) > prefix_len else b""
     try:
         if last_subject:
             if not M.is_empty_request(body):

@@ -65,6 +65,7 @@ import cattrs
 import cattrs.gen
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.godur import format_duration as go_duration
 from plugins.jetstream import errors as E
 from plugins.jetstream.errors import *  # noqa: F401,F403  (M.stream_not_found() etc.)
 from plugins.jetstream.errors import ApiError, go_quote
@@ -2174,34 +2175,6 @@ def _source_iname(src):
     for tr in src.subject_transforms or ():
         parts.append(tr.src + ">" + tr.dest)
     return " ".join(parts)
-
-
-def go_duration(ns):
-    """Go's ``time.Duration.String()`` (``2m0s``, ``1.5s``, ``100ms``)."""
-    if ns == 0:
-        return "0s"
-    neg = ns < 0
-    ns = abs(ns)
-    if ns < NS_PER_SEC:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= size:
-                whole, frac = divmod(ns, size)
-                text = str(whole)
-                if frac:
-                    text += ("." + str(frac).rjust(len(str(size)) - 1, "0")).rstrip("0")
-                return ("-" if neg else "") + text + unit
-    secs, frac = divmod(ns, NS_PER_SEC)
-    h, rem = divmod(secs, 3600)
-    m, s = divmod(rem, 60)
-    text = ""
-    if h:
-        text += "%dh" % h
-    if h or m:
-        text += "%dm" % m
-    text += str(s)
-    if frac:
-        text += ("." + "%09d" % frac).rstrip("0")
-    return ("-" if neg else "") + text + "s"
 
 
 def check_create(cfg, *, clustered=False):

@@ -80,11 +80,8 @@ class JetStream:
         for name in self.file_store.stream_names():
             self._load(name, self.file_store)
         broker.add_info_field("jetstream", True)
-        prefixes = [b"$JS.API.>"]
-        if self.js.domain:
-            prefixes.append(b"$JS.%s.API.>" % self.js.domain.encode())
-        for p in prefixes:
-            self._api_subs.append(broker.subscribe(p, self._on_api))
+        for p in self._api_prefixes():
+            self._api_subs.append(broker.subscribe(p + b">", self._on_api))
         broker.add_monitor_endpoint("jsz", self.jsz)
         log.info("Starting JetStream: {n} stream(s) in {dir}", n=len(self.streams), dir=root)
 
@@ -102,6 +99,12 @@ class JetStream:
         self.file_store.close()
         self.memory_store.close()
 
+    def _api_prefixes(self):
+        """``$JS.API.``, and ``$JS.<domain>.API.`` when a domain is set."""
+        if self.js.domain:
+            return [API_PREFIX, b"$JS.%s.API." % self.js.domain.encode()]
+        return [API_PREFIX]
+
     def _load(self, name, store):
         ss = store.stream(name)
         raw = ss.get_meta(META_CONFIG)
@@ -110,7 +113,9 @@ class JetStream:
             return
         cfg = M.fill_defaults(M.parse_stream_config(raw, name))
         created = int(ss.get_meta(META_CREATED) or b"0")
-        self._add(Stream(cfg, ss, created, self.broker.reactor))
+        stream = Stream(cfg, ss, created, self.broker.reactor)
+        self._add(stream)
+        stream.recover()
 
     def _add(self, stream):
         stream.on_change = self.schedule_commit
@@ -127,9 +132,10 @@ class JetStream:
             # Like nats-server, direct gets are answered only when allowed.
             def direct(sub, subject, reply, hdr_len, raw):
                 api.direct_get(self, stream, subject, reply, raw[hdr_len:])
-            base = b"$JS.API.DIRECT.GET." + stream.name.encode()
-            subs.append(self.broker.subscribe(base, direct))
-            subs.append(self.broker.subscribe(base + b".>", direct))
+            for prefix in self._api_prefixes():
+                base = prefix + b"DIRECT.GET." + stream.name.encode()
+                subs.append(self.broker.subscribe(base, direct))
+                subs.append(self.broker.subscribe(base + b".>", direct))
         self._subs[stream.name] = subs
 
     def _capture_cb(self, stream):
@@ -180,7 +186,7 @@ class JetStream:
     # -- API ---------------------------------------------------------------------
 
     def _on_api(self, sub, subject, reply, hdr_len, raw):
-        if subject.startswith(b"$JS.API.DIRECT.GET."):
+        if b".API.DIRECT.GET." in subject:
             return  # answered by the stream's own direct-get subscription
         api.handle(self, subject, reply, raw[hdr_len:])
 

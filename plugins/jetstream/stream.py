@@ -7,8 +7,10 @@ acks are the caller's business, sent only after the store's group commit.
 """
 
 import collections
+import heapq
 import time
 
+from natsbroker.godur import format_duration, parse_duration
 from natsbroker.protocol.wire import HeaderError, decode_headers
 from natsbroker.store.base import msg_size
 
@@ -24,6 +26,7 @@ H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
 H_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
+H_MARKER_REASON = b"Nats-Marker-Reason"
 
 _WATCHED = {h.lower(): h for h in (H_MSG_ID, H_EXPECTED_STREAM, H_EXPECTED_LAST_SEQ,
                                    H_EXPECTED_LAST_SUBJ_SEQ, H_EXPECTED_LAST_MSG_ID,
@@ -53,19 +56,82 @@ def _headers(hdr):
     return out
 
 
-class Stream:
-    """A stream's runtime: config, store, de-duplication window, timers."""
+def parse_ttl(value):
+    """A Nats-TTL value as nats-server reads it: seconds (a Go duration truncated
+    to whole seconds, or an integer), -1 for "never"; anything under a second
+    is invalid (JSMessageTTLInvalidErr)."""
+    text = value.decode("latin-1")
+    if text.lower() == "never":
+        return -1
+    try:
+        ns = parse_duration(text)
+    except ValueError:
+        ns = None
+    if ns is not None:
+        if ns < NANOS:
+            raise E.message_ttl_invalid()
+        return ns // NANOS
+    try:
+        secs = int(text, 10)
+    except ValueError:
+        raise E.message_ttl_invalid() from None
+    if secs <= 0:
+        raise E.message_ttl_invalid()
+    return secs
 
-    def __init__(self, config, store, created_ns, clock):
+
+def _set_header(hdr, name, value):
+    """``hdr`` with the first ``name`` header's value replaced, in place."""
+    lname = name.lower()
+    lines = hdr.split(b"\r\n")
+    for i, line in enumerate(lines[1:], 1):
+        key, sep, _ = line.partition(b":")
+        if sep and key.strip().lower() == lname:
+            lines[i] = key + b": " + value
+            break
+    return b"\r\n".join(lines)
+
+
+def is_marker(hdr):
+    return bool(hdr) and H_MARKER_REASON.lower() in hdr.lower() and \
+        H_MARKER_REASON in _marker_headers(hdr)
+
+
+def _marker_headers(hdr):
+    try:
+        _, _, pairs = decode_headers(hdr)
+    except HeaderError:
+        return ()
+    return {name for name, _ in pairs}
+
+
+class Stream:
+    """A stream's runtime: config, store, de-duplication window, timers.
+
+    Expiry: one reactor timer for the earliest deadline among the oldest
+    message's max_age and the per-message TTLs (a heap of ``(deadline, seq)``);
+    nothing polls. ``now`` is the clock messages are stamped and expired by.
+    """
+
+    def __init__(self, config, store, created_ns, clock, now=None):
         self.config = config
         self.store = store
         self.created = created_ns
         self.clock = clock
+        self.now = now or time.time_ns
         # Nats-Msg-Id -> (seq, ts) within duplicate_window, oldest first.
         self._dedupe = collections.OrderedDict()
         self._last_msg_id = None
         self._expiry_call = None
+        self._expiry_at = None
+        self._ttl_heap = []  # (deadline ns, seq) of messages with a TTL
+        self._never = set()  # seqs whose Nats-TTL is "never": max_age spares them
+        # Every stored message below this seq has a "never" TTL, so max_age
+        # expiry starts here rather than rescanning them.
+        self._age_cursor = 0
         self.consumers = {}
+        # Called with each StoredMsg appended (consumers, feeds): after limits.
+        self.on_stored = []
 
     @property
     def name(self):
@@ -110,8 +176,18 @@ class Stream:
             rollup = rollup.lower()
             if rollup not in (b"sub", b"all"):
                 raise E.rollup_value_invalid(rollup.decode(errors="replace"))
-        if h.get(H_TTL) is not None and not cfg.allow_msg_ttl:
-            raise E.message_ttl_disabled()
+        ttl = 0
+        v = h.get(H_TTL)
+        if v is not None:
+            if not cfg.allow_msg_ttl:
+                raise E.message_ttl_disabled()
+            ttl = parse_ttl(v)
+            floor = cfg.subject_delete_marker_ttl // NANOS
+            if 0 < ttl < floor:
+                # A message may not outlive its own delete marker's reason:
+                # nats-server raises the TTL to the marker TTL and says so.
+                ttl = floor
+                hdr = _set_header(hdr, H_TTL, b"%d" % ttl)
         size = msg_size(subject, hdr, data)
         if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
             raise E.stream_message_exceeds_maximum()
@@ -124,7 +200,15 @@ class Stream:
             if (cfg.discard_new_per_subject and cfg.max_msgs_per_subject > 0
                     and store.count_subject(subject) >= cfg.max_msgs_per_subject):
                 raise E.store_max_msgs_per_subject_exceeded()
-        ts = now_ns() if ts is None else ts
+        ts = self.now() if ts is None else ts
+        if cfg.retention == "interest" and not self.has_interest(subject):
+            # No consumer would ever see it: nats-server numbers the publish
+            # but stores nothing.
+            seq = store.skip(ts)
+            if msg_id is not None:
+                self._dedupe[msg_id] = (seq, ts)
+                self._last_msg_id = msg_id
+            return seq, False
         seq = store.append(subject, hdr, data, ts)
         if msg_id is not None:
             self._dedupe[msg_id] = (seq, ts)
@@ -134,8 +218,32 @@ class Stream:
         elif rollup == b"all":
             store.purge(seq=seq)
         self.enforce_limits(subject)
-        self.schedule_expiry()
+        if ttl > 0:
+            deadline = ts + ttl * NANOS
+            heapq.heappush(self._ttl_heap, (deadline, seq))
+            self.schedule_expiry(deadline)
+        else:
+            if ttl < 0:
+                self._never.add(seq)
+            if cfg.max_age > 0 and self._expiry_call is None:
+                self.schedule_expiry()
+        if self.on_stored:
+            self._stored(seq)
         return seq, False
+
+    def has_interest(self, subject):
+        """Whether any consumer's filter takes ``subject`` (interest retention)."""
+        for c in self.consumers.values():
+            if c.wants(subject):
+                return True
+        return False
+
+    def _stored(self, seq):
+        msg = self.store.load(seq)
+        if msg is None:
+            return  # a limit took it at once
+        for cb in self.on_stored:
+            cb(msg)
 
     def _trim_dedupe(self):
         window = self.config.duplicate_window
@@ -143,13 +251,59 @@ class Stream:
             return
         # Entries are in publish order, so the expired ones are at the front:
         # drop from there and stop at the first live one (no scan of the window).
-        cutoff = now_ns() - window
+        cutoff = self.now() - window
         dedupe = self._dedupe
         while dedupe:
             key, (_, ts) = next(iter(dedupe.items()))
             if ts >= cutoff:
                 break
             dedupe.popitem(last=False)
+
+    # -- restart ------------------------------------------------------------
+
+    def seq_for_time(self, ts):
+        """A sequence from which ``store.load_next`` finds the first message
+        stamped at or after ``ts`` (binary search: stamps follow sequences)."""
+        store = self.store
+        st = store.state()
+        lo, hi = st.first_seq, st.last_seq + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            m = store.load_next(mid)
+            if m is None or m.ts >= ts:
+                hi = mid
+            else:
+                lo = m.seq + 1
+        return lo
+
+    def recover(self):
+        """Rebuild what lives only in memory after a restart: the de-duplication
+        window (from the Nats-Msg-Id headers stamped within it) and the TTL
+        index (from every Nats-TTL header)."""
+        cfg = self.config
+        store = self.store
+        window_start = self.seq_for_time(self.now() - cfg.duplicate_window)
+        start = store.state().first_seq if cfg.allow_msg_ttl else window_start
+        msg = store.load_next(start)
+        while msg is not None:
+            if msg.hdr:
+                h = _headers(msg.hdr)
+                if msg.seq >= window_start and H_MSG_ID in h:
+                    self._dedupe[h[H_MSG_ID]] = (msg.seq, msg.ts)
+                    self._last_msg_id = h[H_MSG_ID]
+                v = h.get(H_TTL)
+                if v is not None and cfg.allow_msg_ttl:
+                    try:
+                        ttl = parse_ttl(v)
+                    except E.ApiError:
+                        ttl = 0
+                    if ttl > 0:
+                        self._ttl_heap.append((msg.ts + ttl * NANOS, msg.seq))
+                    elif ttl < 0:
+                        self._never.add(msg.seq)
+            msg = store.load_next(msg.seq + 1)
+        heapq.heapify(self._ttl_heap)
+        self.schedule_expiry()
 
     # -- limits -------------------------------------------------------------
 
@@ -177,31 +331,105 @@ class Stream:
         if msg is not None:
             self.store.remove(msg.seq)
 
-    def schedule_expiry(self):
-        """One reactor timer for the oldest message's max_age deadline."""
-        max_age = self.config.max_age
-        if max_age <= 0 or self._expiry_call is not None:
-            return
-        state = self.store.state()
-        if not state.msgs:
-            return
-        delay = max((state.first_ts + max_age - now_ns()) / NANOS, 0)
+    # -- expiry (max_age, per-message TTL, subject delete markers) -------------
+
+    def _first_aging(self):
+        """The oldest message max_age applies to (skipping "never" TTLs)."""
+        store = self.store
+        st = store.state()
+        if not st.msgs:
+            return None
+        seq = max(self._age_cursor, st.first_seq)
+        never = self._never
+        msg = store.load_next(seq)
+        while msg is not None and msg.seq in never:
+            self._age_cursor = msg.seq + 1
+            msg = store.load_next(msg.seq + 1)
+        return msg
+
+    def _next_deadline(self):
+        deadline = self._ttl_heap[0][0] if self._ttl_heap else None
+        if self.config.max_age > 0:
+            msg = self._first_aging()
+            if msg is not None:
+                at = msg.ts + self.config.max_age
+                if deadline is None or at < deadline:
+                    deadline = at
+        return deadline
+
+    def schedule_expiry(self, deadline=None):
+        """Arm the one expiry timer for ``deadline`` (default: the earliest due)."""
+        if deadline is None:
+            deadline = self._next_deadline()
+            if deadline is None:
+                return
+        if self._expiry_call is not None:
+            if self._expiry_at <= deadline:
+                return
+            self._expiry_call.cancel()
+        self._expiry_at = deadline
+        delay = max((deadline - self.now()) / NANOS, 0)
         self._expiry_call = self.clock.callLater(delay, self._expire)
 
     def _expire(self):
         self._expiry_call = None
-        cutoff = now_ns() - self.config.max_age
+        self._expiry_at = None
+        now = self.now()
         store = self.store
-        while True:
-            state = store.state()
-            if not state.msgs:
-                break
-            msg = store.load_next(state.first_seq)
-            if msg is None or msg.ts > cutoff:
-                break
-            store.remove(msg.seq)
+        removed = []
+        heap = self._ttl_heap
+        while heap and heap[0][0] <= now:
+            _, seq = heapq.heappop(heap)
+            msg = store.load(seq)
+            if msg is not None:
+                store.remove(seq)
+                removed.append(msg)
+        max_age = self.config.max_age
+        if max_age > 0:
+            cutoff = now - max_age
+            never = self._never
+            seq = max(self._age_cursor, store.state().first_seq)
+            msg = store.load_next(seq)
+            while msg is not None and msg.ts <= cutoff:
+                if msg.seq not in never:
+                    store.remove(msg.seq)
+                    removed.append(msg)
+                self._age_cursor = msg.seq + 1
+                msg = store.load_next(msg.seq + 1)
+        if removed and self.config.subject_delete_marker_ttl > 0:
+            self._place_markers(removed, now)
         self.on_change()
         self.schedule_expiry()
+
+    def _place_markers(self, removed, now):
+        """A subject whose last message expired gets a delete marker (itself
+        expiring), so watchers learn of the removal; markers get none."""
+        ttl = self.config.subject_delete_marker_ttl
+        secs = ttl // NANOS
+        hdr = b"NATS/1.0\r\n%s: MaxAge\r\n%s: %s\r\nNats-Rollup: sub\r\n\r\n" % (
+            H_MARKER_REASON, H_TTL, format_duration(ttl).encode())
+        store = self.store
+        done = set()
+        for msg in sorted(removed, key=lambda m: m.seq):
+            subj = msg.subject
+            if subj in done or is_marker(msg.hdr) or store.count_subject(subj):
+                continue
+            done.add(subj)
+            seq = store.append(subj, hdr, b"", now)
+            self.enforce_limits(subj)
+            heapq.heappush(self._ttl_heap, (now + secs * NANOS, seq))
+            if self.on_stored:
+                self._stored(seq)
+
+    def forget_removed(self):
+        """Drop index entries of messages a purge took (they would only
+        cost memory and spurious wake-ups)."""
+        store = self.store
+        if self._ttl_heap:
+            self._ttl_heap = [(d, s) for d, s in self._ttl_heap if store.load(s) is not None]
+            heapq.heapify(self._ttl_heap)
+        if self._never:
+            self._never = {s for s in self._never if store.load(s) is not None}
 
     def on_change(self):
         """Hook: the plugin commits the store after timer-driven removals."""
@@ -210,6 +438,7 @@ class Stream:
         if self._expiry_call is not None and self._expiry_call.active():
             self._expiry_call.cancel()
         self._expiry_call = None
+        self._expiry_at = None
 
 
 def _int(v):
