@@ -142,3 +142,37 @@ def replies():
 @pytest.mark.parametrize("i", range(len(SCRIPT)), ids=[f"{i}-{s[0]}" for i, s in enumerate(SCRIPT)])
 def test_same_json(replies, i):
     assert replies["natsbroker"][i] == replies["nats-server"][i]
+
+
+RESERVATIONS = [
+    ("$JS.API.STREAM.CREATE.A", b'{"name":"A","subjects":["a"],"max_bytes":600000,"storage":"memory"}'),
+    ("$JS.API.STREAM.CREATE.B", b'{"name":"B","subjects":["b"],"max_bytes":600000,"storage":"memory"}'),
+    ("$JS.API.STREAM.CREATE.B", b'{"name":"B","subjects":["b"],"storage":"memory"}'),
+    ("$JS.API.STREAM.CREATE.C", b'{"name":"C","subjects":["c"],"max_bytes":300000}'),
+    ("$JS.API.STREAM.CREATE.D", b'{"name":"D","subjects":["d"],"max_bytes":9800000}'),
+    ("$JS.API.INFO", b""),
+]
+
+
+def test_resource_reservations(tmp_path):
+    """New streams are checked against the max_bytes other streams reserve,
+    and account info reports those reservations."""
+    got = {}
+    for kind in ("nats-server", "natsbroker"):
+        d = tmp_path / kind
+        d.mkdir()
+        conf = d / "js.conf"
+        conf.write_text("jetstream { store_dir: %s, max_memory_store: 1000000, "
+                        "max_file_store: 10000000 }\n" % d)
+
+        async def main(url):
+            nc = await nats.connect(url)
+            try:
+                return [normalise((await nc.request(s, b, timeout=2)).data)
+                        for s, b in RESERVATIONS]
+            finally:
+                await nc.close()
+        with ServerProcess(kind, ["-c", str(conf)]) as s:
+            got[kind] = asyncio.run(main(s.url))
+    assert got["natsbroker"] == got["nats-server"]
+    assert '"reserved_memory": 600000' in got["nats-server"][-1]

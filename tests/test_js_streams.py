@@ -232,3 +232,30 @@ def test_advisories(js_server):
 def json_loads(b):
     import json
     return json.loads(b)
+
+
+@pytest.mark.parametrize("kind", ["nats-server", "natsbroker"])
+def test_domain(kind, tmp_path):
+    """With a JetStream domain, $JS.<domain>.API serves everything, direct
+    gets included, and PubAcks name the domain."""
+    conf = tmp_path / "js.conf"
+    conf.write_text("jetstream { store_dir: %s, domain: hub }\n" % tmp_path)
+
+    async def main(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream(domain="hub")
+        try:
+            await js.add_stream(name="DOM", subjects=["dom.>"], allow_direct=True)
+            ack = await js.publish("dom.a", b"x1")
+            m1 = await js.get_msg("DOM", 1, direct=True)
+            raw = await nc.request("$JS.hub.API.DIRECT.GET.DOM.dom.a", b"", timeout=2)
+            info = await js.stream_info("DOM")
+            return ack, m1, raw, info
+        finally:
+            await nc.close()
+    with ServerProcess(kind, ["-c", str(conf)]) as s:
+        ack, m1, raw, info = run(main(s.url))
+    assert (ack.stream, ack.seq, ack.domain) == ("DOM", 1, "hub")
+    assert (m1.seq, m1.data) == (1, b"x1")
+    assert raw.data == b"x1" and raw.headers["Nats-Subject"] == "dom.a"
+    assert info.state.messages == 1

@@ -114,11 +114,13 @@ _ERROR_EXTRAS = {
 
 def account_info(js, args, body):
     mem, sto = js.usage()
+    rmem, rsto = js.reserved()
     return {
-        "memory": mem, "storage": sto, "reserved_memory": 0, "reserved_storage": 0,
+        "memory": mem, "storage": sto, "reserved_memory": rmem, "reserved_storage": rsto,
         "streams": len(js.streams),
         "consumers": sum(len(s.consumers) for s in js.streams.values()),
-        "limits": {"max_memory": js.js.max_memory_store, "max_storage": js.js.max_file_store,
+        # Account limits: none configured (the server-wide ones are in /jsz).
+        "limits": {"max_memory": -1, "max_storage": -1,
                    "max_streams": -1, "max_consumers": -1, "max_ack_pending": -1,
                    "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
                    "max_bytes_required": False},
@@ -151,9 +153,9 @@ def stream_create(js, args, body):
         if M.stream_config_json(existing.config) == M.stream_config_json(cfg):
             return _info(js, existing, did_create=True)
         raise M.stream_name_exist()
-    mem, sto = js.usage()
+    rmem, rsto = js.reserved()
     M.check_resources(cfg, max_memory=js.js.max_memory_store, max_storage=js.js.max_file_store,
-                      reserved_memory=mem, reserved_storage=sto)
+                      reserved_memory=rmem, reserved_storage=rsto)
     _check_overlap(js, cfg)
     stream = js.create_stream(cfg)
     out = _info(js, stream, did_create=True)

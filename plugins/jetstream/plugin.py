@@ -274,6 +274,19 @@ class JetStream:
                 sto += b
         return mem, sto
 
+    def reserved(self):
+        """Bytes set aside by streams' max_bytes, (memory, file): what new
+        streams are checked against, as nats-server does."""
+        mem = sto = 0
+        for s in self.streams.values():
+            b = s.config.max_bytes
+            if b > 0:
+                if s.config.storage == "memory":
+                    mem += b
+                else:
+                    sto += b
+        return mem, sto
+
     def jsz(self, request):
         mem, sto = self.usage()
         return {
