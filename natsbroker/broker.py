@@ -292,6 +292,31 @@ class Broker:
             hdr_len, raw = len(block), block + payload
         return self.route(None, subject, reply, hdr_len, raw)
 
+    def deliver(self, dest, subject, payload, reply=None, headers=None):
+        """Publish internally to the subscribers of ``dest``, with ``subject``
+        on the MSG line (JetStream delivers a stored message to a consumer's
+        inbox under the subject it was stored with). Returns the count reached."""
+        self.internal_publishes += 1
+        if headers is None:
+            hdr_len, raw = 0, payload
+        else:
+            hdr_len, raw = len(headers), headers + payload
+        self.route_source = None
+        r = self._match_cache.get(dest)
+        if r is None:
+            r = self.sublist.match(dest)
+        psubs, qgroups = r
+        n = 0
+        for sub in psubs:
+            sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+            n += 1
+        for group in qgroups:
+            sub = self._pick(group, None)
+            if sub is not None:
+                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+                n += 1
+        return n
+
     def subscribe(self, subject, callback, queue=None):
         sid = b"i%d" % next(self._internal_sids)
         sub = Subscription(_b(subject), sid, InternalSink(callback),

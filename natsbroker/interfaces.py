@@ -108,7 +108,10 @@ class IBroker(Interface):
     config = Attribute("The ServerConfig.")
     server_id = Attribute("This server's id (as in INFO).")
     server_name = Attribute("This server's name.")
-    sublist = Attribute("The Sublist: ``insert(sub)``, ``remove(sub)``, ``match(subject)``.")
+    sublist = Attribute(
+        "The Sublist: ``insert(sub)``, ``remove(sub)``, ``match(subject)``, "
+        "``has_interest(subject)``, and ``watch(subject, callback)``/``unwatch(handle)`` "
+        "to hear when a literal subject gains a subscriber.")
     stats = Attribute("Counters: in_msgs, in_bytes, out_msgs, out_bytes, slow_consumers.")
     route_source = Attribute(
         "The IClient whose message is being delivered right now, or ``None`` for an "
@@ -129,6 +132,12 @@ class IBroker(Interface):
         ``headers`` is ``None``, a ready ``NATS/1.0`` block (bytes), or a
         mapping / list of ``(name, value)`` pairs.
         """
+
+    def deliver(dest, subject, payload, reply=None, headers=None):
+        """Publish to the subscribers of ``dest`` with ``subject`` on the MSG line
+        (how JetStream hands a stored message to a consumer's deliver subject or
+        pull request inbox). ``headers`` is ``None`` or a ready ``NATS/1.0``
+        block. Returns the number of subscriptions reached."""
 
     def begin():
         """Start a batch: output to clients waits for the matching :meth:`end`.

@@ -159,6 +159,7 @@ class Sublist:
         self.max_fanout = 0
         self._fanout_total = 0
         self._fanout_samples = 0
+        self._watches = {}  # literal subject -> [(subject, callback)]
 
     def insert(self, sub):
         level = self._root
@@ -182,6 +183,32 @@ class Sublist:
         self.count += 1
         self.inserts += 1
         self._invalidate(sub.subject)
+        if self._watches:
+            self._notify(sub.subject)
+
+    def watch(self, subject, callback):
+        """Call ``callback(subject)`` whenever a subscription that matches the
+        literal ``subject`` is inserted (a push consumer waiting for its
+        deliver subject to gain interest). Returns a handle for :meth:`unwatch`."""
+        handle = (subject, callback)
+        self._watches.setdefault(subject, []).append(handle)
+        return handle
+
+    def unwatch(self, handle):
+        lst = self._watches.get(handle[0])
+        if lst and handle in lst:
+            lst.remove(handle)
+            if not lst:
+                del self._watches[handle[0]]
+
+    def _notify(self, pattern):
+        if pattern in self._watches:
+            hits = [pattern]
+        else:
+            hits = [s for s in self._watches if subject_matches(pattern, s)]
+        for s in hits:
+            for _, cb in list(self._watches.get(s, ())):
+                cb(s)
 
     def remove(self, sub):
         """Remove ``sub``; returns False if it was not there."""

@@ -116,3 +116,18 @@ def test_sublist_agrees_with_brute_force(steps):
         for g in qgroups:
             assert len({s.queue for s in g}) == 1
     assert sl.count == len(live)
+
+
+def test_watch_interest():
+    from natsbroker.subjects import Sublist, Subscription
+    sl = Sublist()
+    seen = []
+    h = sl.watch(b"deliver.x", seen.append)
+    sl.insert(Subscription(b"other", b"1", None))
+    sl.insert(Subscription(b"deliver.x", b"2", None))
+    sl.insert(Subscription(b"deliver.*", b"3", None))
+    sl.insert(Subscription(b">", b"4", None, queue=b"q"))
+    assert seen == [b"deliver.x"] * 3
+    sl.unwatch(h)
+    sl.insert(Subscription(b"deliver.x", b"5", None))
+    assert len(seen) == 3 and sl._watches == {}

@@ -9,6 +9,7 @@ nats-server's.
 import base64
 
 
+from plugins.jetstream import consumer_api
 from plugins.jetstream import models as M
 
 TYPE = "io.nats.jetstream.api.v1.%s"
@@ -45,6 +46,8 @@ def _req(raw, cls):
 
 _ACTIONS = {"stream_create_response": "create", "stream_update_response": "modify",
             "stream_delete_response": "delete"}
+# Consumer mutations are audited too (their action advisories come from the handlers).
+_AUDITED = {"consumer_create_response", "consumer_delete_response", "consumer_pause_response"}
 
 
 def handle(js, subject, reply, body):
@@ -93,6 +96,8 @@ def handle(js, subject, reply, body):
         js.reply_after_commit(reply, payload)
     elif reply:
         js.broker.publish(reply, payload)
+    if kind in _AUDITED:
+        js.audit(source, subject, body, payload)
     action = _ACTIONS.get(kind)
     if action is not None:
         # Mutations are announced (stream action) and audited, as nats-server does.
@@ -246,6 +251,8 @@ def stream_purge(js, args, body):
     n = stream.store.purge(subject=req.filter.encode() if req.filter else None,
                            seq=req.seq or None, keep=req.keep or None)
     stream.forget_removed()
+    for c in stream.consumers.values():
+        c.purged()
     return {"success": True, "purged": n, "_after_commit": True}
 
 
@@ -333,6 +340,7 @@ def stream_peer_remove(js, args, body):
 
 
 _ROUTES = {
+    **consumer_api.ROUTES,
     ("INFO",): (account_info, "account_info_response", None),
     ("STREAM", "CREATE"): (stream_create, "stream_create_response", 1),
     ("STREAM", "UPDATE"): (stream_update, "stream_update_response", 1),

@@ -20,7 +20,9 @@ from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
 from plugins.jetstream import api
+from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import models as M
+from plugins.jetstream.consumer import Consumer
 from plugins.jetstream.stream import Stream, now_ns
 
 log = Logger()
@@ -36,6 +38,11 @@ def advisory_id():
         n, r = divmod(n, 62)
         out.append(_NUID_ALPHABET[r])
     return "".join(out)
+
+def consumer_key(name, part):
+    """Store meta key of a consumer's record (config, state, created)."""
+    return b"c.%s.%s" % (name.encode() if isinstance(name, str) else name, part)
+
 
 API_PREFIX = b"$JS.API."
 META_CONFIG = b"config"
@@ -55,6 +62,8 @@ class JetStream:
         self._api_subs = []
         self._acks = []  # (reply, payload) waiting for the commit
         self._commit_call = None
+        self._dirty_consumers = set()  # consumers whose state the commit writes
+        self._kicked = []  # consumers to run after the commit
         self.api_total = 0
         self.api_errors = 0
         self.file_store = None
@@ -90,6 +99,8 @@ class JetStream:
         for sub in self._api_subs:
             self.broker.unsubscribe(sub)
         for stream in self.streams.values():
+            for c in stream.consumers.values():
+                c.stop()
             stream.stop()
         for subs in self._subs.values():
             for sub in subs:
@@ -116,6 +127,7 @@ class JetStream:
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
         stream.recover()
+        self._load_consumers(stream)
 
     def _add(self, stream):
         stream.on_change = self.schedule_commit
@@ -162,11 +174,19 @@ class JetStream:
             self._commit_call = self.broker.reactor.callLater(0, self.commit)
 
     def commit(self):
-        """Sync this turn's writes, then send the acks that waited for them."""
+        """Sync this turn's writes (consumer state included), then send the
+        acks that waited for them, then let consumers deliver what is now durable."""
         self._commit_call = None
+        if self._dirty_consumers:
+            dirty, self._dirty_consumers = self._dirty_consumers, set()
+            for c in dirty:
+                c.dirty = False
+                if not c.closed:
+                    c.stream.store.put_meta(consumer_key(c.name, b"state"), c.state_json())
         self.file_store.commit()
         acks, self._acks = self._acks, []
-        if not acks:
+        kicked, self._kicked = self._kicked, []
+        if not acks and not kicked:
             return
         publish = self.broker.publish
         # One batch: the acks are written out now, not on yet another turn.
@@ -174,6 +194,8 @@ class JetStream:
         try:
             for reply, payload in acks:
                 publish(reply, payload)
+            for c in kicked:
+                c.run()
         finally:
             self.broker.end()
 
@@ -188,6 +210,16 @@ class JetStream:
     def _on_api(self, sub, subject, reply, hdr_len, raw):
         if b".API.DIRECT.GET." in subject:
             return  # answered by the stream's own direct-get subscription
+        if b".API.CONSUMER.MSG.NEXT." in subject:
+            # A consumer's own request subject: not an API call in nats-server's
+            # counts, and unanswered when the consumer does not exist.
+            tokens = subject[subject.index(b".API.CONSUMER.MSG.NEXT.") + 23:].split(b".")
+            if len(tokens) == 2:
+                stream = self.streams.get(tokens[0].decode(errors="replace"))
+                c = stream.consumers.get(tokens[1].decode(errors="replace")) if stream else None
+                if c is not None:
+                    c.next_request(reply, raw[hdr_len:])
+            return
         api.handle(self, subject, reply, raw[hdr_len:])
 
     # -- advisories ----------------------------------------------------------------
@@ -248,6 +280,86 @@ class JetStream:
         self._add(stream)
         return stream
 
+    # -- consumers -----------------------------------------------------------------
+
+    def add_consumer(self, stream, name, cfg, created=None, state=None, persist=True):
+        c = Consumer(self, stream, name, cfg, created or now_ns())
+        stream.consumers[name] = c
+        if persist:
+            self.save_consumer_config(c)
+            stream.store.put_meta(consumer_key(name, b"created"), str(c.created).encode())
+        c.start(state)
+        self.consumer_dirty(c)
+        return c
+
+    def save_consumer_config(self, c):
+        c.stream.store.put_meta(consumer_key(c.name, b"config"),
+                                json.dumps(CM.consumer_config_json(c.config)).encode())
+
+    def delete_consumer(self, stream, c, reason=None):
+        c.stop(delete=True)
+        if stream.consumers.get(c.name) is c:
+            del stream.consumers[c.name]
+        for part in (b"config", b"state", b"created"):
+            stream.store.del_meta(consumer_key(c.name, part))
+        self._dirty_consumers.discard(c)
+        if stream.config.retention == "interest":
+            # Messages only this consumer still needed go with it.
+            st = stream.store.state()
+            msg = stream.store.load_next(max(c.asflr + 1, st.first_seq))
+            while msg is not None:
+                if not any(o.needs_ack(msg.seq, msg.subject) for o in stream.consumers.values()):
+                    stream.store.remove(msg.seq)
+                msg = stream.store.load_next(msg.seq + 1)
+        self.advise("$JS.EVENT.ADVISORY.CONSUMER.DELETED.%s.%s" % (stream.name, c.name),
+                    {"type": "io.nats.jetstream.advisory.v1.consumer_action",
+                     "stream": stream.name, "consumer": c.name, "action": "delete"})
+        self.schedule_commit()
+
+    def consumer_dirty(self, c):
+        self._dirty_consumers.add(c)
+        self.schedule_commit()
+
+    def consumer_kicked(self, c):
+        self._kicked.append(c)
+        self.schedule_commit()
+
+    def consumer_resumed(self, c):
+        self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
+                    {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
+                     "stream": c.stream.name, "consumer": c.name, "paused": False})
+
+    def ack_msg(self, stream, consumer, seq):
+        """A consumer is done with ``seq``: workqueue streams drop it now,
+        interest streams once no other consumer needs it."""
+        retention = stream.config.retention
+        if retention == "workqueue":
+            stream.store.remove(seq)
+        elif retention == "interest":
+            msg = stream.store.load(seq)
+            if msg is None:
+                return
+            for c in stream.consumers.values():
+                if c is not consumer and c.needs_ack(seq, msg.subject):
+                    return
+            stream.store.remove(seq)
+
+    def _load_consumers(self, stream):
+        ss = stream.store
+        for key in ss.meta_keys(b"c."):
+            if not key.endswith(b".config"):
+                continue
+            name = key[2:-7].decode()
+            try:
+                cfg = CM.consumer_config_from_json(json.loads(ss.get_meta(key)))
+            except Exception as e:  # a damaged record must not stop the server
+                log.warn("consumer {s} > {c}: bad config ({e}); skipped",
+                         s=stream.name, c=name, e=e)
+                continue
+            created = int(ss.get_meta(consumer_key(name, b"created")) or b"0")
+            state = ss.get_meta(consumer_key(name, b"state"))
+            self.add_consumer(stream, name, cfg, created, state, persist=False)
+
     def update_stream(self, stream, cfg):
         stream.config = cfg
         stream.store.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
@@ -256,6 +368,10 @@ class JetStream:
         stream.schedule_expiry()
 
     def delete_stream(self, stream):
+        for c in list(stream.consumers.values()):
+            c.stop(delete=True)
+            self._dirty_consumers.discard(c)
+        stream.consumers.clear()
         stream.stop()
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)

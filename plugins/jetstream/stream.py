@@ -227,7 +227,7 @@ class Stream:
                 self._never.add(seq)
             if cfg.max_age > 0 and self._expiry_call is None:
                 self.schedule_expiry()
-        if self.on_stored:
+        if self.on_stored or self.consumers:
             self._stored(seq)
         return seq, False
 
@@ -242,6 +242,8 @@ class Stream:
         msg = self.store.load(seq)
         if msg is None:
             return  # a limit took it at once
+        for c in self.consumers.values():
+            c.on_stored(msg)
         for cb in self.on_stored:
             cb(msg)
 
@@ -418,7 +420,7 @@ class Stream:
             seq = store.append(subj, hdr, b"", now)
             self.enforce_limits(subj)
             heapq.heappush(self._ttl_heap, (now + secs * NANOS, seq))
-            if self.on_stored:
+            if self.on_stored or self.consumers:
                 self._stored(seq)
 
     def forget_removed(self):

@@ -1,0 +1,927 @@
+"""A JetStream consumer: a cursor on a stream that delivers, tracks acks and
+redelivers, with nats-server's semantics (names follow its consumer.go:
+``sseq`` is the next stream sequence to look at, ``dseq`` the next delivery
+sequence, ``asflr``/``adflr`` the ack floors, ``pending`` the delivered but
+unacknowledged messages, ``rdc`` redelivery counts, ``rdq`` the redelivery
+queue).
+
+Deliveries run after the store's group commit, so a consumer only ever hands
+out messages that are durable; its own state (delivered, floors, pending) is
+written into the stream's store at the next commit, and ack confirmations
+("double acks") wait for that commit. Every timer is a reactor call.
+"""
+
+import collections
+import json
+import os
+
+from natsbroker.godur import parse_duration
+from natsbroker.subjects import subject_matches
+
+from plugins.jetstream import consumer_models as CM
+from plugins.jetstream import models as M
+
+NANOS = 1_000_000_000
+META_PREFIX = b"c."
+
+# Pull requests' status lines, as nats-server sends them.
+_PENDING_T = b"Nats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n\r\n"
+_TIMEOUT = b"NATS/1.0 408 Request Timeout\r\n" + _PENDING_T
+_MAX_BYTES = b"NATS/1.0 409 Message Size Exceeds MaxBytes\r\n" + _PENDING_T
+_NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
+_HEARTBEAT = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
+_FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+
+
+def status(code, text):
+    return b"NATS/1.0 %d %s\r\n\r\n" % (code, text)
+
+
+def _ns_time(value):
+    """A config time (RFC 3339 text, ns, or None) as ns since the epoch, or 0."""
+    if not value:
+        return 0
+    if isinstance(value, int):
+        return value
+    return M.parse_rfc3339(value)
+
+
+class WaitingRequest:
+    __slots__ = ("reply", "n", "d", "b", "expires", "received", "hb", "hbt", "no_wait")
+
+    def __init__(self, reply, n, b, expires, received, hb, no_wait):
+        self.reply = reply
+        self.n = n  # messages still wanted
+        self.d = 0  # messages delivered
+        self.b = b  # max bytes still allowed, 0 for no limit
+        self.expires = expires  # ns, 0 for never
+        self.received = received
+        self.hb = hb
+        self.hbt = received + hb if hb else 0
+        self.no_wait = no_wait
+
+
+class Consumer:
+    def __init__(self, js, stream, name, config, created):
+        self.js = js
+        self.broker = js.broker
+        self.stream = stream
+        self.name = name
+        self.config = config
+        self.created = created
+        self.clock = stream.clock
+        self.now = stream.now
+        self.sseq = 1
+        self.dseq = 1
+        self.asflr = 0
+        self.adflr = 0
+        self.pending = {}  # sseq -> [dseq, ts]
+        self.rdc = {}  # sseq -> times redelivered
+        self.rdq = collections.OrderedDict()  # sseq queued for redelivery, in order
+        self.lss = None  # last-per-subject start: seqs still to deliver
+        self.lss_resume = 0
+        self.waiting = collections.deque()  # pull requests
+        self.waiting_last = 0  # when a pull request last came (inactivity)
+        self.ldt = 0  # last delivery time
+        self.lat = 0  # last ack time
+        self.active = False  # push: the deliver subject has interest
+        self.closed = False
+        self.dirty = False
+        self.npc = 0  # cached num pending
+        self._subs = []
+        self._watch = None
+        self._timers = {}
+        self._kicked = False
+        self._replay_lts = 0
+        self._rate_next = 0
+        self.pbytes = 0  # flow control: bytes sent since the last answered request
+        self.fcid = None
+        self.fcsz = 0
+        self._set_filters()
+
+    # -- config -------------------------------------------------------------
+
+    def _set_filters(self):
+        cfg = self.config
+        filters = list(cfg.filter_subjects or ())
+        if cfg.filter_subject:
+            filters = [cfg.filter_subject]
+        self.filters = [f.encode() for f in filters if f not in ("", ">")]
+        self.is_pull = not cfg.deliver_subject
+        self.ack_none = cfg.ack_policy == "none"
+        self.maxp = cfg.max_ack_pending if not self.ack_none else 0
+        self.pblimit = 64 * 1024 * 1024 if cfg.flow_control else 0
+        self.maxpb = self.pblimit // 16
+
+    def update_config(self, config):
+        self.config = config
+        self._set_filters()
+        self._arm_heartbeat()
+        self._arm_pause()
+        self.dirty = True
+        self.kick()
+
+    def wants(self, subject):
+        if not self.filters:
+            return True
+        for f in self.filters:
+            if f == subject or subject_matches(f, subject):
+                return True
+        return False
+
+    @property
+    def durable(self):
+        return bool(self.config.durable_name)
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def select_start(self):
+        """nats-server's selectStartingSeqNo."""
+        cfg = self.config
+        store = self.stream.store
+        st = store.state()
+        policy = cfg.deliver_policy
+        if cfg.opt_start_seq and policy == "by_start_sequence":
+            sseq = cfg.opt_start_seq
+        elif policy == "all":
+            sseq = st.first_seq
+        elif policy == "last":
+            sseq = st.last_seq
+            if self.filters:
+                last = 0
+                for f in self.filters:
+                    m = store.load_last(f)
+                    if m is not None and m.seq > last:
+                        last = m.seq
+                sseq = last or st.last_seq
+        elif policy == "last_per_subject":
+            seqs = []
+            for f in (self.filters or [None]):
+                for subj in store.subject_counts(f):
+                    m = store.load_last(subj)
+                    if m is not None:
+                        seqs.append(m.seq)
+            if seqs:
+                seqs = sorted(set(seqs))
+                self.lss = collections.deque(seqs)
+                self.lss_resume = st.last_seq
+                sseq = seqs[0]
+            else:
+                sseq = st.last_seq
+        elif policy == "by_start_time":
+            sseq = self.stream.seq_for_time(_ns_time(cfg.opt_start_time))
+        else:  # new
+            sseq = st.last_seq + 1
+        if st.first_seq == 0:
+            sseq = 1
+        elif sseq < st.first_seq:
+            sseq = st.first_seq
+        elif sseq > st.last_seq:
+            sseq = st.last_seq + 1
+        self.sseq = sseq
+        self.dseq = 1
+        self.adflr = 0
+        self.asflr = sseq - 1
+        self.dirty = True
+
+    def start(self, state=None):
+        if state is None:
+            self.select_start()
+        else:
+            self.restore(state)
+        self.npc = self.compute_pending()
+        stream, name = self.stream.name.encode(), self.name.encode()
+        sub = self.broker.subscribe(b"$JS.ACK.%s.%s.>" % (stream, name), self._on_ack)
+        self._subs.append(sub)
+        if not self.is_pull:
+            self._subs.append(self.broker.subscribe(
+                b"$JS.FC.%s.%s.>" % (stream, name), self._on_flow_control))
+            dsubj = self.config.deliver_subject.encode()
+            self._watch = self.broker.sublist.watch(dsubj, self._on_interest)
+            self.active = self.broker.sublist.has_interest(dsubj)
+            self._arm_heartbeat()
+        self.waiting_last = self.now()
+        self._arm_inactivity()
+        self._arm_pause()
+        if self.pending:
+            self._arm_ack_timer()
+        self.kick()
+
+    def stop(self, delete=False):
+        if self.closed:
+            return
+        self.closed = True
+        for sub in self._subs:
+            self.broker.unsubscribe(sub)
+        self._subs = []
+        if self._watch is not None:
+            self.broker.sublist.unwatch(self._watch)
+            self._watch = None
+        for call in self._timers.values():
+            if call.active():
+                call.cancel()
+        self._timers = {}
+        if delete and self.is_pull:
+            # Waiting requests learn the consumer is gone.
+            for wr in self.waiting:
+                self._send_status(wr.reply, b"NATS/1.0 409 Consumer Deleted\r\n"
+                                  + _PENDING_T % (wr.n, wr.b))
+        self.waiting.clear()
+
+    # -- state ----------------------------------------------------------------
+
+    def state_json(self):
+        return json.dumps({
+            "delivered": [self.dseq - 1, self.sseq - 1],
+            "ack_floor": [self.adflr, self.asflr],
+            "pending": [[s, d, t] for s, (d, t) in sorted(self.pending.items())],
+            "redelivered": sorted(self.rdc.items()),
+            "lss": list(self.lss) if self.lss else None,
+            "lss_resume": self.lss_resume,
+        }, separators=(",", ":")).encode()
+
+    def restore(self, raw):
+        st = json.loads(raw)
+        self.dseq = st["delivered"][0] + 1
+        self.sseq = st["delivered"][1] + 1
+        self.adflr, self.asflr = st["ack_floor"]
+        self.pending = {s: [d, t] for s, d, t in st["pending"]}
+        self.rdc = {s: n for s, n in st["redelivered"]}
+        if st.get("lss"):
+            self.lss = collections.deque(st["lss"])
+            self.lss_resume = st.get("lss_resume", 0)
+        first = self.stream.store.state().first_seq
+        if self.sseq < first:
+            self.sseq = first
+
+    def mark_dirty(self):
+        if not self.dirty:
+            self.dirty = True
+        self.js.consumer_dirty(self)
+
+    # -- numbers for info ------------------------------------------------------
+
+    def compute_pending(self):
+        """Messages at or after the cursor that this consumer would deliver."""
+        store = self.stream.store
+        start = self.sseq
+        if self.lss:
+            n = len(self.lss)
+            start = self.lss_resume + 1
+        else:
+            n = 0
+        if not self.filters:
+            return n + store.num_pending(start)
+        return n + sum(store.num_pending(start, f) for f in self.filters)
+
+    def info(self):
+        """The consumer's numbers in nats-server's ConsumerInfo terms."""
+        self._process_waiting(False)
+        self.npc = self.compute_pending()
+        paused_until = _ns_time(self.config.pause_until)
+        now = self.now()
+        return {
+            "delivered": (self.dseq - 1, self.sseq - 1, self.ldt),
+            "ack_floor": (self.adflr, self.asflr, self.lat),
+            "num_ack_pending": len(self.pending),
+            "num_redelivered": len(self.rdc),
+            "num_waiting": len(self.waiting) if self.is_pull else 0,
+            "num_pending": self.npc,
+            "push_bound": (not self.is_pull) and self.active,
+            "paused": paused_until > now,
+            "pause_remaining": max(paused_until - now, 0),
+        }
+
+    # -- new messages ----------------------------------------------------------
+
+    def on_stored(self, msg):
+        """The stream stored ``msg`` (called within the publishing turn)."""
+        if msg.seq >= self.sseq and self.wants(msg.subject):
+            self.npc += 1
+            self.kick()
+
+    def kick(self):
+        """Deliver what can be delivered, after this turn's commit."""
+        if not self._kicked and not self.closed:
+            self._kicked = True
+            self.js.consumer_kicked(self)
+
+    def run(self):
+        """Called by the plugin after the commit."""
+        self._kicked = False
+        if not self.closed:
+            self.deliver_pending()
+
+    # -- getting the next message ----------------------------------------------
+
+    def _next_msg(self):
+        """``(msg, delivery count)`` or ``(None, reason)``; nats-server's getNextMsg."""
+        store = self.stream.store
+        maxdc = self.config.max_deliver
+        while self.rdq:
+            seq, _ = self.rdq.popitem(last=False)
+            self.rdc[seq] = self.rdc.get(seq, 0) + 1
+            dc = self.rdc[seq] + 1
+            if maxdc > 0 and dc > maxdc:
+                if dc == maxdc + 1:
+                    self._advise_max_deliveries(seq, dc - 1)
+                self.pending.pop(seq, None)
+                self.mark_dirty()
+                continue
+            msg = store.load(seq)
+            if msg is None:
+                self.pending.pop(seq, None)
+                self.rdc.pop(seq, None)
+                continue
+            return msg, dc
+        if self.lss:
+            seq = self.lss[0]
+            if self.maxp > 0 and len(self.pending) >= self.maxp:
+                return None, "max_ack_pending"
+            self.lss.popleft()
+            if not self.lss:
+                self.lss = None
+                self.sseq = self.lss_resume + 1
+            msg = store.load(seq)
+            if msg is not None:
+                return msg, 1
+            return self._next_msg()
+        if self.maxp > 0 and len(self.pending) >= self.maxp:
+            return None, "max_ack_pending"
+        msg = self._load_next(self.sseq)
+        if msg is None:
+            st = store.state()
+            if self.sseq <= st.last_seq:
+                self.sseq = st.last_seq + 1
+            self.npc = 0
+            return None, "eof"
+        self.sseq = msg.seq + 1
+        return msg, 1
+
+    def _load_next(self, seq):
+        store = self.stream.store
+        if not self.filters:
+            return store.load_next(seq)
+        if len(self.filters) == 1:
+            return store.load_next(seq, self.filters[0])
+        best = None
+        for f in self.filters:
+            m = store.load_next(seq, f)
+            if m is not None and (best is None or m.seq < best.seq):
+                best = m
+        return best
+
+    # -- delivery ---------------------------------------------------------------
+
+    def _paused(self):
+        until = _ns_time(self.config.pause_until)
+        return until and until > self.now()
+
+    def deliver_pending(self):
+        broker = self.broker
+        cfg = self.config
+        why = None
+        broker.begin()
+        try:
+            while not self.closed:
+                if self._paused():
+                    break
+                if self.is_pull:
+                    if not self.waiting:
+                        break
+                else:
+                    if not self.active or (self.maxpb and self.pbytes > self.maxpb):
+                        break
+                if "replay" in self._timers or "rate" in self._timers:
+                    break
+                msg, dc = self._next_msg()
+                if msg is None:
+                    why = dc
+                    break
+                if dc == 1:
+                    self.npc -= 1
+                now = self.now()
+                if cfg.replay_policy == "original" and self._replay_lts and dc == 1:
+                    delay = msg.ts - self._replay_lts
+                    if delay > 1_000_000 and not self._replay_ready:
+                        self._hold(msg, dc, "replay", delay)
+                        break
+                self._replay_ready = False
+                self._replay_lts = msg.ts
+                if not self._send(msg, dc, now):
+                    break
+            if self.is_pull and self.waiting:
+                # Out of messages: one-shot (no_wait) requests that got some end
+                # here, but not when only max_ack_pending holds delivery back.
+                self._process_waiting(why is not None and why != "max_ack_pending")
+        finally:
+            broker.end()
+        if self.is_pull:
+            self._arm_waiting()
+
+    _replay_ready = False
+
+    def _hold(self, msg, dc, kind, delay_ns):
+        """Put ``msg`` back and continue after ``delay_ns`` (replay original)."""
+        self._unget(msg, dc)
+
+        def resume():
+            self._timers.pop(kind, None)
+            self._replay_ready = True
+            self.deliver_pending()
+        self._timers[kind] = self.clock.callLater(delay_ns / NANOS, resume)
+
+    def _unget(self, msg, dc):
+        if dc == 1:
+            self.npc += 1
+            self.sseq = msg.seq
+        else:
+            self.rdq[msg.seq] = True
+            self.rdq.move_to_end(msg.seq, last=False)
+            self.rdc[msg.seq] = dc - 2
+            if not self.rdc[msg.seq]:
+                del self.rdc[msg.seq]
+
+    def ack_reply(self, sseq, dseq, dc, ts, pending):
+        return b"$JS.ACK.%s.%s.%d.%d.%d.%d.%d" % (
+            self.stream.name.encode(), self.name.encode(), dc, sseq, dseq, ts, pending)
+
+    def _send(self, msg, dc, now):
+        cfg = self.config
+        pending = max(self.npc, 0)
+        reply = self.ack_reply(msg.seq, self.dseq, dc, msg.ts, pending)
+        hdr, data = msg.hdr, msg.data
+        if cfg.headers_only:
+            base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
+            hdr = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(data)
+            data = b""
+        sz = len(msg.subject) + len(reply) + len(hdr) + len(data)
+        if self.is_pull:
+            wr = self._next_waiting(sz)
+            if wr is None:
+                self._unget(msg, dc)
+                return False
+            dsubj = wr.reply
+            if wr.n > 0 and wr.hb:
+                wr.hbt = now + wr.hb
+        else:
+            dsubj = cfg.deliver_subject.encode()
+            if cfg.rate_limit_bps:
+                # A token bucket in bits per second: wait until this fits.
+                if self._rate_next > now:
+                    self._unget(msg, dc)
+                    self._hold_rate(self._rate_next - now)
+                    return False
+                self._rate_next = max(self._rate_next, now) + sz * 8 * NANOS // cfg.rate_limit_bps
+        dseq = self.dseq
+        self.dseq += 1
+        n = self.broker.deliver(dsubj, msg.subject, data, reply, hdr or None)
+        if self.maxpb:
+            self.pbytes += sz
+        if not self.ack_none:
+            p = self.pending.get(msg.seq)
+            if p is None:
+                self.pending[msg.seq] = [dseq, now]
+            else:
+                p[0], p[1] = dseq, now
+            self._arm_ack_timer()
+        else:
+            self.adflr, self.asflr = dseq, msg.seq
+            if self.stream.config.retention != "limits":
+                self.js.ack_msg(self.stream, self, msg.seq)
+        self.ldt = now
+        self.mark_dirty()
+        if not self.is_pull:
+            if n == 0:
+                self.active = False
+            if self.maxpb and self.fcid is None and self.pbytes > self.maxpb // 2:
+                self._send_flow_control()
+            self._arm_heartbeat()
+        return True
+
+    def _hold_rate(self, delay_ns):
+        def resume():
+            self._timers.pop("rate", None)
+            self.deliver_pending()
+        self._timers["rate"] = self.clock.callLater(delay_ns / NANOS, resume)
+
+    # -- push: interest, flow control, heartbeats --------------------------------
+
+    def _on_interest(self, subject):
+        if not self.active:
+            self.active = True
+            self.kick()
+
+    def _check_interest(self):
+        if not self.is_pull:
+            self.active = self.broker.sublist.has_interest(self.config.deliver_subject.encode())
+        return self.active
+
+    def _send_flow_control(self):
+        token = "".join("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[b % 62]
+                        for b in os.urandom(4))
+        reply = b"$JS.FC.%s.%s.%s" % (self.stream.name.encode(), self.name.encode(), token.encode())
+        self.fcid, self.fcsz = reply, self.pbytes
+        self.broker.deliver(self.config.deliver_subject.encode(), self.config.deliver_subject.encode(),
+                            b"", reply, _FC_REQUEST)
+
+    def _on_flow_control(self, sub, subject, reply, hdr_len, raw):
+        if subject != self.fcid:
+            return
+        self.pbytes = max(self.pbytes - self.fcsz, 0)
+        self.fcid, self.fcsz = None, 0
+        self.kick()
+
+    def _arm_heartbeat(self):
+        hb = self.config.idle_heartbeat
+        if self.is_pull or not hb or self.closed:
+            return
+        call = self._timers.get("hb")
+        if call is not None and call.active():
+            call.reset(hb / NANOS)
+        else:
+            self._timers["hb"] = self.clock.callLater(hb / NANOS, self._heartbeat)
+
+    def _heartbeat(self):
+        self._timers.pop("hb", None)
+        if self.closed:
+            return
+        if self._check_interest():
+            hdr = _HEARTBEAT % (self.dseq - 1, self.sseq - 1)
+            if self.fcid:
+                hdr = hdr[:-2] + b"Nats-Consumer-Stalled: %s\r\n\r\n" % self.fcid
+            dsubj = self.config.deliver_subject.encode()
+            self.broker.begin()
+            try:
+                self.broker.deliver(dsubj, dsubj, b"", None, hdr)
+            finally:
+                self.broker.end()
+        self._arm_heartbeat()
+
+    # -- pull requests ------------------------------------------------------------
+
+    def next_request(self, reply, body):
+        """``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``: nats-server's
+        processNextMsgRequest."""
+        if not reply:
+            return
+        cfg = self.config
+        now = self.now()
+        try:
+            req = CM.parse_next_request(body)
+        except CM.NextRequestError as e:
+            self._send_status(reply, e.header)
+            return
+        err = CM.next_request_error(req, cfg)
+        if err is not None:
+            self._send_status(reply, err.header)
+            return
+        batch, expires, max_bytes, no_wait, hb = (
+            req.batch, req.expires, req.max_bytes, req.no_wait, req.idle_heartbeat)
+        max_waiting = cfg.max_waiting or 512
+        if len(self.waiting) >= max_waiting:
+            self._process_waiting(False)
+        self.waiting_last = now
+        self._arm_inactivity()
+        if no_wait:
+            pending = self.compute_pending() + len(self.rdq)
+            if pending == 0 and not expires:
+                self._send_status(reply, _NO_MESSAGES)
+                return
+            if pending > 0:
+                wanted = sum(w.n for w in self.waiting)
+                if pending < wanted:
+                    self._send_status(reply, status(408, b"Requests Pending"))
+                    return
+        if len(self.waiting) >= max_waiting:
+            self._send_status(reply, status(409, b"Exceeded MaxWaiting"))
+            return
+        wr = WaitingRequest(reply, batch, max_bytes, now + expires if expires else 0,
+                            now, hb, no_wait)
+        self.waiting.append(wr)
+        self.deliver_pending()
+
+    def _send_status(self, reply, hdr):
+        self.broker.begin()
+        try:
+            self.broker.deliver(reply, reply, b"", None, hdr)
+        finally:
+            self.broker.end()
+
+    def _next_waiting(self, sz):
+        """nats-server's nextWaiting: the request the next message goes to."""
+        has_interest = self.broker.sublist.has_interest
+        now = self.now()
+        while self.waiting:
+            wr = self.waiting[0]
+            if wr.b > 0:
+                if sz <= wr.b:
+                    wr.b -= sz
+                    if wr.b == 0:
+                        wr.n = 1
+                else:
+                    self.waiting.popleft()
+                    self._send_status(wr.reply, _MAX_BYTES % (wr.n, wr.b))
+                    continue
+            if not wr.expires or now < wr.expires:
+                if has_interest(wr.reply):
+                    wr.d += 1
+                    wr.n -= 1
+                    self.waiting.popleft()
+                    if wr.n > 0:
+                        self.waiting.append(wr)
+                    return wr
+            else:
+                self.waiting.popleft()
+                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                continue
+            self.waiting.popleft()
+        return None
+
+    def _process_waiting(self, eos):
+        """Expire requests, drop those without interest, send heartbeats
+        (nats-server's processWaiting); ``eos``: no more messages for now, so
+        no_wait requests that got something end here."""
+        if not self.waiting:
+            return
+        has_interest = self.broker.sublist.has_interest
+        now = self.now()
+        keep = collections.deque()
+        for wr in self.waiting:
+            if (eos and wr.no_wait and wr.d > 0) or (wr.expires and now >= wr.expires):
+                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                continue
+            if not has_interest(wr.reply):
+                continue
+            if wr.hbt and now >= wr.hbt:
+                self._send_status(wr.reply, _HEARTBEAT % (self.dseq - 1, self.sseq - 1))
+                wr.hbt = now + wr.hb
+            keep.append(wr)
+        self.waiting = keep
+
+    def _arm_waiting(self):
+        """One timer for the earliest request expiry or heartbeat."""
+        call = self._timers.pop("wait", None)
+        if call is not None and call.active():
+            call.cancel()
+        if not self.waiting or self.closed:
+            return
+        at = 0
+        for wr in self.waiting:
+            for t in (wr.expires, wr.hbt):
+                if t and (not at or t < at):
+                    at = t
+        if not at:
+            return
+
+        def fire():
+            self._timers.pop("wait", None)
+            self.deliver_pending()
+            if self.waiting:
+                self._process_waiting(False)
+                self._arm_waiting()
+        self._timers["wait"] = self.clock.callLater(max((at - self.now()) / NANOS, 0), fire)
+
+    # -- acks ----------------------------------------------------------------------
+
+    def _on_ack(self, sub, subject, reply, hdr_len, raw):
+        tokens = subject.split(b".")
+        if len(tokens) != 9:
+            return
+        try:
+            dc, sseq, dseq = int(tokens[4]), int(tokens[5]), int(tokens[6])
+        except ValueError:
+            return
+        body = raw[hdr_len:].strip()
+        self.process_ack(sseq, dseq, dc, body, reply)
+
+    def process_ack(self, sseq, dseq, dc, body, reply=None):
+        confirm = True
+        if body in (b"", b"+ACK"):
+            self._ack(sseq, dseq)
+        elif body.startswith(b"-NAK"):
+            self._nak(sseq, body[4:].strip())
+        elif body.startswith(b"+WPI"):
+            p = self.pending.get(sseq)
+            if p is not None:
+                p[1] = self.now()
+                self.mark_dirty()
+            confirm = False
+        elif body.startswith(b"+NXT"):
+            self._ack(sseq, dseq)
+            if reply:
+                self.next_request(reply, body[4:].strip())
+            confirm = False
+        elif body.startswith(b"+TERM"):
+            self._term(sseq, dseq, dc, body[5:].strip())
+        else:
+            self._ack(sseq, dseq)
+        self.lat = self.now()
+        self._arm_inactivity()
+        if reply and confirm:
+            # The confirmation waits for the commit that makes the ack durable.
+            self.js.reply_after_commit(reply, b"")
+
+    def _ack(self, sseq, dseq):
+        policy = self.config.ack_policy
+        acked = []
+        if policy == "explicit":
+            p = self.pending.pop(sseq, None)
+            if p is not None:
+                dseq = p[0]
+                acked.append(sseq)
+            if not self.pending:
+                self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+            elif dseq == self.adflr + 1:
+                self.adflr, self.asflr = dseq, sseq
+                lo = min(self.pending)
+                ss = self.pending[lo]
+                self.adflr, self.asflr = ss[0] - 1, lo - 1
+            self.rdc.pop(sseq, None)
+            self.rdq.pop(sseq, None)
+        elif policy == "all":
+            if dseq <= self.adflr or sseq <= self.asflr:
+                return
+            for seq in [s for s in self.pending if s <= sseq]:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                self.rdq.pop(seq, None)
+                acked.append(seq)
+            gap_from = self.asflr + 1
+            self.adflr, self.asflr = dseq, sseq
+            acked = list(range(gap_from, sseq + 1))
+        else:
+            return
+        self.mark_dirty()
+        if self.stream.config.retention != "limits":
+            for seq in acked:
+                self.js.ack_msg(self.stream, self, seq)
+        self.kick()
+
+    def _nak(self, sseq, arg):
+        p = self.pending.get(sseq)
+        if p is None:
+            return
+        delay = 0
+        if arg:
+            try:
+                if arg.startswith(b"{"):
+                    delay = int(json.loads(arg).get("delay", 0))
+                else:
+                    delay = parse_duration(arg.decode())
+            except (ValueError, AttributeError):
+                delay = 0
+        if delay > 0:
+            # Redeliver once the delay has passed, by the ack timer.
+            p[1] = self.now() - self._ack_wait(sseq) + delay
+            self._arm_ack_timer()
+        else:
+            self.rdq[sseq] = True
+            self.kick()
+        self.mark_dirty()
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.%s.%s", {
+            "type": "io.nats.jetstream.advisory.v1.nak",
+            "stream": self.stream.name, "consumer": self.name,
+            "consumer_seq": p[0], "stream_seq": sseq, "deliveries": self.rdc.get(sseq, 0) + 1})
+
+    def _term(self, sseq, dseq, dc, reason):
+        if sseq not in self.pending:
+            return
+        self._ack(sseq, dseq)
+        event = {"type": "io.nats.jetstream.advisory.v1.terminated",
+                 "stream": self.stream.name, "consumer": self.name,
+                 "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
+        if reason:
+            event["reason"] = reason.decode(errors="replace")
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.%s.%s", event)
+
+    def needs_ack(self, seq, subject):
+        """Whether this consumer still needs ``seq`` (interest retention)."""
+        if not self.wants(subject):
+            return False
+        if self.config.ack_policy == "explicit":
+            if seq <= self.asflr:
+                return False
+            if seq >= self.sseq:
+                return True
+            return seq in self.pending
+        return seq > self.asflr
+
+    # -- ack wait ---------------------------------------------------------------------
+
+    def _ack_wait(self, sseq):
+        backoff = self.config.backoff
+        if backoff:
+            dc = self.rdc.get(sseq, 0)
+            return backoff[min(dc, len(backoff) - 1)]
+        return self.config.ack_wait or 30 * NANOS
+
+    def _arm_ack_timer(self):
+        if "ack" in self._timers or self.closed:
+            return
+        if not self.pending:
+            return
+        now = self.now()
+        at = min(p[1] + self._ack_wait(s) for s, p in self.pending.items())
+        self._timers["ack"] = self.clock.callLater(max((at - now) / NANOS, 0), self._check_pending)
+
+    def _check_pending(self):
+        """nats-server's checkPending: queue expired deliveries for redelivery."""
+        self._timers.pop("ack", None)
+        if self.closed:
+            return
+        first = self.stream.store.state().first_seq
+        now = self.now()
+        expired = []
+        for seq, p in list(self.pending.items()):
+            if seq < first or seq <= self.asflr:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                self.rdq.pop(seq, None)
+                if seq > self.asflr:
+                    self.asflr = seq
+                if p[0] > self.adflr:
+                    self.adflr = p[0]
+                self.mark_dirty()
+                continue
+            if now - p[1] >= self._ack_wait(seq) and seq not in self.rdq:
+                expired.append(seq)
+        if expired:
+            expired.sort()
+            off = now - self.pending[expired[0]][1]
+            for seq in expired:
+                self.rdq[seq] = True
+                self.pending[seq][1] += off
+            self.mark_dirty()
+            self.kick()
+        self._arm_ack_timer()
+
+    # -- purge, removal -------------------------------------------------------------------
+
+    def purged(self):
+        """The stream was purged: skip what is gone (nats-server's consumer.purge)."""
+        first = self.stream.store.state().first_seq
+        if self.sseq < first:
+            self.sseq = first
+        if self.asflr < first - 1:
+            self.asflr = first - 1
+            for seq in [s for s in self.pending if s <= self.asflr]:
+                d = self.pending.pop(seq)[0]
+                if d > self.adflr:
+                    self.adflr = d
+                self.rdc.pop(seq, None)
+        for seq in [s for s in self.rdq if s < self.sseq and s not in self.pending]:
+            del self.rdq[seq]
+        if self.lss:
+            self.lss = collections.deque(s for s in self.lss if s >= first) or None
+        self.mark_dirty()
+
+    # -- inactivity and pause --------------------------------------------------------------
+
+    def _arm_inactivity(self):
+        thresh = self.config.inactive_threshold
+        if not thresh or self.closed:
+            return
+        call = self._timers.get("inactive")
+        if call is not None and call.active():
+            call.reset(thresh / NANOS)
+        else:
+            self._timers["inactive"] = self.clock.callLater(thresh / NANOS, self._inactive_check)
+
+    def _inactive_check(self):
+        self._timers.pop("inactive", None)
+        if self.closed:
+            return
+        if self.is_pull:
+            idle = not self.waiting
+        else:
+            idle = not self._check_interest()
+        if idle:
+            self.js.delete_consumer(self.stream, self, reason="inactive")
+        else:
+            self._arm_inactivity()
+
+    def _arm_pause(self):
+        call = self._timers.pop("pause", None)
+        if call is not None and call.active():
+            call.cancel()
+        until = _ns_time(self.config.pause_until)
+        now = self.now()
+        if until and until > now and not self.closed:
+            def resume():
+                self._timers.pop("pause", None)
+                self.js.consumer_resumed(self)
+                self.kick()
+            self._timers["pause"] = self.clock.callLater((until - now) / NANOS, resume)
+
+    # -- advisories ----------------------------------------------------------------------------
+
+    def _advise(self, template, event):
+        self.js.advise(template % (self.stream.name, self.name), event)
+
+    def _advise_max_deliveries(self, seq, deliveries):
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", {
+            "type": "io.nats.jetstream.advisory.v1.max_deliver",
+            "stream": self.stream.name, "consumer": self.name,
+            "stream_seq": seq, "deliveries": deliveries})
+

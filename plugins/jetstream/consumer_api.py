@@ -1,0 +1,160 @@
+"""The ``$JS.API.CONSUMER.*`` request handlers (same conventions as
+:mod:`plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
+ApiError raised; ``_after_commit`` delays the reply until the commit)."""
+
+from plugins.jetstream import consumer_models as CM
+from plugins.jetstream import models as M
+
+
+def _stream(js, name):
+    s = js.streams.get(name)
+    if s is None:
+        raise M.stream_not_found()
+    return s
+
+
+def _consumer(stream, name):
+    c = stream.consumers.get(name)
+    if c is None:
+        raise M.consumer_not_found()
+    return c
+
+
+def info_object(js, stream, c):
+    i = c.info()
+    dc, ds, ldt = i["delivered"]
+    ac, as_, lat = i["ack_floor"]
+    return CM.make_consumer_info(
+        stream.name, c.name, c.config, c.created, ts=c.now(),
+        delivered=CM.SequenceInfo(consumer_seq=dc, stream_seq=ds, last_active=ldt or None),
+        ack_floor=CM.SequenceInfo(consumer_seq=ac, stream_seq=as_, last_active=lat or None),
+        num_ack_pending=i["num_ack_pending"], num_redelivered=i["num_redelivered"],
+        num_waiting=i["num_waiting"], num_pending=i["num_pending"],
+        push_bound=i["push_bound"])
+
+
+def _info(js, stream, c):
+    out = CM.consumer_info_json(info_object(js, stream, c))
+    out.pop("type", None)
+    return out
+
+
+def consumer_create(js, args, body, legacy=False):
+    key = ["CONSUMER", "DURABLE", "CREATE"] if legacy else ["CONSUMER", "CREATE"]
+    subject = "$JS.API." + ".".join(key + list(args))
+    stream = js.streams.get(args[0]) if args else None
+    consumers = {n: c.config for n, c in stream.consumers.items()} if stream else {}
+    dsubj = _deliver_subject(body)
+    cfg = CM.process_consumer_create(
+        subject, body, stream.config if stream else None, consumers,
+        max_consumers=stream.config.max_consumers if stream else 0,
+        deliver_subject_has_interest=bool(dsubj) and js.broker.sublist.has_interest(dsubj))
+    if cfg is None:
+        return None
+    name = cfg.durable_name or cfg.name
+    existing = stream.consumers.get(name) if name else None
+    if existing is not None:
+        if CM.consumer_config_json(existing.config) != CM.consumer_config_json(cfg):
+            existing.update_config(cfg)
+            js.save_consumer_config(existing)
+        out = _info(js, stream, existing)
+        out["_after_commit"] = True
+        return out
+    if not name:
+        # nats-server names an ephemeral but stores its config without the name.
+        name = CM.new_consumer_name(stream.consumers)
+    c = js.add_consumer(stream, name, cfg)
+    js.advise("$JS.EVENT.ADVISORY.CONSUMER.CREATED.%s.%s" % (stream.name, name),
+              {"type": "io.nats.jetstream.advisory.v1.consumer_action",
+               "stream": stream.name, "consumer": name, "action": "create"})
+    out = _info(js, stream, c)
+    out["_after_commit"] = True
+    return out
+
+
+def _deliver_subject(body):
+    """The request's deliver subject (for the interest check), if readable."""
+    try:
+        import json
+        v = json.loads(body)
+        return (v.get("config") or {}).get("deliver_subject", "").encode()
+    except (ValueError, AttributeError, TypeError):
+        return b""
+
+
+def consumer_durable_create(js, args, body):
+    return consumer_create(js, args, body, legacy=True)
+
+
+def consumer_info(js, args, body):
+    stream = _stream(js, args[0])
+    return _info(js, stream, _consumer(stream, args[1]))
+
+
+def consumer_delete(js, args, body):
+    stream = _stream(js, args[0])
+    c = _consumer(stream, args[1])
+    js.delete_consumer(stream, c)
+    return {"success": True, "_after_commit": True}
+
+
+def consumer_names(js, args, body):
+    req = CM.parse_consumers_request(body) if not M.is_empty_request(body) else CM.ConsumersRequest()
+    stream = _stream(js, args[0])
+    names = sorted(stream.consumers)
+    offset = max(req.offset or 0, 0)
+    page = names[offset:offset + M.JS_API_NAMES_LIMIT]
+    return {"total": len(names), "offset": offset, "limit": M.JS_API_NAMES_LIMIT,
+            "consumers": page}
+
+
+def consumer_list(js, args, body):
+    req = CM.parse_consumers_request(body) if not M.is_empty_request(body) else CM.ConsumersRequest()
+    stream = _stream(js, args[0])
+    names = sorted(stream.consumers)
+    offset = max(req.offset or 0, 0)
+    page = names[offset:offset + M.JS_API_LIST_LIMIT]
+    infos = []
+    for n in page:
+        out = CM.consumer_info_json(info_object(js, stream, stream.consumers[n]), dynamic=False)
+        infos.append(out)
+    return {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
+            "consumers": infos}
+
+
+def consumer_pause(js, args, body):
+    req = CM.parse_pause_request(body) if not M.is_empty_request(body) else CM.ConsumerPauseRequest()
+    stream = _stream(js, args[0])
+    c = _consumer(stream, args[1])
+    cfg = CM._clone(c.config)
+    cfg.pause_until = req.pause_until
+    c.update_config(cfg)
+    js.save_consumer_config(c)
+    resp = CM.pause_response(cfg.pause_until, c.now())
+    out = CM.consumer_response_json(resp)
+    out.pop("type", None)
+    paused = out.get("paused", False)
+    event = {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
+             "consumer": c.name, "paused": paused}
+    if paused:
+        event["pause_until"] = M.rfc3339(CM._time_ns(cfg.pause_until))
+    js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, c.name), event)
+    out["_after_commit"] = True
+    return out
+
+
+def consumer_leader_stepdown(js, args, body):
+    raise M.not_clustered()
+
+
+ROUTES = {
+    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response", 1),
+    ("CONSUMER", "DURABLE", "CREATE"): (consumer_durable_create, "consumer_create_response", 2),
+    ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response", 2),
+    ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response", 2),
+    ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response", 1),
+    ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", 1),
+    ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", 2),
+    ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
+                                         "consumer_leader_stepdown_response", 2),
+}
