@@ -112,6 +112,9 @@ _STORE_DELETE_ERRORS = {10057, 10043}
 # Extra fields nats-server includes even in error responses.
 _ERROR_EXTRAS = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
+    "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "consumer_pause_response": {"paused": False, "pause_until": M.ZERO_TIME},
 }
 
 

@@ -110,7 +110,8 @@ class Consumer:
         self.is_pull = not cfg.deliver_subject
         self.ack_none = cfg.ack_policy == "none"
         self.maxp = cfg.max_ack_pending if not self.ack_none else 0
-        self.pblimit = 64 * 1024 * 1024 if cfg.flow_control else 0
+        # A 2 MiB flow-control window (nats-server's maxpb = pblimit / 16).
+        self.pblimit = 32 * 1024 * 1024 if cfg.flow_control else 0
         self.maxpb = self.pblimit // 16
 
     def update_config(self, config):
@@ -224,8 +225,7 @@ class Consumer:
         if delete and self.is_pull:
             # Waiting requests learn the consumer is gone.
             for wr in self.waiting:
-                self._send_status(wr.reply, b"NATS/1.0 409 Consumer Deleted\r\n"
-                                  + _PENDING_T % (wr.n, wr.b))
+                self._send_status(wr.reply, status(409, b"Consumer Deleted"))
         self.waiting.clear()
 
     # -- state ----------------------------------------------------------------
@@ -390,6 +390,7 @@ class Consumer:
                     if not self.waiting:
                         break
                 else:
+                    # Flow control: a request past half the window, a stall past it.
                     if not self.active or (self.maxpb and self.pbytes > self.maxpb):
                         break
                 if "replay" in self._timers or "rate" in self._timers:
@@ -483,7 +484,9 @@ class Consumer:
             if p is None:
                 self.pending[msg.seq] = [dseq, now]
             else:
-                p[0], p[1] = dseq, now
+                # A redelivery keeps the original delivery sequence (the ack
+                # floor moves by those), as nats-server 2.15 does.
+                p[1] = now
             self._arm_ack_timer()
         else:
             self.adflr, self.asflr = dseq, msg.seq
@@ -528,6 +531,9 @@ class Consumer:
     def _on_flow_control(self, sub, subject, reply, hdr_len, raw):
         if subject != self.fcid:
             return
+        if self.maxpb < self.pblimit:
+            # Slow start: each answered request doubles the window.
+            self.maxpb = min(self.maxpb * 2, self.pblimit)
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = None, 0
         self.kick()
@@ -584,7 +590,7 @@ class Consumer:
         self.waiting_last = now
         self._arm_inactivity()
         if no_wait:
-            pending = self.compute_pending() + len(self.rdq)
+            pending = 0 if self._paused() else self.compute_pending() + len(self.rdq)
             if pending == 0 and not expires:
                 self._send_status(reply, _NO_MESSAGES)
                 return
@@ -648,7 +654,11 @@ class Consumer:
         now = self.now()
         keep = collections.deque()
         for wr in self.waiting:
-            if (eos and wr.no_wait and wr.d > 0) or (wr.expires and now >= wr.expires):
+            if eos and wr.no_wait and wr.d > 0:
+                # A one-shot request that got what there was (2.15 says 404 here).
+                self._send_status(wr.reply, _NO_MESSAGES)
+                continue
+            if wr.expires and now >= wr.expires:
                 self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
                 continue
             if not has_interest(wr.reply):
@@ -696,6 +706,8 @@ class Consumer:
         self.process_ack(sseq, dseq, dc, body, reply)
 
     def process_ack(self, sseq, dseq, dc, body, reply=None):
+        if sseq >= self.sseq and sseq not in self.pending:
+            return  # never delivered: ignored, and unanswered, as nats-server does
         confirm = True
         if body in (b"", b"+ACK"):
             self._ack(sseq, dseq)
@@ -706,7 +718,6 @@ class Consumer:
             if p is not None:
                 p[1] = self.now()
                 self.mark_dirty()
-            confirm = False
         elif body.startswith(b"+NXT"):
             self._ack(sseq, dseq)
             if reply:
@@ -773,8 +784,9 @@ class Consumer:
                 delay = 0
         if delay > 0:
             # Redeliver once the delay has passed, by the ack timer.
-            p[1] = self.now() - self._ack_wait(sseq) + delay
-            self._arm_ack_timer()
+            now = self.now()
+            p[1] = now - self._ack_wait(sseq) + delay
+            self._arm_ack_timer(now + delay)
         else:
             self.rdq[sseq] = True
             self.kick()
@@ -816,14 +828,25 @@ class Consumer:
             return backoff[min(dc, len(backoff) - 1)]
         return self.config.ack_wait or 30 * NANOS
 
-    def _arm_ack_timer(self):
-        if "ack" in self._timers or self.closed:
+    def _arm_ack_timer(self, at=None):
+        """One timer for the earliest ack deadline; ``at`` a new deadline that
+        may come before the armed one (a nak with a delay)."""
+        if self.closed or not self.pending:
             return
-        if not self.pending:
-            return
-        now = self.now()
-        at = min(p[1] + self._ack_wait(s) for s, p in self.pending.items())
-        self._timers["ack"] = self.clock.callLater(max((at - now) / NANOS, 0), self._check_pending)
+        call = self._timers.get("ack")
+        if call is not None:
+            if at is None or self._ack_at <= at:
+                return
+            call.cancel()
+        elif at is None:
+            at = min(p[1] + self._ack_wait(s) for s, p in self.pending.items())
+        else:
+            at = min(at, min(p[1] + self._ack_wait(s) for s, p in self.pending.items()))
+        self._ack_at = at
+        self._timers["ack"] = self.clock.callLater(max((at - self.now()) / NANOS, 0),
+                                                   self._check_pending)
+
+    _ack_at = 0
 
     def _check_pending(self):
         """nats-server's checkPending: queue expired deliveries for redelivery."""

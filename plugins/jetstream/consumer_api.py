@@ -128,6 +128,7 @@ def consumer_pause(js, args, body):
     c = _consumer(stream, args[1])
     cfg = CM._clone(c.config)
     cfg.pause_until = req.pause_until
+    CM.set_static_metadata(cfg)  # pausing raises the required API level
     c.update_config(cfg)
     js.save_consumer_config(c)
     resp = CM.pause_response(cfg.pause_until, c.now())
@@ -135,9 +136,8 @@ def consumer_pause(js, args, body):
     out.pop("type", None)
     paused = out.get("paused", False)
     event = {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
-             "consumer": c.name, "paused": paused}
-    if paused:
-        event["pause_until"] = M.rfc3339(CM._time_ns(cfg.pause_until))
+             "consumer": c.name, "paused": paused,
+             "pause_until": out.get("pause_until", M.ZERO_TIME)}
     js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, c.name), event)
     out["_after_commit"] = True
     return out

@@ -219,8 +219,19 @@ class JetStream:
                 c = stream.consumers.get(tokens[1].decode(errors="replace")) if stream else None
                 if c is not None:
                     c.next_request(reply, raw[hdr_len:])
+                    return
+            self.no_responders(subject, reply)
             return
         api.handle(self, subject, reply, raw[hdr_len:])
+
+    def no_responders(self, subject, reply):
+        """What a requester gets when nothing serves ``subject`` (a missing
+        consumer's MSG.NEXT has no subscriber in nats-server): a 503 status,
+        if its connection asked for no-responders replies."""
+        source = self.broker.route_source
+        if reply and source is not None and getattr(source, "no_responders", False):
+            self.broker.deliver(reply, reply, b"", None,
+                                b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % subject)
 
     # -- advisories ----------------------------------------------------------------
 
@@ -327,7 +338,9 @@ class JetStream:
     def consumer_resumed(self, c):
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
-                     "stream": c.stream.name, "consumer": c.name, "paused": False})
+                     "stream": c.stream.name, "consumer": c.name, "paused": False,
+                     "pause_until": M.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
+                     if c.config.pause_until else M.ZERO_TIME})
 
     def ack_msg(self, stream, consumer, seq):
         """A consumer is done with ``seq``: workqueue streams drop it now,
