@@ -259,3 +259,49 @@ def test_domain(kind, tmp_path):
     assert (m1.seq, m1.data) == (1, b"x1")
     assert raw.data == b"x1" and raw.headers["Nats-Subject"] == "dom.a"
     assert info.state.messages == 1
+
+
+def test_republish_and_subject_transform(js_server):
+    """Stored messages are republished with nats-server's headers (Nats-Last-Sequence
+    is the subject's previous sequence); the stream's subject transform applies
+    on ingest."""
+    async def main():
+        nc, js = await _conn(js_server)
+        try:
+            await nc.request("$JS.API.STREAM.CREATE.RP", b'{"name":"RP","subjects":["rp.>"],'
+                             b'"republish":{"src":"rp.*","dest":"rout.{{wildcard(1)}}"},'
+                             b'"subject_transform":{"src":"rp.b.*","dest":"rp.$1"}}', timeout=2)
+            await nc.request("$JS.API.STREAM.CREATE.RH", b'{"name":"RH","subjects":["rh.>"],'
+                             b'"republish":{"src":">","dest":"rhout.>","headers_only":true}}', timeout=2)
+            sub = await nc.subscribe("rout.>")
+            sub2 = await nc.subscribe("rhout.>")
+            await js.publish("rp.a", b"one", headers={"A": "1"})
+            await js.publish("rp.x", b"x")
+            await js.publish("rp.a", b"two")
+            await js.publish("rp.b.c", b"three")
+            await js.publish("rh.z", b"four")
+            got = []
+            for s, n in ((sub, 4), (sub2, 1)):
+                for _ in range(n):
+                    m = await s.next_msg(2)
+                    h = dict(m.headers or {})
+                    h.pop("Nats-Time-Stamp")
+                    got.append((m.subject, m.data, h))
+            last = await js.get_last_msg("RP", "rp.c")
+            return got, last
+        finally:
+            await nc.close()
+    got, last = run(main())
+    assert got == [
+        ("rout.a", b"one", {"A": "1", "Nats-Stream": "RP", "Nats-Subject": "rp.a",
+                            "Nats-Sequence": "1", "Nats-Last-Sequence": "0"}),
+        ("rout.x", b"x", {"Nats-Stream": "RP", "Nats-Subject": "rp.x", "Nats-Sequence": "2",
+                          "Nats-Last-Sequence": "0"}),
+        ("rout.a", b"two", {"Nats-Stream": "RP", "Nats-Subject": "rp.a", "Nats-Sequence": "3",
+                            "Nats-Last-Sequence": "1"}),
+        ("rout.c", b"three", {"Nats-Stream": "RP", "Nats-Subject": "rp.c", "Nats-Sequence": "4",
+                              "Nats-Last-Sequence": "0"}),
+        ("rhout.rh.z", b"", {"Nats-Stream": "RH", "Nats-Subject": "rh.z", "Nats-Sequence": "1",
+                             "Nats-Last-Sequence": "0", "Nats-Msg-Size": "4"}),
+    ]
+    assert (last.seq, last.data) == (4, b"three")

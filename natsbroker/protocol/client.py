@@ -156,6 +156,15 @@ class ClientProtocol(protocol.Protocol):
         self.host = getattr(peer, "host", "")
         self.port = getattr(peer, "port", 0)
         self.cid = b.next_cid()
+        # Like Go's net package (and so nats-server): no Nagle delay. Without it
+        # a reply written in a later turn than the data before it waits for the
+        # peer's delayed ACK (~40 ms).
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            try:
+                set_no_delay(True)
+            except OSError:
+                pass
         self.transport.registerProducer(self, True)
         # Plain TCP/UNIX transports are FileDescriptors that can write at once.
         self._write_now = getattr(self.transport, "doWrite", None)

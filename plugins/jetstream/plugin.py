@@ -131,6 +131,7 @@ class JetStream:
 
     def _add(self, stream):
         stream.on_change = self.schedule_commit
+        stream.publish = self.broker.publish
         self.streams[stream.name] = stream
         self._capture(stream)
         stream.schedule_expiry()

@@ -12,6 +12,7 @@ import time
 
 from natsbroker.godur import format_duration, parse_duration
 from natsbroker.protocol.wire import HeaderError, decode_headers
+from natsbroker.transform import SubjectTransform
 from natsbroker.store.base import msg_size
 
 from plugins.jetstream import errors as E
@@ -114,8 +115,8 @@ class Stream:
     """
 
     def __init__(self, config, store, created_ns, clock, now=None):
-        self.config = config
         self.store = store
+        self.config = config
         self.created = created_ns
         self.clock = clock
         self.now = now or time.time_ns
@@ -133,17 +134,38 @@ class Stream:
         # Called with each StoredMsg appended (consumers, feeds): after limits.
         self.on_stored = []
 
+    # Publishes republished copies (set by the plugin to IBroker.publish).
+    publish = None
+
+    @property
+    def config(self):
+        return self._config
+
+    @config.setter
+    def config(self, cfg):
+        self._config = cfg
+        # Compiled once per config: the subject transform applied on ingest and
+        # the republish mapping.
+        st = cfg.subject_transform
+        self._transform = (SubjectTransform.compile(st.src or ">", st.dest)
+                           if st is not None and st.dest else None)
+        rp = cfg.republish
+        self._republish = (SubjectTransform.compile(rp.src or ">", rp.dest)
+                           if rp is not None and rp.dest else None)
+
     @property
     def name(self):
-        return self.config.name
+        return self._config.name
 
     # -- publish ------------------------------------------------------------
 
     def accept(self, subject, hdr, data, ts=None):
         """Store one published message; returns ``(seq, duplicate)``."""
-        cfg = self.config
+        cfg = self._config
         if cfg.sealed:
             raise E.stream_sealed()
+        if self._transform is not None:
+            subject = self._transform.match(subject) or subject
         h = _headers(hdr) if hdr else _NO_HEADERS
         store = self.store
         msg_id = h.get(H_MSG_ID)
@@ -209,7 +231,15 @@ class Stream:
                 self._dedupe[msg_id] = (seq, ts)
                 self._last_msg_id = msg_id
             return seq, False
+        republish = self._republish
+        if republish is not None:
+            dest = republish.match(subject)
+            if dest is not None:
+                last = store.load_last(subject)
+                last_seq = last.seq if last is not None else 0
         seq = store.append(subject, hdr, data, ts)
+        if republish is not None and dest is not None and self.publish is not None:
+            self._republish_msg(dest, subject, hdr, data, seq, ts, last_seq)
         if msg_id is not None:
             self._dedupe[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
@@ -230,6 +260,18 @@ class Stream:
         if self.on_stored or self.consumers:
             self._stored(seq)
         return seq, False
+
+    def _republish_msg(self, dest, subject, hdr, data, seq, ts, last_seq):
+        """A copy to the republish destination, with the headers nats-server adds."""
+        from plugins.jetstream.models import rfc3339
+        base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
+        extra = (b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\n"
+                 b"Nats-Time-Stamp: %s\r\nNats-Last-Sequence: %d\r\n") % (
+            self.name.encode(), subject, seq, rfc3339(ts).encode(), last_seq)
+        if self._config.republish.headers_only:
+            extra += b"Nats-Msg-Size: %d\r\n" % len(data)
+            data = b""
+        self.publish(dest, data, headers=base + extra + b"\r\n")
 
     def has_interest(self, subject):
         """Whether any consumer's filter takes ``subject`` (interest retention)."""
