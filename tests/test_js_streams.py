@@ -288,6 +288,8 @@ def test_republish_and_subject_transform(js_server):
                     h.pop("Nats-Time-Stamp")
                     got.append((m.subject, m.data, h))
             last = await js.get_last_msg("RP", "rp.c")
+            await js.delete_stream("RP")
+            await js.delete_stream("RH")
             return got, last
         finally:
             await nc.close()
