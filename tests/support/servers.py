@@ -47,6 +47,11 @@ class ServerProcess:
             args += ["-p", "-1"]
         if not any(a in ("-a", "--addr", "-addr", "--net") for a in args):
             args += ["-a", "127.0.0.1"]
+        if any(a in ("-js", "--jetstream") for a in args) and not any(
+                a in ("-sd", "--store_dir") for a in args):
+            # nats-server's default store dir is shared under /tmp: give every
+            # process its own, so concurrent test runs cannot see each other.
+            args += ["-sd", os.path.join(self.dir, "store")]
         return base + args + ["--ports_file_dir", self.dir]
 
     def start(self, timeout=15):
