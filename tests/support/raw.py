@@ -1,7 +1,9 @@
 """A raw-socket NATS conversation: send bytes, read until PONG, EOF or a timeout."""
 
+import json
 import socket
 import time
+from collections import namedtuple
 
 
 class Conversation:
@@ -73,3 +75,110 @@ def exchange(port, data, chunks=None, marker=b"PONG\r\n", quiet=0.3):
         return out, c.closed
     finally:
         c.close()
+
+
+# -- a client that reads exact MSG/HMSG frames ---------------------------------
+
+Frame = namedtuple("Frame", "subject sid reply header payload")
+
+
+class Raw:
+    """A bare client connection: exact MSG/HMSG frames, header bytes included."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+        self._line()  # INFO
+        self.send(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
+                  b'"no_responders":true,"protocol":1}\r\nPING\r\n')
+        self.wait_pong()
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def sub(self, subject, sid):
+        self.send(b"SUB %s %d\r\n" % (subject.encode(), sid))
+
+    def pub(self, subject, body=b"", reply=None):
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        r = b" " + reply.encode() if reply else b""
+        self.send(b"PUB %s%s %d\r\n%s\r\n" % (subject.encode(), r, len(body), body))
+
+    def _fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        self.sock.settimeout(left)
+        try:
+            data = self.sock.recv(1 << 20)
+        except socket.timeout:
+            return False
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buf += data
+        return True
+
+    def _line(self, deadline=None):
+        deadline = deadline or time.monotonic() + 5
+        while b"\r\n" not in self.buf:
+            if not self._fill(deadline):
+                return None
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def _need(self, n, deadline):
+        while len(self.buf) < n:
+            if not self._fill(deadline):
+                return False
+        return True
+
+    def wait_pong(self, limit=5.0):
+        """Frames received before the PONG answering a fresh PING."""
+        self.send(b"PING\r\n")
+        return self.frames(until=None, limit=limit, stop_at_pong=True)
+
+    def frames(self, until=None, limit=3.0, stop_at_pong=False):
+        """Read frames until ``until(frames)`` is true, a PONG (if asked) or ``limit`` s."""
+        deadline = time.monotonic() + limit
+        out = []
+        while True:
+            if until is not None and until(out):
+                return out
+            line = self._line(deadline)
+            if line is None:
+                return out
+            if line == b"PONG":
+                if stop_at_pong:
+                    return out
+                continue
+            if line == b"PING":
+                self.send(b"PONG\r\n")
+                continue
+            if line.startswith((b"+OK", b"INFO")):
+                continue
+            if line.startswith(b"-ERR"):
+                raise AssertionError(line)
+            parts = line.split(b" ")
+            if parts[0] == b"MSG":
+                subject, sid = parts[1], parts[2]
+                reply = parts[3] if len(parts) == 5 else None
+                hlen, tlen = 0, int(parts[-1])
+            elif parts[0] == b"HMSG":
+                subject, sid = parts[1], parts[2]
+                reply = parts[3] if len(parts) == 6 else None
+                hlen, tlen = int(parts[-2]), int(parts[-1])
+            else:
+                raise AssertionError("unexpected line %r" % line)
+            if not self._need(tlen + 2, deadline + 5):
+                raise AssertionError("truncated frame")
+            body, self.buf = self.buf[:tlen], self.buf[tlen + 2:]
+            out.append(Frame(subject.decode(), int(sid), reply.decode() if reply else None,
+                             body[:hlen], body[hlen:]))
+
+
+def count(n, pred=lambda f: True):
+    return lambda frames: sum(1 for f in frames if pred(f)) >= n
