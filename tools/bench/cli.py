@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from .loadgen import BenchError
-from .scenarios import JS_WINDOW, SCENARIOS, run_scenario
+from .scenarios import (JS_BATCH, JS_MAX_ACK_PENDING, JS_WINDOW, SCENARIOS,
+                        prepare_scenario, run_scenario)
 from .servers import Server, default_candidate_cmd, find_nats_server, free_ports, fs_type
 
 ROLES = ("reference", "candidate")
@@ -41,7 +42,13 @@ def parse_args(argv=None):
                         "(overrides --msgs for them)")
     p.add_argument("--js-window", type=int, default=JS_WINDOW, metavar="K",
                    help=f"publishes without PubAck in flight in the js-window-* scenarios "
-                        f"(default {JS_WINDOW})")
+                        f"(default {JS_WINDOW}; also when filling the stream of js-pull/js-push)")
+    p.add_argument("--js-batch", type=int, default=JS_BATCH, metavar="K",
+                   help=f"messages per pull request (CONSUMER.MSG.NEXT batch) in js-pull-* "
+                        f"(default {JS_BATCH})")
+    p.add_argument("--js-max-ack-pending", type=int, default=JS_MAX_ACK_PENDING, metavar="K",
+                   help=f"max_ack_pending of the consumers in js-pull-*/js-push-* "
+                        f"(default {JS_MAX_ACK_PENDING})")
     p.add_argument("--store-dir", metavar="DIR",
                    help="parent directory of the fresh per-run JetStream store directories "
                         "(default: the system temp dir, $TMPDIR or /tmp). Use a real disk, "
@@ -98,6 +105,10 @@ def parse_args(argv=None):
         p.error("--size must be between 0 and 1048576")
     if not 1 <= args.js_window <= 1_000_000:
         p.error("--js-window must be between 1 and 1000000")
+    if not 1 <= args.js_batch <= 1_000_000:
+        p.error("--js-batch must be between 1 and 1000000")
+    if not 1 <= args.js_max_ack_pending <= 1_000_000:
+        p.error("--js-max-ack-pending must be between 1 and 1000000")
     if args.store_dir is not None and not os.path.isdir(args.store_dir):
         p.error(f"--store-dir {args.store_dir!r} is not a directory")
     if not 1 <= args.subs <= 64:
@@ -191,23 +202,32 @@ class Bench:
         """One measured run.  JetStream scenarios first restart the server
         with a fresh store (and the scenario's args) and, if n_warm, warm it
         up on a separate stream that is deleted again (not measured); core
-        scenarios make sure the server runs without extra args."""
+        scenarios make sure the server runs without extra args.  A
+        scenario's set-up run (js-pull/js-push: filling the stream) comes
+        before each of them and is not measured."""
         a = self.args
         srv = self.servers[role]
         sc = SCENARIOS[name]
-        opts = {"window": a.js_window}
+        opts = {"window": a.js_window, "batch": a.js_batch,
+                "max_ack_pending": a.js_max_ack_pending}
         if sc.jetstream:
             srv.restart(server_args=sc.server_args)
             if n_warm > 0:
                 try:
-                    run_scenario(sc, srv.port, n_warm, a.size, a.subs, a.workers, a.timeout,
-                                 a.idle_timeout, dict(opts, warmup=True))
+                    for step in (prepare_scenario, run_scenario):
+                        step(sc, srv.port, n_warm, a.size, a.subs, a.workers, a.timeout,
+                             a.idle_timeout, dict(opts, warmup=True))
                 except BenchError as e:
                     raise BenchError(f"warm-up: {e}") from None
         elif srv.server_args is not None:
             srv.restart()  # back to the plain server after a JetStream scenario
         if srv.proc is None or srv.proc.poll() is not None:
             raise BenchError(f"{role} server is not running")
+        try:
+            prepare_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
+                             a.idle_timeout, opts)
+        except BenchError as e:
+            raise BenchError(f"set-up: {e}") from None
         cpu0 = srv.cpu_seconds()
         t0 = time.monotonic()
         m = run_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
@@ -315,7 +335,8 @@ class Bench:
             "params": {"size": a.size, "subs": a.subs, "repeat": a.repeat, "stat": a.stat,
                        "warmup": a.warmup,
                        "workers": a.workers, "timeout_s": a.timeout,
-                       "js_window": a.js_window,
+                       "js_window": a.js_window, "js_batch": a.js_batch,
+                       "js_max_ack_pending": a.js_max_ack_pending,
                        "store_dir": store_parent(a), "store_fs": fs_type(store_parent(a)),
                        "scenarios": a.scenario_list,
                        "msgs": {n: msgs_for(a, n) for n in a.scenario_list}},
@@ -380,6 +401,9 @@ class Bench:
             fs = fs_type(parent)
             self.say(f"JetStream: servers restarted before every js-* run with a fresh store "
                      f"in {parent} ({fs}); PubAck window {a.js_window:,} (js-sync: 1)")
+            if any(sc.prepare is not None for sc in js):
+                self.say(f"  js-pull/js-push: stream filled before every run (not measured); "
+                         f"pull batch {a.js_batch:,}, max_ack_pending {a.js_max_ack_pending:,}")
             if fs in ("tmpfs", "ramfs"):
                 self.say("  note: the stores are on a RAM file system: fsync costs nothing; "
                          "use --store-dir on a real disk")
@@ -411,8 +435,8 @@ class Bench:
                 "-" if c[r] is None else f"{c[r]['cpu_us_per_msg']:.2f}" for r in ROLES))
         self.say(_table(rows, right=(2, 3, 4)))
         self.say("")
-        self.say("server CPU time per published message or round trip (lower is better; "
-                 "median of runs):")
+        self.say("server CPU time per published / consumed message or round trip "
+                 "(lower is better; median of runs):")
         self.say(_table(cpu_rows, right=(1, 2)))
         self.say("")
         for name, s in res["scenarios"].items():

@@ -23,6 +23,12 @@ Every worker speaks the NATS client protocol directly over a TCP socket:
     PubAck in flight, and checks that publish ``n`` was acked exactly once
     with ``{"stream":S,"seq":n+1}`` (so the seqs are exactly 1..N) and that
     ``STREAM.INFO`` reports N messages afterwards.
+  - js_consumer (JetStream): on a stream that a js_publisher run filled
+    before, creates a durable consumer with explicit acks (pull, or push to
+    a deliver subject), consumes and ``+ACK``s every message (pull: one
+    ``CONSUMER.MSG.NEXT`` batch request at a time), checks that the
+    deliveries are stream seqs 1..N in order without redeliveries, and
+    polls ``CONSUMER.INFO`` until the ack floor is N.
 
 Sockets are blocking with kernel-level timeouts (``SO_RCVTIMEO`` /
 ``SO_SNDTIMEO``) so that a timeout costs no extra ``poll()`` per call; every
@@ -641,12 +647,268 @@ def w_js_publisher(port, p, start_evt, report):
         conn.close()
 
 
+# -- JetStream consumers ----------------------------------------------------
+
+JS_PULL_EXPIRES_NS = 5_000_000_000  # "expires" of every CONSUMER.MSG.NEXT request
+
+
+def _hdr_status(hdr: bytes) -> tuple[int, str]:
+    """(code, text) of a ``NATS/1.0 <code> <text>`` header block; (0, '') if none."""
+    first = hdr.split(CRLF, 1)[0].split(None, 2)
+    if len(first) >= 2 and first[0] == b"NATS/1.0" and first[1].isdigit():
+        return int(first[1]), (first[2].decode(errors="replace") if len(first) > 2 else "")
+    return 0, ""
+
+
+def _js_consume(conn: Conn, stream: str, consumer: str, subject: str, payload: bytes,
+                count: int, prefix: str, batch: int = 0,
+                deliver: str | None = None) -> dict:
+    """Consume ``count`` messages from a fresh consumer and ack each one.
+
+    Pull (``batch`` > 0): one ``CONSUMER.MSG.NEXT`` request at a time, asking
+    for ``min(batch, left)`` messages with ``expires`` 5 s and a reply
+    subject of its own (``prefix + "p<k>"``, under the ``SUB prefix*``, sid
+    1); the next request goes out, together with the last acks, as soon as
+    the previous one has been filled (or ended with a 408).
+    Push (``deliver``): the consumer waits for interest, so the measured run
+    starts with ``SUB <deliver> 2``.
+
+    Every delivery must be ``MSG <subject> <sid> $JS.ACK.<stream>.<consumer>.
+    1.<sseq>.<dseq>...`` with the expected payload and sseq = dseq = the
+    number of messages delivered so far + 1 (one consumer on a stream holding
+    seqs 1..N: in order, no gaps, no duplicates, no redeliveries).  It is
+    acked with a plain ``PUB <reply> 4`` ``+ACK`` (no ack reply requested);
+    the acks of one read go out in one ``sendall``.  After the last delivery
+    ``CONSUMER.INFO`` is polled until the server reports all of them acked
+    (``num_ack_pending`` 0, ``ack_floor.stream_seq`` N).
+    Returns t0 (first request / SUB sent), t_delivered (last delivery read),
+    t1 (ack floor confirmed) and counters."""
+    sid = b"1" if batch else b"2"
+    subj_b, stream_b, cons_b = subject.encode(), stream.encode(), consumer.encode()
+    ack_head = b"$JS.ACK.%s.%s." % (stream_b, cons_b)
+    fast = re.compile(b"MSG " + re.escape(subj_b) + b" " + sid + b" ("
+                      + re.escape(ack_head) + rb"1\.(\d+)\.(\d+)\.\d+\.\d+) "
+                      + b"%d\r\n" % len(payload) + re.escape(payload) + CRLF).match
+    api_next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+    done = 0            # deliveries read (== acks sent after each read)
+    req_k = 0           # pull requests sent
+    req_left = 0        # messages the open pull request may still deliver
+    timeouts = 0        # pull requests that ended with 408 before being filled
+    pings = 0
+    buf = conn.buf
+
+    def where() -> str:
+        return (f"{done}/{count} delivered"
+                + (f", pull request #{req_k} open for {req_left} more" if batch else ""))
+
+    def deliver_one(reply: bytes, sseq: int, dseq: int) -> None:
+        nonlocal done, req_left
+        if batch:
+            if req_left <= 0:
+                raise BenchError(f"delivery of stream seq {sseq} with no pull request open "
+                                 f"({where()})")
+            req_left -= 1
+        done += 1
+        if sseq != done or dseq != done:
+            raise BenchError(f"delivery #{done} has stream seq {sseq}, delivery seq {dseq} "
+                             f"(expected both {done}): out of order, gap or duplicate")
+        acks.append(b"PUB %s 4\r\n+ACK\r\n" % reply)
+
+    def slow(parts: list, hdr: bytes, body: bytes) -> None:
+        nonlocal req_left, timeouts
+        subj = parts[1].decode(errors="replace")
+        reply = parts[3] if len(parts) == (6 if hdr else 5) else b""
+        if reply.startswith(b"$JS.ACK."):
+            toks = reply.split(b".")
+            # v1: $JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>
+            # v2: $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<dc>... (+ token)
+            i = 2 if len(toks) == 9 else 4 if len(toks) >= 11 else -1
+            if i < 0 or not all(t.isdigit() for t in toks[i + 2:i + 5]):
+                raise BenchError(f"malformed ack subject {reply[:200]!r} ({where()})")
+            if (toks[i], toks[i + 1]) != (stream_b, cons_b):
+                raise BenchError(f"delivery for another consumer: {reply[:200]!r}")
+            dc, sseq, dseq = (int(t) for t in toks[i + 2:i + 5])
+            if dc != 1:
+                raise BenchError(f"stream seq {sseq} redelivered (delivery count {dc}) "
+                                 f"({where()})")
+            if subj != subject or parts[2] != sid or body != payload or hdr:
+                raise BenchError(f"unexpected delivery (subject, sid, headers or payload): "
+                                 f"{b' '.join(parts)[:200]!r} {hdr[:100]!r} {body[:100]!r}")
+            deliver_one(reply, sseq, dseq)
+            return
+        code, text = _hdr_status(hdr) if hdr and not body else (0, "")
+        if batch and subj.startswith(prefix + "p") and code:
+            k = subj[len(prefix) + 1:]
+            if code == 100:
+                return  # idle heartbeat (not asked for, harmless)
+            if code == 408 and k == str(req_k) and req_left > 0:
+                timeouts += 1
+                req_left = 0  # the request is over; the loop sends the next one
+                return
+            raise BenchError(f"pull request #{k}: status {code} {text} "
+                             f"(current request #{req_k}; {where()})")
+        raise BenchError(f"unexpected message while consuming ({where()}): "
+                         f"{b' '.join(parts)[:200]!r} {hdr[:200]!r} {body[:200]!r}")
+
+    acks: list = []
+    t0 = time.monotonic()
+    if batch:
+        out = b""
+    else:
+        out = f"SUB {deliver} 2\r\n".encode()
+    for loops in range(1, 1 << 62):
+        if batch and req_left == 0 and done < count:
+            req_k += 1
+            req_left = min(batch, count - done)
+            body = b'{"batch":%d,"expires":%d}' % (req_left, JS_PULL_EXPIRES_NS)
+            out += pub_frame(api_next, body, reply=f"{prefix}p{req_k}")
+        if out:
+            conn.sendall(out, f"acking / requesting ({where()})")
+        if done >= count:
+            break
+        if (loops & 63) == 0:
+            conn.check_deadline(f"consuming ({where()})")
+        buf += conn.recv_some(f"waiting for deliveries ({where()})")
+        pos, end = 0, len(buf)
+        while pos < end:
+            m = fast(buf, pos)
+            if m is not None:
+                deliver_one(m.group(1), int(m.group(2)), int(m.group(3)))
+                pos = m.end()
+                continue
+            i = buf.find(CRLF, pos)
+            if i < 0:
+                if end - pos > 64 * 1024:
+                    raise BenchError(f"protocol line too long while consuming: "
+                                     f"{bytes(buf[pos:pos + 200])!r}")
+                break
+            line = bytes(buf[pos:i])
+            if line.startswith((b"MSG ", b"HMSG ")):
+                parts = line.split()
+                hmsg = parts[0] == b"HMSG"
+                if (len(parts) not in ((5, 6) if hmsg else (4, 5))
+                        or not parts[-1].isdigit() or (hmsg and not parts[-2].isdigit())):
+                    raise BenchError(f"malformed message line while consuming: {line[:200]!r}")
+                total = int(parts[-1])
+                hlen = int(parts[-2]) if hmsg else 0
+                stop = i + 2 + total
+                if stop + 2 > end:
+                    break  # the payload is not complete yet
+                if buf[stop:stop + 2] != CRLF or hlen > total:
+                    raise BenchError(f"malformed message while consuming: {line[:200]!r}")
+                slow(parts, bytes(buf[i + 2:i + 2 + hlen]), bytes(buf[i + 2 + hlen:stop]))
+                pos = stop + 2
+            elif line == b"PING":
+                pings += 1
+                acks.append(PONG)
+                pos = i + 2
+            elif line == b"+OK" or line.startswith(b"INFO "):
+                pos = i + 2
+            elif line.startswith(b"-ERR"):
+                raise BenchError(f"server error while consuming ({where()}): "
+                                 f"{line.decode(errors='replace')}")
+            else:
+                raise BenchError(f"unexpected line while consuming: {line[:200]!r}")
+        del buf[:pos]
+        out = b"".join(acks)
+        acks.clear()
+    t_delivered = time.monotonic()
+
+    # Acks are fire-and-forget: wait until the server has applied all of them.
+    api_info = f"$JS.API.CONSUMER.INFO.{stream}.{consumer}"
+    idle = (conn.idle_slices or 40) * IO_SLICE
+    last_floor, t_moved, polls = -1, time.monotonic(), 0
+    while True:
+        polls += 1
+        info = _js_api(conn, api_info, b"", prefix + "cinfo",
+                       f"checking consumer {consumer} ({count} delivered and acked)")
+        dlv, floor = info.get("delivered") or {}, info.get("ack_floor") or {}
+        if (dlv.get("stream_seq"), dlv.get("consumer_seq"), info.get("num_pending"),
+                info.get("num_redelivered")) != (count, count, 0, 0):
+            raise BenchError(f"consumer {consumer} after {count} deliveries: delivered "
+                             f"{json.dumps(dlv)}, num_pending {info.get('num_pending')}, "
+                             f"num_redelivered {info.get('num_redelivered')} (expected "
+                             f"seqs {count}, 0 pending, 0 redelivered)")
+        if info.get("num_ack_pending") == 0 and floor.get("stream_seq") == count:
+            if floor.get("consumer_seq") != count:
+                raise BenchError(f"consumer {consumer}: ack floor {json.dumps(floor)} "
+                                 f"(expected seqs {count})")
+            break
+        now = time.monotonic()
+        if floor.get("stream_seq") != last_floor:
+            last_floor, t_moved = floor.get("stream_seq"), now
+        elif now - t_moved > idle:
+            raise BenchError(f"consumer {consumer}: ack floor stuck at {json.dumps(floor)}, "
+                             f"num_ack_pending {info.get('num_ack_pending')} for "
+                             f"{idle:.0f}s after all {count} acks were sent")
+        conn.check_deadline(f"waiting for the ack floor to reach {count}")
+        time.sleep(0.001)
+    t1 = time.monotonic()
+    return {"t0": t0, "t_delivered": t_delivered, "t1": t1, "msgs": count,
+            "pull_requests": req_k, "pull_timeouts": timeouts, "info_polls": polls,
+            "server_pings": pings}
+
+
+def w_js_consumer(port, p, start_evt, report):
+    """Consume the p['count'] messages that the set-up run stored in stream
+    p['stream'] through a new durable consumer p['consumer'] (pull when
+    p['batch'] > 0, else push to a deliver subject), ack every message and
+    check the consumer's state; optionally delete the stream (warm-up)."""
+    deadline = time.monotonic() + p["timeout"]
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    try:
+        info = conn.handshake()
+        if not info.get("jetstream"):
+            raise BenchError('the server\'s INFO has no "jetstream":true: JetStream is not '
+                             "enabled (was it started with -js -sd DIR?)")
+        stream, name, count = p["stream"], p["consumer"], p["count"]
+        prefix = p["inbox"] + "."
+        conn.subscribe(prefix + "*", "1")
+        resp = _js_api(conn, f"$JS.API.STREAM.INFO.{stream}", b"", prefix + "info",
+                       f"checking stream {stream}")
+        state = resp.get("state") or {}
+        if (state.get("messages"), state.get("first_seq"), state.get("last_seq")) != (
+                count, 1, count):
+            raise BenchError(f"stream {stream} before consuming: state {json.dumps(state)} "
+                             f"(expected {count} messages, seqs 1..{count})")
+        deliver = None if p["batch"] else f"{p['inbox']}.dlv.{name}"
+        cfg = {"durable_name": name, "deliver_policy": "all", "ack_policy": "explicit",
+               "max_ack_pending": p["max_ack_pending"]}
+        if deliver:
+            cfg["deliver_subject"] = deliver
+        body = json.dumps({"stream_name": stream, "config": cfg}, separators=(",", ":"))
+        resp = _js_api(conn, f"$JS.API.CONSUMER.CREATE.{stream}.{name}", body.encode(),
+                       prefix + "ccreate", f"creating consumer {name}")
+        got = resp.get("config") or {}
+        if (got.get("durable_name"), got.get("ack_policy"), got.get("deliver_subject"),
+                got.get("max_ack_pending")) != (name, "explicit", deliver,
+                                                p["max_ack_pending"]):
+            raise BenchError(f"consumer create: unexpected config {json.dumps(got)[:300]}")
+        if resp.get("num_pending") != count or (resp.get("delivered") or {}).get("stream_seq"):
+            raise BenchError(f"consumer {name} not fresh: {json.dumps(resp)[:300]}")
+        payload = make_payload(p["size"])
+        report("ready", None)
+        _wait_start(conn, start_evt)
+        res = _js_consume(conn, stream, name, p["subject"], payload, count, prefix,
+                          batch=p["batch"], deliver=deliver)
+        if p.get("delete"):
+            resp = _js_api(conn, f"$JS.API.STREAM.DELETE.{stream}", b"", prefix + "delete",
+                           f"deleting stream {stream}")
+            if resp.get("success") is not True:
+                raise BenchError(f"stream delete failed: {json.dumps(resp)[:300]}")
+        conn.expect_nothing_more("JetStream consumer")
+        return res
+    finally:
+        conn.close()
+
+
 WORKERS = {
     "publisher": w_publisher,
     "subscriber": w_subscriber,
     "requester": w_requester,
     "responder": w_responder,
     "js_publisher": w_js_publisher,
+    "js_consumer": w_js_consumer,
 }
 
 

@@ -30,6 +30,10 @@ class Scenario:
     # with a fresh store before every run.  None: core NATS, server without
     # extra args.
     server_args: Callable[[str, Path], tuple] | None = None
+    # Unmeasured set-up run right before every run (warm-up and measured),
+    # same signature as specs (js-pull/js-push: fill the stream).  The
+    # server CPU time of a measured run does not include it.
+    prepare: Callable[[int, int, int, str, dict], list] | None = None
 
     @property
     def jetstream(self) -> bool:
@@ -91,7 +95,10 @@ JS_STREAM = "BENCH"
 JS_WARMUP_STREAM = "WARMUP"  # warm-up runs use their own stream, deleted afterwards
 JS_WINDOW = 1000             # publishes without PubAck in flight (--js-window)
 # Default messages per run: ~3-4 s each on nats-server 2.15 (2-core VM, ext4).
-JS_DEFAULT_MSGS = {"window": 250_000, "memory": 300_000, "sync": 20_000}
+JS_DEFAULT_MSGS = {"window": 250_000, "memory": 300_000, "sync": 20_000,
+                   "pull": 100_000, "push": 100_000}
+JS_BATCH = 100               # messages per pull request in js-pull-* (--js-batch)
+JS_MAX_ACK_PENDING = 1000    # consumers' max_ack_pending (--js-max-ack-pending)
 
 
 def _js_specs(storage, sync):
@@ -119,6 +126,43 @@ def _js_metrics(metric):
         return {metric: _rate(n, pub["t0"], pub["t1"]), "seconds": pub["t1"] - pub["t0"],
                 "client_cpu_s": pub.get("cpu")}
     return metrics
+
+
+def _js_fill_specs(storage):
+    """Set-up of the consumer scenarios: the stream filled by one publisher
+    (as in js-window-*, same checks), not deleted."""
+    def specs(n, size, subs, tag, opts=None):
+        spec = _js_specs(storage, False)(n, size, subs, tag, opts)
+        spec[0][1]["delete"] = False  # the warm-up's consumer run deletes it
+        return spec
+    return specs
+
+
+def _js_consumer_specs(pull):
+    def specs(n, size, subs, tag, opts=None):
+        opts = opts or {}
+        warm = opts.get("warmup", False)
+        return [("js_consumer", {
+            "stream": JS_WARMUP_STREAM if warm else JS_STREAM,
+            "consumer": "PULL" if pull else "PUSH",
+            "subject": "warmup.js" if warm else "bench.js",
+            "delete": warm,
+            "inbox": f"_INBOX.bench.{tag}",
+            "size": size, "count": n,
+            "batch": opts.get("batch", JS_BATCH) if pull else 0,
+            "max_ack_pending": opts.get("max_ack_pending", JS_MAX_ACK_PENDING),
+        })]
+    return specs
+
+
+def _js_consumer_metrics(n, subs, res):
+    c = res[-1]
+    # consumed: until CONSUMER.INFO confirms that every ack was applied;
+    # delivered: until the last message arrived (its ack not yet sent).
+    return {"consumed msgs/s": _rate(n, c["t0"], c["t1"]),
+            "delivered msgs/s": _rate(n, c["t0"], c["t_delivered"]),
+            "seconds": c["t1"] - c["t0"],
+            "client_cpu_s": c.get("cpu"), "pull_timeouts": c.get("pull_timeouts")}
 
 
 def _js_args(role, tmp: Path):
@@ -166,6 +210,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "(nats-server: its default, also lazy)",
              JS_DEFAULT_MSGS["sync"], _js_specs("file", True), _js_metrics("acks/s"),
              "acks/s", server_args=_js_args_lazy_candidate),
+    Scenario("js-pull", "JetStream pull consumer, file storage: fetch batches, ack each message",
+             JS_DEFAULT_MSGS["pull"], _js_consumer_specs(True), _js_consumer_metrics,
+             "consumed msgs/s", server_args=_js_args, prepare=_js_fill_specs("file")),
+    Scenario("js-push", "JetStream push consumer, file storage: ack each message",
+             JS_DEFAULT_MSGS["push"], _js_consumer_specs(False), _js_consumer_metrics,
+             "consumed msgs/s", server_args=_js_args, prepare=_js_fill_specs("file")),
+    Scenario("js-pull-memory", "js-pull, memory storage",
+             JS_DEFAULT_MSGS["pull"], _js_consumer_specs(True), _js_consumer_metrics,
+             "consumed msgs/s", server_args=_js_args, prepare=_js_fill_specs("memory")),
+    Scenario("js-push-memory", "js-push, memory storage",
+             JS_DEFAULT_MSGS["push"], _js_consumer_specs(False), _js_consumer_metrics,
+             "consumed msgs/s", server_args=_js_args, prepare=_js_fill_specs("memory")),
 ]}
 
 
@@ -179,3 +235,14 @@ def run_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
     specs = sc.specs(count, size, subs, tag, opts or {})
     results = run_workers(port, specs, mode, timeout, idle)
     return sc.metrics(count, subs, results)
+
+
+def prepare_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
+                     mode: str, timeout: float, idle: float | None = None,
+                     opts: dict | None = None) -> None:
+    """The scenario's unmeasured set-up run (if any) for a run with ``count``
+    messages and the same ``opts``; raises BenchError on failure."""
+    if sc.prepare is None:
+        return
+    tag = f"{os.getpid()}.{next(_run_ids)}"
+    run_workers(port, sc.prepare(count, size, subs, tag, opts or {}), mode, timeout, idle)
