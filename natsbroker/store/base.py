@@ -143,8 +143,9 @@ class Store:
         finish in a thread) but the stream is gone from :meth:`stream` at once."""
         raise NotImplementedError
 
-    def commit(self):
-        """Make every staged write durable (one sync for the whole turn)."""
+    def commit(self, sync=True):
+        """Make every staged write durable (one sync for the whole turn);
+        ``sync=False`` writes without waiting for the disk."""
         raise NotImplementedError
 
     @property

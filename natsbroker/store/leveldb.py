@@ -768,13 +768,16 @@ class LevelDBStore(Store):
             for n in os.listdir(self._trash_dir):
                 shutil.rmtree(os.path.join(self._trash_dir, n), True)
 
-    def commit(self):
+    def commit(self, sync=True):
+        """Write every staged batch; ``sync=False`` skips the fsync for a turn
+        whose writes back no acknowledgement (consumer progress, expiry)."""
         if not self._dirty_streams:
             return
         streams, self._dirty_streams = self._dirty_streams, set()
+        sync = self.sync and sync
         for i, st in enumerate(streams):
             try:
-                st._commit(self.sync)
+                st._commit(sync)
             except BaseException:
                 self._dirty_streams.update(s for s in streams if s._dirty)
                 raise

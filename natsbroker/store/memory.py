@@ -186,7 +186,7 @@ class MemoryStore(Store):
         st._store = {}
         return defer.succeed(True)
 
-    def commit(self):
+    def commit(self, sync=True):
         pass
 
     @property

@@ -234,7 +234,7 @@ class Consumer:
         return json.dumps({
             "delivered": [self.dseq - 1, self.sseq - 1],
             "ack_floor": [self.adflr, self.asflr],
-            "pending": [[s, d, t] for s, (d, t) in sorted(self.pending.items())],
+            "pending": [[s, d, t] for s, (d, t) in self.pending.items()],
             "redelivered": sorted(self.rdc.items()),
             "lss": list(self.lss) if self.lss else None,
             "lss_resume": self.lss_resume,
@@ -245,7 +245,7 @@ class Consumer:
         self.dseq = st["delivered"][0] + 1
         self.sseq = st["delivered"][1] + 1
         self.adflr, self.asflr = st["ack_floor"]
-        self.pending = {s: [d, t] for s, d, t in st["pending"]}
+        self.pending = {s: [d, t] for s, d, t in sorted(st["pending"])}
         self.rdc = {s: n for s, n in st["redelivered"]}
         if st.get("lss"):
             self.lss = collections.deque(st["lss"])
@@ -255,9 +255,11 @@ class Consumer:
             self.sseq = first
 
     def mark_dirty(self):
+        """The state changed: it is written within STATE_FLUSH (or with the
+        commit of an ack confirmation, which must not be sent before it)."""
         if not self.dirty:
             self.dirty = True
-        self.js.consumer_dirty(self)
+            self.js.consumer_dirty(self)
 
     # -- numbers for info ------------------------------------------------------
 
@@ -731,6 +733,7 @@ class Consumer:
         self._arm_inactivity()
         if reply and confirm:
             # The confirmation waits for the commit that makes the ack durable.
+            self.js.consumer_dirty(self, urgent=True)
             self.js.reply_after_commit(reply, b"")
 
     def _ack(self, sseq, dseq):
@@ -744,10 +747,10 @@ class Consumer:
             if not self.pending:
                 self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
             elif dseq == self.adflr + 1:
-                self.adflr, self.asflr = dseq, sseq
-                lo = min(self.pending)
-                ss = self.pending[lo]
-                self.adflr, self.asflr = ss[0] - 1, lo - 1
+                # ``pending`` keeps first-delivery order, which is stream order:
+                # its first key is the lowest outstanding sequence.
+                lo = next(iter(self.pending))
+                self.adflr, self.asflr = self.pending[lo][0] - 1, lo - 1
             self.rdc.pop(sseq, None)
             self.rdq.pop(sseq, None)
         elif policy == "all":

@@ -63,6 +63,8 @@ class JetStream:
         self._acks = []  # (reply, payload) waiting for the commit
         self._commit_call = None
         self._dirty_consumers = set()  # consumers whose state the commit writes
+        self._lazy_consumers = set()  # ... and those written by the next flush
+        self._flush_call = None
         self._kicked = []  # consumers to run after the commit
         self.api_total = 0
         self.api_errors = 0
@@ -95,6 +97,11 @@ class JetStream:
         log.info("Starting JetStream: {n} stream(s) in {dir}", n=len(self.streams), dir=root)
 
     def stop(self):
+        if self._flush_call is not None and self._flush_call.active():
+            self._flush_call.cancel()
+        self._flush_call = None
+        self._dirty_consumers |= self._lazy_consumers
+        self._lazy_consumers = set()
         self.commit()
         for sub in self._api_subs:
             self.broker.unsubscribe(sub)
@@ -158,7 +165,10 @@ class JetStream:
 
     # -- publish & group commit ------------------------------------------------
 
+    _stored = False
+
     def publish(self, stream, subject, reply, hdr, data):
+        self._stored = True
         try:
             seq, dup = stream.accept(subject, hdr, data)
         except M.ApiError as e:
@@ -184,7 +194,11 @@ class JetStream:
                 c.dirty = False
                 if not c.closed:
                     c.stream.store.put_meta(consumer_key(c.name, b"state"), c.state_json())
-        self.file_store.commit()
+        # Sync when something waits on it (acks, API replies) or messages were
+        # stored (consumers deliver only what is on disk); consumer progress
+        # alone is written without waiting for the disk.
+        self.file_store.commit(sync=bool(self._acks) or self._stored)
+        self._stored = False
         acks, self._acks = self._acks, []
         kicked, self._kicked = self._kicked, []
         if not acks and not kicked:
@@ -301,7 +315,7 @@ class JetStream:
             self.save_consumer_config(c)
             stream.store.put_meta(consumer_key(name, b"created"), str(c.created).encode())
         c.start(state)
-        self.consumer_dirty(c)
+        self.consumer_dirty(c, urgent=True)
         return c
 
     def save_consumer_config(self, c):
@@ -315,6 +329,7 @@ class JetStream:
         for part in (b"config", b"state", b"created"):
             stream.store.del_meta(consumer_key(c.name, part))
         self._dirty_consumers.discard(c)
+        self._lazy_consumers.discard(c)
         if stream.config.retention == "interest":
             # Messages only this consumer still needed go with it.
             st = stream.store.state()
@@ -328,9 +343,27 @@ class JetStream:
                      "stream": stream.name, "consumer": c.name, "action": "delete"})
         self.schedule_commit()
 
-    def consumer_dirty(self, c):
-        self._dirty_consumers.add(c)
-        self.schedule_commit()
+    # Consumer progress nobody waits on is written at most this late (seconds):
+    # a crash may then redeliver up to that much, never lose a message.
+    STATE_FLUSH = 0.1
+
+    def consumer_dirty(self, c, urgent=False):
+        if urgent:
+            self._lazy_consumers.discard(c)
+            self._dirty_consumers.add(c)
+            self.schedule_commit()
+            return
+        if c not in self._dirty_consumers:
+            self._lazy_consumers.add(c)
+            if self._flush_call is None:
+                self._flush_call = self.broker.reactor.callLater(self.STATE_FLUSH,
+                                                                 self._flush_consumers)
+
+    def _flush_consumers(self):
+        self._flush_call = None
+        self._dirty_consumers |= self._lazy_consumers
+        self._lazy_consumers = set()
+        self.commit()
 
     def consumer_kicked(self, c):
         self._kicked.append(c)
@@ -385,6 +418,7 @@ class JetStream:
         for c in list(stream.consumers.values()):
             c.stop(delete=True)
             self._dirty_consumers.discard(c)
+            self._lazy_consumers.discard(c)
         stream.consumers.clear()
         stream.stop()
         for sub in self._subs.pop(stream.name, ()):
