@@ -62,6 +62,18 @@ class JetStreamConfig:
 
 
 @attrs.define
+class ChangeFeedConfig:
+    """The change-feed plugin: every stream mutation as JSON Lines files."""
+
+    enabled: bool = False
+    dir: str = ""  # empty: <store_dir>/changefeed
+    streams: list = attrs.field(factory=list)  # stream names (wildcard *); empty: all
+    max_file_size: int = 16 * 1024 * 1024  # roll a file at this size...
+    max_file_age: float = 5.0  # ...or this many seconds after its first record
+    retention: float = 0.0  # seconds completed files are kept; 0: forever
+
+
+@attrs.define
 class ClusterConfig:
     name: str = ""
     host: str = ""
@@ -101,6 +113,7 @@ class ServerConfig:
     ports_file_dir: str = ""
     # Subsystems
     jetstream: JetStreamConfig = attrs.field(factory=JetStreamConfig)
+    changefeed: ChangeFeedConfig = attrs.field(factory=ChangeFeedConfig)
     cluster: ClusterConfig = attrs.field(factory=ClusterConfig)
     # Extra broker plugins named as "module:object".
     plugins: list = attrs.field(factory=list)

@@ -321,6 +321,23 @@ def _jetstream(ld, v, at, out):
         raise BadValue(f'expected true/false, "enabled"/"disabled" or a block, got {_show(v)}')
 
 
+def _changefeed(ld, v, at, out):
+    if isinstance(v, bool):
+        out["changefeed"] = {"enabled": v}
+    elif isinstance(v, dict):
+        out["changefeed"] = {"enabled": True, **ld.block(v, _CHANGEFEED, at)}
+    else:
+        raise BadValue(f"expected true/false or a block, got {_show(v)}")
+
+
+def _strings(v):
+    if isinstance(v, str):
+        return [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise BadValue(f"expected a string or an array of strings, got {_show(v)}")
+    return list(v)
+
+
 def _sync(ld, v, at, out):
     if isinstance(v, str) and v.lower() == "always":
         out.update(sync_always=True, sync_interval=0.0)
@@ -372,6 +389,17 @@ _JETSTREAM = _table(
     }
 )
 
+_CHANGEFEED = _table(
+    {
+        "enabled enable": _set("enabled", _boolean),
+        "dir directory": _set("dir", _string),
+        "streams": _set("streams", _strings),
+        "max_file_size max_file_bytes": _set("max_file_size", _size),
+        "max_file_age": _set("max_file_age", _duration),
+        "retention retain": _set("retention", _duration),
+    }
+)
+
 _CLUSTER = _table(
     {
         "name": _set("name", _string),
@@ -409,6 +437,7 @@ _SERVER = _table(
         "pid_file pidfile": _set("pid_file", _string),
         "ports_file_dir": _set("ports_file_dir", _string),
         "jetstream": _jetstream,
+        "changefeed change_feed": _changefeed,
         "cluster": _cluster,
         "plugins": _set("plugins", _plugins),
         "tls https https_port": _refuse("TLS"),

@@ -172,6 +172,30 @@ class IBroker(Interface):
         """The started plugin called ``name``, or ``None``."""
 
 
+class IStreamEvents(Interface):
+    """Offered by a plugin that stores streams (JetStream): a way to watch
+    every mutation of them and to read them back, for plugins such as the
+    change feed. Reach it with ``broker.plugin(name)`` and ``providedBy``."""
+
+    def add_stream_observer(observer):
+        """Call ``observer(event)`` with a ``natsbroker.store.base.StreamEvent``
+        for every stream mutation, in the reactor thread, as it is staged (the
+        group commit that makes it durable follows in the same turn)."""
+
+    def remove_stream_observer(observer):
+        """Stop calling ``observer``."""
+
+    def stream_names():
+        """Names of the streams, sorted."""
+
+    def stream_created(name):
+        """The creation time (ns) of stream ``name``, or ``None`` if there is none."""
+
+    def read_stream(name, seq):
+        """The first stored message (a ``StoredMsg``) of stream ``name`` with a
+        sequence of at least ``seq``, or ``None``."""
+
+
 class IBrokerPluginFactory(Interface):
     """What the ``plugins`` drop-in package exposes: makes a plugin per server.
 

@@ -25,6 +25,29 @@ class StoredMsg:
     ts: int  # ns since epoch
 
 
+@attrs.frozen
+class StreamEvent:
+    """One mutation of a stream, as IStreamEvents observers see it.
+
+    ``op``: ``put`` (``msg`` stored), ``delete`` (``msg`` removed; ``reason``
+    api, limit, max_age, ttl, ack, interest), ``purge`` (``purge`` is
+    ``(filter, upto_seq, keep)``; ``reason`` api or rollup), ``stream_create``,
+    ``stream_update`` (``config``: the config JSON dict), ``stream_delete``.
+    ``seq``: the message's sequence, or the stream's last sequence for
+    purges and stream-level events; ``ts`` ns: the message's stamp for a put,
+    the time of the event otherwise.
+    """
+    stream: str
+    stream_created: int
+    op: str
+    seq: int
+    ts: int
+    reason: str = None
+    msg: StoredMsg = None
+    purge: tuple = None
+    config: dict = None
+
+
 @attrs.define
 class StreamState:
     msgs: int = 0

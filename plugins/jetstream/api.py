@@ -251,8 +251,8 @@ def stream_purge(js, args, body):
         raise M.stream_sealed()
     if req.seq and req.keep:
         raise M.bad_request()
-    n = stream.store.purge(subject=req.filter.encode() if req.filter else None,
-                           seq=req.seq or None, keep=req.keep or None)
+    n = stream.purge("api", subject=req.filter.encode() if req.filter else None,
+                     seq=req.seq or None, keep=req.keep or None)
     stream.forget_removed()
     for c in stream.consumers.values():
         c.purged()
@@ -328,7 +328,7 @@ def stream_msg_delete(js, args, body):
         raise M.msg_delete_not_found()
     if seq > st.last_seq:
         raise M.msg_delete_store_eof()
-    if not stream.store.remove(seq, erase=not req.no_erase):
+    if not stream.remove(seq, "api", erase=not req.no_erase):
         raise M.sequence_not_found(seq)
     return {"success": True, "_after_commit": True}
 

@@ -15,7 +15,7 @@ import os
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
@@ -49,7 +49,7 @@ META_CONFIG = b"config"
 META_CREATED = b"created"
 
 
-@implementer(IBrokerPlugin)
+@implementer(IBrokerPlugin, IStreamEvents)
 class JetStream:
     name = "jetstream"
 
@@ -66,6 +66,7 @@ class JetStream:
         self._lazy_consumers = set()  # ... and those written by the next flush
         self._flush_call = None
         self._kicked = []  # consumers to run after the commit
+        self._observers = []  # IStreamEvents observers, shared with every Stream
         self.api_total = 0
         self.api_errors = 0
         self.file_store = None
@@ -137,6 +138,7 @@ class JetStream:
         self._load_consumers(stream)
 
     def _add(self, stream):
+        stream.observers = self._observers
         stream.on_change = self.schedule_commit
         stream.publish = self.broker.publish
         self.streams[stream.name] = stream
@@ -304,6 +306,7 @@ class JetStream:
         ss.put_meta(META_CREATED, str(created).encode())
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
+        stream.emit("stream_create", 0, created, config=M.stream_config_json(cfg))
         return stream
 
     # -- consumers -----------------------------------------------------------------
@@ -336,7 +339,7 @@ class JetStream:
             msg = stream.store.load_next(max(c.asflr + 1, st.first_seq))
             while msg is not None:
                 if not any(o.needs_ack(msg.seq, msg.subject) for o in stream.consumers.values()):
-                    stream.store.remove(msg.seq)
+                    stream.remove(msg.seq, "interest")
                 msg = stream.store.load_next(msg.seq + 1)
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.DELETED.%s.%s" % (stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_action",
@@ -381,7 +384,7 @@ class JetStream:
         interest streams once no other consumer needs it."""
         retention = stream.config.retention
         if retention == "workqueue":
-            stream.store.remove(seq)
+            stream.remove(seq, "ack")
         elif retention == "interest":
             msg = stream.store.load(seq)
             if msg is None:
@@ -389,7 +392,7 @@ class JetStream:
             for c in stream.consumers.values():
                 if c is not consumer and c.needs_ack(seq, msg.subject):
                     return
-            stream.store.remove(seq)
+            stream.remove(seq, "ack")
 
     def _load_consumers(self, stream):
         ss = stream.store
@@ -411,6 +414,8 @@ class JetStream:
         stream.config = cfg
         stream.store.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
         self._capture(stream)
+        stream.emit("stream_update", stream.store.state().last_seq, now_ns(),
+                    config=M.stream_config_json(cfg))
         stream.enforce_limits()
         stream.schedule_expiry()
 
@@ -421,10 +426,31 @@ class JetStream:
             self._lazy_consumers.discard(c)
         stream.consumers.clear()
         stream.stop()
+        stream.emit("stream_delete", stream.store.state().last_seq, now_ns())
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)
         del self.streams[stream.name]
         return self.store_for(stream.config).delete_stream(stream.name)
+
+    # -- IStreamEvents ---------------------------------------------------------------
+
+    def add_stream_observer(self, observer):
+        self._observers.append(observer)
+
+    def remove_stream_observer(self, observer):
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    def stream_names(self):
+        return sorted(self.streams)
+
+    def stream_created(self, name):
+        s = self.streams.get(name)
+        return s.created if s is not None else None
+
+    def read_stream(self, name, seq):
+        s = self.streams.get(name)
+        return s.store.load_next(seq) if s is not None else None
 
     # -- monitoring ----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import time
 from natsbroker.godur import format_duration, parse_duration
 from natsbroker.protocol.wire import HeaderError, decode_headers
 from natsbroker.transform import SubjectTransform
-from natsbroker.store.base import msg_size
+from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
 
 from plugins.jetstream import errors as E
 
@@ -133,6 +133,8 @@ class Stream:
         self.consumers = {}
         # Called with each StoredMsg appended (consumers, feeds): after limits.
         self.on_stored = []
+        # IStreamEvents observers (shared with the plugin): every mutation.
+        self.observers = ()
 
     # Publishes republished copies (set by the plugin to IBroker.publish).
     publish = None
@@ -238,15 +240,17 @@ class Stream:
                 last = store.load_last(subject)
                 last_seq = last.seq if last is not None else 0
         seq = store.append(subject, hdr, data, ts)
+        if self.observers:
+            self.emit("put", seq, ts, msg=StoredMsg(seq, subject, hdr or b"", data, ts))
         if republish is not None and dest is not None and self.publish is not None:
             self._republish_msg(dest, subject, hdr, data, seq, ts, last_seq)
         if msg_id is not None:
             self._dedupe[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
         if rollup == b"sub":
-            store.purge(subject=subject, seq=seq)
+            self.purge("rollup", subject=subject, seq=seq)
         elif rollup == b"all":
-            store.purge(seq=seq)
+            self.purge("rollup", seq=seq)
         self.enforce_limits(subject)
         if ttl > 0:
             deadline = ts + ttl * NANOS
@@ -272,6 +276,32 @@ class Stream:
             extra += b"Nats-Msg-Size: %d\r\n" % len(data)
             data = b""
         self.publish(dest, data, headers=base + extra + b"\r\n")
+
+    # -- mutations seen by observers ------------------------------------------
+
+    def emit(self, op, seq, ts, **kw):
+        event = StreamEvent(self.name, self.created, op, seq, ts, **kw)
+        for observer in self.observers:
+            observer(event)
+
+    def remove(self, seq, reason, erase=False):
+        """Remove one message, telling observers why. True if it existed."""
+        if not self.observers:
+            return self.store.remove(seq, erase=erase)
+        msg = self.store.load(seq)
+        if msg is None or not self.store.remove(seq, erase=erase):
+            return False
+        self.emit("delete", seq, self.now(), reason=reason, msg=msg)
+        return True
+
+    def purge(self, reason, subject=None, seq=None, keep=None):
+        """Purge (as StreamStore.purge), telling observers; returns the count."""
+        n = self.store.purge(subject=subject, seq=seq, keep=keep)
+        if self.observers:
+            filt = subject.decode(errors="replace") if subject else None
+            self.emit("purge", self.store.state().last_seq, self.now(), reason=reason,
+                      purge=(filt, seq, keep))
+        return n
 
     def has_interest(self, subject):
         """Whether any consumer's filter takes ``subject`` (interest retention)."""
@@ -359,7 +389,7 @@ class Stream:
         # policy (discard_new_per_subject refused the publish earlier instead).
         if subject is not None and cfg.max_msgs_per_subject > 0:
             while store.count_subject(subject) > cfg.max_msgs_per_subject:
-                store.remove(store.first_seq_of_subject(subject))
+                self.remove(store.first_seq_of_subject(subject), "limit")
         if cfg.discard == "new" or (cfg.max_msgs <= 0 and cfg.max_bytes <= 0):
             return
         state = store.state()
@@ -373,7 +403,7 @@ class Stream:
     def _remove_first(self, state):
         msg = self.store.load_next(state.first_seq)
         if msg is not None:
-            self.store.remove(msg.seq)
+            self.remove(msg.seq, "limit")
 
     # -- expiry (max_age, per-message TTL, subject delete markers) -------------
 
@@ -426,7 +456,7 @@ class Stream:
             _, seq = heapq.heappop(heap)
             msg = store.load(seq)
             if msg is not None:
-                store.remove(seq)
+                self.remove(seq, "ttl")
                 removed.append(msg)
         max_age = self.config.max_age
         if max_age > 0:
@@ -436,7 +466,7 @@ class Stream:
             msg = store.load_next(seq)
             while msg is not None and msg.ts <= cutoff:
                 if msg.seq not in never:
-                    store.remove(msg.seq)
+                    self.remove(msg.seq, "max_age")
                     removed.append(msg)
                 self._age_cursor = msg.seq + 1
                 msg = store.load_next(msg.seq + 1)
@@ -460,6 +490,8 @@ class Stream:
                 continue
             done.add(subj)
             seq = store.append(subj, hdr, b"", now)
+            if self.observers:
+                self.emit("put", seq, now, msg=StoredMsg(seq, subj, hdr, b"", now))
             self.enforce_limits(subj)
             heapq.heappush(self._ttl_heap, (now + secs * NANOS, seq))
             if self.on_stored or self.consumers:
