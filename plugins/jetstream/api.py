@@ -11,6 +11,7 @@ import base64
 
 from plugins.jetstream import consumer_api
 from plugins.jetstream import models as M
+from plugins.jetstream import snapshot
 
 TYPE = "io.nats.jetstream.api.v1.%s"
 
@@ -112,9 +113,11 @@ _STORE_DELETE_ERRORS = {10057, 10043}
 # Extra fields nats-server includes even in error responses.
 _ERROR_EXTRAS = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
+    "stream_purge_response": {"purged": 0},
     "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_pause_response": {"paused": False, "pause_until": M.ZERO_TIME},
+    **snapshot.ERROR_EXTRAS,
 }
 
 
@@ -245,10 +248,10 @@ def stream_delete(js, args, body):
 def stream_purge(js, args, body):
     req = _req(body, M.StreamPurgeRequest)
     stream = _stream(js, args[0])
-    if stream.config.deny_purge:
-        raise M.stream_purge_not_permitted()
     if stream.config.sealed:
         raise M.stream_sealed()
+    if stream.config.deny_purge:
+        raise M.stream_purge_not_permitted()
     if req.seq and req.keep:
         raise M.bad_request()
     n = stream.purge("api", subject=req.filter.encode() if req.filter else None,
@@ -318,10 +321,10 @@ def stream_msg_get(js, args, body):
 def stream_msg_delete(js, args, body):
     req = _req(body, M.MsgDeleteRequest)
     stream = _stream(js, args[0])
-    if stream.config.deny_delete:
-        raise M.stream_msg_delete_not_permitted()
     if stream.config.sealed:
         raise M.stream_sealed()
+    if stream.config.deny_delete:
+        raise M.stream_msg_delete_not_permitted()
     seq = req.seq or 0
     st = stream.store.state()
     if seq <= 0 or seq < st.first_seq:
@@ -344,6 +347,7 @@ def stream_peer_remove(js, args, body):
 
 _ROUTES = {
     **consumer_api.ROUTES,
+    **snapshot.ROUTES,
     ("INFO",): (account_info, "account_info_response", None),
     ("STREAM", "CREATE"): (stream_create, "stream_create_response", 1),
     ("STREAM", "UPDATE"): (stream_update, "stream_update_response", 1),

@@ -22,6 +22,7 @@ from natsbroker.store.memory import MemoryStore
 from plugins.jetstream import api
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import models as M
+from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
 from plugins.jetstream.stream import Stream, now_ns
 
@@ -91,6 +92,7 @@ class JetStream:
             self._lazy_sync.start(self.js.sync_interval, now=False)
         for name in self.file_store.stream_names():
             self._load(name, self.file_store)
+        snapshot.cleanup_orphans(self)
         broker.add_info_field("jetstream", True)
         for p in self._api_prefixes():
             self._api_subs.append(broker.subscribe(p + b">", self._on_api))
@@ -98,6 +100,7 @@ class JetStream:
         log.info("Starting JetStream: {n} stream(s) in {dir}", n=len(self.streams), dir=root)
 
     def stop(self):
+        snapshot.stop(self)
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._flush_call = None
@@ -299,6 +302,7 @@ class JetStream:
         return self.memory_store if cfg.storage == "memory" else self.file_store
 
     def create_stream(self, cfg):
+        snapshot.release_name(self, cfg.name)
         store = self.store_for(cfg)
         ss = store.create_stream(cfg.name)
         created = now_ns()

@@ -1,0 +1,536 @@
+"""``natsbroker-admin``: back up and restore JetStream streams over the network.
+
+    natsbroker-admin backup STREAM DIR [--server URL]
+    natsbroker-admin restore DIR [--server URL] [--stream NAME]
+    natsbroker-admin verify DIR
+
+``backup`` asks the server for a snapshot (``$JS.API.STREAM.SNAPSHOT``),
+receives its chunks (acknowledging each one: the server's flow control) and
+writes the directory the ``nats`` CLI writes:
+
+    DIR/backup.json      {"config": ..., "state": ...} as the server sent them
+    DIR/stream.tar.s2    the snapshot bytes as received (natsbroker's own
+                         format from natsbroker, an s2 tar from nats-server;
+                         the name is the CLI's so either tool can restore it)
+    DIR/manifest.json    what this tool adds: format, size, chunks, SHA-256
+
+then reads the file back and checks it (SHA-256; for natsbroker snapshots also
+every record's CRC and the snapshot's own digest). ``restore`` checks the
+directory the same way *before* sending anything, then sends the file to
+``$JS.API.STREAM.RESTORE`` chunk by chunk, each chunk waiting for the server's
+acknowledgement, and reports the server's final answer. Progress (bytes,
+chunks, rate) goes to stderr.
+
+It talks to the server with nats-py (``pip install nats-py``). Backing up a
+nats-server stream works (the data is nats-server's own format: restore it to
+a nats-server); natsbroker restores only natsbroker snapshots.
+"""
+
+import argparse
+import asyncio
+import datetime
+import hashlib
+import json
+import os
+import sys
+import time
+
+DATA_FILE = "stream.tar.s2"
+META_FILE = "backup.json"
+MANIFEST_FILE = "manifest.json"
+FORMAT_NATSBROKER = "natsbroker"
+FORMAT_NATS_SERVER = "nats-server"
+S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
+SNAPPY_MAGIC = b"\xff\x06\x00\x00sNaPpY"
+DEFAULT_SERVER = "nats://127.0.0.1:4222"
+DEFAULT_CHUNK = 128 * 1024
+
+
+class AdminError(Exception):
+    """A failure to report (no traceback)."""
+
+
+# -- progress ------------------------------------------------------------------
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.1f %s" % (n, unit))
+        n /= 1024.0
+
+
+class Progress:
+    """A one-line progress bar on stderr: bytes (of the expected total when
+    known), chunks, rate. Redrawn in place on a terminal; on anything else a
+    line at most every second, and the final one."""
+
+    WIDTH = 24
+
+    def __init__(self, label, total=0, out=None, quiet=False, chunks=True, estimate=False):
+        self.label = label
+        self.show_chunks = chunks
+        self.estimate = estimate  # the total is the server's estimate, not a size
+        self.final_rate = None
+        self.total = total
+        self.out = out or sys.stderr
+        self.quiet = quiet
+        self.tty = hasattr(self.out, "isatty") and self.out.isatty()
+        self.bytes = 0
+        self.chunks = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._drawn = False
+
+    def update(self, nbytes, chunks=1):
+        self.bytes += nbytes
+        self.chunks += chunks
+        now = time.monotonic()
+        if now - self._last >= (0.1 if self.tty else 1.0):
+            self._last = now
+            self._draw()
+
+    def rate(self):
+        dt = time.monotonic() - self.start
+        return self.bytes / dt if dt > 0 else 0.0
+
+    def line(self):
+        parts = [self.label]
+        if self.total:
+            frac = min(self.bytes / self.total, 1.0)
+            fill = int(frac * self.WIDTH)
+            parts.append("[%s%s] %3d%%" % ("#" * fill, "." * (self.WIDTH - fill), frac * 100))
+            parts.append("%s/%s%s" % (_size(self.bytes), "~" if self.estimate else "",
+                                      _size(self.total)))
+        else:
+            parts.append(_size(self.bytes))
+        if self.show_chunks:
+            parts.append("%d chunk%s" % (self.chunks, "" if self.chunks == 1 else "s"))
+        parts.append("%s/s" % _size(self.rate()))
+        return "  ".join(parts)
+
+    def _draw(self):
+        if self.quiet:
+            return
+        if self.tty:
+            self.out.write("\r\x1b[K" + self.line())
+        else:
+            self.out.write(self.line() + "\n")
+        self.out.flush()
+        self._drawn = True
+
+    def finish(self):
+        self.final_rate = self.rate()
+        if self.quiet:
+            return
+        self._draw()
+        if self.tty:
+            self.out.write("\n")
+            self.out.flush()
+
+
+# -- files ---------------------------------------------------------------------
+
+def _format_of(head):
+    from natsbroker.snapfile import MAGIC
+    if head.startswith(MAGIC):
+        return FORMAT_NATSBROKER
+    if head.startswith(S2_MAGIC) or head.startswith(SNAPPY_MAGIC):
+        return FORMAT_NATS_SERVER
+    return "unknown"
+
+
+def check_data(path, manifest=None, progress=None):
+    """Read the data file once: SHA-256, size, and for natsbroker snapshots
+    the full structural check. Compares with ``manifest`` when given.
+    Returns ``(sha256 hex, size, format, reader or None)``."""
+    from natsbroker.snapfile import Reader, SnapshotError
+    sha = hashlib.sha256()
+    size = 0
+    reader = None
+    fmt = None
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise AdminError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    with f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            if fmt is None:
+                fmt = _format_of(block[:16])
+                if fmt == FORMAT_NATSBROKER:
+                    reader = Reader()
+            sha.update(block)
+            size += len(block)
+            if reader is not None:
+                try:
+                    reader.feed(block)
+                except SnapshotError as e:
+                    raise AdminError("%s: %s" % (path, e)) from None
+            if progress is not None:
+                progress.update(len(block), 0)
+    if reader is not None:
+        try:
+            reader.finish()
+        except SnapshotError as e:
+            raise AdminError("%s: %s" % (path, e)) from None
+    digest = sha.hexdigest()
+    if manifest is not None:
+        if manifest.get("size") is not None and manifest["size"] != size:
+            raise AdminError("%s: size %d, the manifest says %d: the backup is damaged"
+                             % (path, size, manifest["size"]))
+        if manifest.get("sha256") and manifest["sha256"] != digest:
+            raise AdminError("%s: SHA-256 %s, the manifest says %s: the backup is damaged"
+                             % (path, digest, manifest["sha256"]))
+    return digest, size, fmt or "empty", reader
+
+
+def _read_json(path, what):
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        raise AdminError("%s: no %s (not a backup directory?)" % (os.path.dirname(path) or ".", what)) from None
+    except OSError as e:
+        raise AdminError("cannot read %s: %s" % (path, e.strerror or e)) from None
+    except ValueError as e:
+        raise AdminError("%s: not valid JSON (%s)" % (path, e)) from None
+
+
+def _write_json(path, value):
+    tmp = path + ".partial"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# -- talking to the server -------------------------------------------------------
+
+def _nats():
+    try:
+        import nats
+    except ImportError:
+        raise AdminError("nats-py is required: pip install nats-py") from None
+    return nats
+
+
+async def _connect(url, timeout):
+    nats = _nats()
+    errors = []
+
+    async def note(e):
+        errors.append(e)
+    try:
+        # max_reconnect_attempts=0 would make nats-py retry the first connect
+        # forever: 1 gives up after a second failure.
+        return await asyncio.wait_for(nats.connect(
+            servers=[url], connect_timeout=timeout, allow_reconnect=False,
+            max_reconnect_attempts=1, reconnect_time_wait=0.1, error_cb=note,
+            name="natsbroker-admin"), timeout * 2 + 1)
+    except Exception as e:
+        cause = errors[-1] if errors else e
+        if isinstance(e, asyncio.TimeoutError) and not errors:
+            cause = "timed out"
+        raise AdminError("cannot connect to %s: %s" % (url, _describe(cause))) from None
+
+
+def _describe(e):
+    text = str(e) or e.__class__.__name__
+    return text.replace("nats: ", "")
+
+
+async def _api(nc, subject, body, timeout, what):
+    """A JetStream API request; returns the decoded response or raises AdminError."""
+    nats = _nats()
+    try:
+        msg = await nc.request(subject, json.dumps(body).encode(), timeout=timeout)
+    except nats.errors.NoRespondersError:
+        raise AdminError("%s: no JetStream at the server (no responders on %s)"
+                         % (what, subject)) from None
+    except nats.errors.TimeoutError:
+        raise AdminError("%s: no answer from the server in %gs" % (what, timeout)) from None
+    return _decode(msg.data, what)
+
+
+def _decode(data, what):
+    try:
+        resp = json.loads(data)
+    except ValueError:
+        text = data[:200].decode(errors="replace")
+        raise AdminError("%s: unexpected answer %r" % (what, text)) from None
+    if not isinstance(resp, dict):
+        raise AdminError("%s: unexpected answer %r" % (what, data[:200]))
+    err = resp.get("error")
+    if err:
+        raise AdminError("%s: %s (error %s/%s)" % (what, err.get("description", "?"),
+                                                   err.get("code", "?"), err.get("err_code", "?")))
+    return resp
+
+
+# -- backup ---------------------------------------------------------------------
+
+async def backup(args, out=sys.stderr):
+    stream, d = args.stream, args.dir
+    data_path = os.path.join(d, DATA_FILE)
+    if os.path.exists(os.path.join(d, MANIFEST_FILE)) or os.path.exists(data_path):
+        if not args.force:
+            raise AdminError("%s already holds a backup (use --force to overwrite it)" % d)
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise AdminError("cannot create %s: %s" % (d, e.strerror or e)) from None
+    nc = await _connect(args.server, args.timeout)
+    part = data_path + ".partial"
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        req = {"deliver_subject": inbox, "no_consumers": args.no_consumers,
+               "chunk_size": args.chunk_size, "jsck": False}
+        what = "backup of stream %s" % stream
+        resp = await _api(nc, "$JS.API.STREAM.SNAPSHOT." + stream, req, args.timeout, what)
+        state = resp.get("state") or {}
+        progress = Progress("backup %s" % stream, total=state.get("bytes", 0), out=out,
+                            quiet=args.quiet, estimate=True)
+        sha = hashlib.sha256()
+        size = chunks = 0
+        try:
+            f = open(part, "wb")
+        except OSError as e:
+            raise AdminError("cannot write %s: %s" % (part, e.strerror or e)) from None
+        with f:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=args.timeout)
+                except Exception as e:
+                    if "timeout" in e.__class__.__name__.lower():
+                        raise AdminError("%s: no data from the server for %gs"
+                                         % (what, args.timeout)) from None
+                    raise
+                if not msg.data:
+                    status = (msg.headers or {}).get("Status")
+                    if status and status not in ("204", "200"):
+                        desc = (msg.headers or {}).get("Description", "")
+                        raise AdminError("%s: the server ended the snapshot with status %s %s"
+                                         % (what, status, desc))
+                    break
+                f.write(msg.data)
+                sha.update(msg.data)
+                size += len(msg.data)
+                chunks += 1
+                if msg.reply:
+                    await nc.publish(msg.reply, b"")
+                progress.update(len(msg.data))
+            f.flush()
+            os.fsync(f.fileno())
+        progress.finish()
+        await sub.unsubscribe()
+        # Read back what was written: the bytes on disk are what counts.
+        digest, fsize, fmt, reader = check_data(part)
+        if digest != sha.hexdigest() or fsize != size:
+            raise AdminError("%s: the file on disk differs from what was received" % part)
+        if fmt == FORMAT_NATSBROKER and reader.header.get("stream") != stream:
+            raise AdminError("%s: the snapshot is of stream %r" % (what, reader.header.get("stream")))
+        info = nc._server_info or {}
+        manifest = {
+            "tool": "natsbroker-admin", "version": 1, "stream": stream, "format": fmt,
+            "data_file": DATA_FILE, "size": size, "chunks": chunks, "sha256": digest,
+            "server": {"name": info.get("server_name", ""), "version": info.get("version", "")},
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "consumers": not args.no_consumers,
+        }
+        if reader is not None:
+            manifest["messages"] = reader.messages
+            manifest["consumer_count"] = reader.consumers
+            manifest["first_seq"] = (reader.header.get("state") or {}).get("first_seq", 0)
+            manifest["last_seq"] = reader.end.get("last_seq", 0)
+        os.replace(part, data_path)
+        _write_json(os.path.join(d, META_FILE), {"config": resp.get("config"), "state": state})
+        _write_json(os.path.join(d, MANIFEST_FILE), manifest)
+    finally:
+        if os.path.exists(part):
+            os.unlink(part)
+        await nc.close()
+    line = "backed up stream %s to %s: %s in %d chunks, %s/s" % (
+        stream, d, _size(size), chunks, _size(progress.final_rate))
+    if reader is not None:
+        line += "; %d messages, %d consumers" % (reader.messages, reader.consumers)
+    line += "; SHA-256 %s verified" % digest
+    if fmt != FORMAT_NATSBROKER:
+        line += " (%s format: its contents are not checked)" % fmt
+    print(line, file=out)
+    return 0
+
+
+# -- restore --------------------------------------------------------------------
+
+async def restore(args, out=sys.stderr):
+    d = args.dir
+    meta = _read_json(os.path.join(d, META_FILE), META_FILE)
+    manifest_path = os.path.join(d, MANIFEST_FILE)
+    manifest = _read_json(manifest_path, MANIFEST_FILE) if os.path.exists(manifest_path) else None
+    data_path = os.path.join(d, (manifest or {}).get("data_file") or DATA_FILE)
+    if not os.path.exists(data_path):
+        raise AdminError("%s: no %s" % (d, os.path.basename(data_path)))
+    total = os.path.getsize(data_path)
+    check = Progress("verify %s" % os.path.basename(data_path), total=total, out=out,
+                     quiet=args.quiet, chunks=False)
+    digest, size, fmt, reader = check_data(data_path, manifest, check)
+    check.finish()
+    if manifest is None:
+        print("warning: %s has no %s: only the snapshot's own checks were made"
+              % (d, MANIFEST_FILE), file=out)
+    config = dict(meta.get("config") or {})
+    name = args.stream or config.get("name") or (manifest or {}).get("stream")
+    if not name:
+        raise AdminError("%s: the backup does not name its stream (use --stream)" % d)
+    config["name"] = name
+    if isinstance(config.get("metadata"), dict):
+        # Reply-only keys of the server that made the backup.
+        config["metadata"] = {k: v for k, v in config["metadata"].items()
+                              if k not in ("_nats.ver", "_nats.level")}
+    body = {"config": config, "state": meta.get("state") or {}}
+    what = "restore of stream %s" % name
+    nc = await _connect(args.server, args.timeout)
+    nats = _nats()
+    try:
+        resp = await _api(nc, "$JS.API.STREAM.RESTORE." + name, body, args.timeout, what)
+        subject = resp.get("deliver_subject")
+        if not subject:
+            raise AdminError("%s: the server gave no deliver subject" % what)
+        if nc.max_payload and args.chunk_size > nc.max_payload:
+            raise AdminError("chunk size %d exceeds the server's max_payload %d"
+                             % (args.chunk_size, nc.max_payload))
+        progress = Progress("restore %s" % name, total=size, out=out, quiet=args.quiet)
+        with open(data_path, "rb") as f:
+            while True:
+                chunk = f.read(args.chunk_size)
+                if not chunk:
+                    break
+                try:
+                    ack = await nc.request(subject, chunk, timeout=args.timeout)
+                except nats.errors.NoRespondersError:
+                    raise AdminError("%s: the server abandoned the restore" % what) from None
+                except nats.errors.TimeoutError:
+                    raise AdminError("%s: chunk not acknowledged in %gs"
+                                     % (what, args.timeout)) from None
+                if ack.data:
+                    if ack.data.startswith(b"-ERR"):
+                        raise AdminError("%s: %s" % (what, ack.data.decode(errors="replace")))
+                    _decode(ack.data, what)
+                progress.update(len(chunk))
+        progress.finish()
+        try:
+            final = await nc.request(subject, b"", timeout=max(args.timeout, 300))
+        except nats.errors.NoRespondersError:
+            raise AdminError("%s: the server abandoned the restore" % what) from None
+        except nats.errors.TimeoutError:
+            raise AdminError("%s: no final answer from the server" % what) from None
+        resp = _decode(final.data, what)
+        if resp.get("type") != "io.nats.jetstream.api.v1.stream_create_response":
+            raise AdminError("%s: unexpected final answer of type %r" % (what, resp.get("type")))
+    finally:
+        await nc.close()
+    st = resp.get("state") or {}
+    print("restored stream %s from %s: %s in %d chunks, %s/s; %d messages (seq %d..%d), "
+          "%d consumers" % (name, d, _size(size), progress.chunks, _size(progress.final_rate),
+                            st.get("messages", 0), st.get("first_seq", 0), st.get("last_seq", 0),
+                            st.get("consumer_count", 0)), file=out)
+    return 0
+
+
+def verify(args, out=sys.stderr):
+    d = args.dir
+    _read_json(os.path.join(d, META_FILE), META_FILE)
+    manifest_path = os.path.join(d, MANIFEST_FILE)
+    manifest = _read_json(manifest_path, MANIFEST_FILE) if os.path.exists(manifest_path) else None
+    data_path = os.path.join(d, (manifest or {}).get("data_file") or DATA_FILE)
+    if not os.path.exists(data_path):
+        raise AdminError("%s: no %s" % (d, os.path.basename(data_path)))
+    digest, size, fmt, reader = check_data(data_path, manifest)
+    line = "%s: %s, %s format, SHA-256 %s" % (d, _size(size), fmt, digest)
+    if reader is not None:
+        line += ", %d messages, %d consumers" % (reader.messages, reader.consumers)
+    print(line + ": OK", file=out)
+    return 0
+
+
+# -- command line ------------------------------------------------------------------
+
+def _positive(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive: %r" % text)
+    return v
+
+
+def _seconds(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive: %r" % text)
+    return v
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="natsbroker-admin",
+                                description="Back up and restore JetStream streams.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def common(sp):
+        sp.add_argument("--server", "-s", default=os.environ.get("NATS_URL") or DEFAULT_SERVER,
+                        help="server URL (default: $NATS_URL or %s)" % DEFAULT_SERVER)
+        sp.add_argument("--timeout", type=_seconds, default=10.0,
+                        help="seconds to wait for the server (default 10)")
+        sp.add_argument("--chunk-size", type=_positive, default=DEFAULT_CHUNK,
+                        help="chunk size in bytes (default %d)" % DEFAULT_CHUNK)
+        sp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("backup", help="snapshot STREAM into the directory DIR")
+    b.add_argument("stream", metavar="STREAM")
+    b.add_argument("dir", metavar="DIR")
+    b.add_argument("--no-consumers", action="store_true", help="leave the consumers out")
+    b.add_argument("--force", action="store_true", help="overwrite a backup already in DIR")
+    common(b)
+    r = sub.add_parser("restore", help="restore the stream backed up in DIR")
+    r.add_argument("dir", metavar="DIR")
+    r.add_argument("--stream", help="restore under this name instead of the original")
+    common(r)
+    v = sub.add_parser("verify", help="check a backup directory without a server")
+    v.add_argument("dir", metavar="DIR")
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "backup":
+            return asyncio.run(backup(args))
+        if args.command == "restore":
+            return asyncio.run(restore(args))
+        return verify(args)
+    except AdminError as e:
+        print("natsbroker-admin: error: %s" % e, file=sys.stderr)
+        return 1
+    except Exception as e:
+        if not type(e).__module__.startswith("nats."):
+            raise
+        # The connection failed under us (closed, slow consumer...).
+        print("natsbroker-admin: error: %s" % _describe(e), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("natsbroker-admin: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
