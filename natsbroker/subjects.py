@@ -186,11 +186,12 @@ class Sublist:
         if self._watches:
             self._notify(sub.subject)
 
-    def watch(self, subject, callback):
+    def watch(self, subject, callback, removed=None):
         """Call ``callback(subject)`` whenever a subscription that matches the
         literal ``subject`` is inserted (a push consumer waiting for its
-        deliver subject to gain interest). Returns a handle for :meth:`unwatch`."""
-        handle = (subject, callback)
+        deliver subject to gain interest), and ``removed(subject)`` when one is
+        removed. Returns a handle for :meth:`unwatch`."""
+        handle = (subject, callback, removed)
         self._watches.setdefault(subject, []).append(handle)
         return handle
 
@@ -201,14 +202,16 @@ class Sublist:
             if not lst:
                 del self._watches[handle[0]]
 
-    def _notify(self, pattern):
+    def _notify(self, pattern, removed=False):
         if pattern in self._watches:
             hits = [pattern]
         else:
             hits = [s for s in self._watches if subject_matches(pattern, s)]
         for s in hits:
-            for _, cb in list(self._watches.get(s, ())):
-                cb(s)
+            for _, added_cb, removed_cb in list(self._watches.get(s, ())):
+                cb = removed_cb if removed else added_cb
+                if cb is not None:
+                    cb(s)
 
     def remove(self, sub):
         """Remove ``sub``; returns False if it was not there."""
@@ -249,6 +252,8 @@ class Sublist:
             else:
                 del level.nodes[t]
         self._invalidate(sub.subject)
+        if self._watches:
+            self._notify(sub.subject, removed=True)
         return True
 
     def _invalidate(self, subject):

@@ -18,6 +18,7 @@ the ingest de-duplicates on.
 """
 
 import base64
+import binascii
 import fnmatch
 import json
 import os
@@ -89,6 +90,42 @@ def _enrich(record, stream, msg):
                                  "nuid": parts[3], "size": len(msg.data), "digest": None}
 
 
+_PUT_LINE = (b'{"id":"%s:put:%%d","feed":1,"stream":%s,"stream_created":%d,"seq":%%d,'
+             b'"op":"put","reason":null,"ts":%%d,"subject":%%s,"headers":%%s,"data":"%%s",'
+             b'"purge":null,"config":null,"kv":null,"obj":null}\n')
+
+
+class PutLines:
+    """The JSON line of a plain stream's put, from a per-stream template:
+    the same bytes ``json.dumps(make_record(ev))`` gives, several times faster
+    (this runs once per stored message)."""
+
+    def __init__(self):
+        self._templates = {}  # (stream, created) -> template
+        self._subjects = {}  # subject bytes -> its JSON string
+
+    def line(self, ev):
+        key = (ev.stream, ev.stream_created)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            ident = json.dumps("%s@%d" % key)[1:-1].encode()
+            tpl = self._templates[key] = _PUT_LINE % (
+                ident, json.dumps(ev.stream).encode(), ev.stream_created)
+        msg = ev.msg
+        subj = self._subjects.get(msg.subject)
+        if subj is None:
+            if len(self._subjects) > 10000:
+                self._subjects.clear()
+            subj = self._subjects[msg.subject] = json.dumps(
+                msg.subject.decode("utf-8", "replace")).encode()
+        hdrs = b"null"
+        if msg.hdr:
+            h = _headers(msg.hdr)
+            if h is not None:
+                hdrs = json.dumps(h, separators=(",", ":")).encode()
+        return tpl % (ev.seq, ev.seq, ev.ts, subj, hdrs, binascii.b2a_base64(msg.data, newline=False))
+
+
 def make_record(ev):
     rec = {"id": record_id(ev.stream, ev.stream_created, ev.op, ev.seq, ev.ts), "feed": FORMAT,
            "stream": ev.stream, "stream_created": ev.stream_created, "seq": ev.seq, "op": ev.op,
@@ -128,6 +165,8 @@ class ChangeFeed:
         self._retention_call = None
         self.checkpoint = {}  # stream -> {"created": ns, "seq": n}
         self._replay_pos = {}  # stream -> next seq the start-up replay will write
+        self._wanted = {}  # stream -> included?
+        self._lines = PutLines()
         self.records = 0
 
     # -- lifecycle ------------------------------------------------------------
@@ -181,7 +220,14 @@ class ChangeFeed:
     # -- events ------------------------------------------------------------------
 
     def on_event(self, ev):
-        if self.wants(ev.stream):
+        wanted = self._wanted.get(ev.stream)
+        if wanted is None:
+            wanted = self._wanted[ev.stream] = self.wants(ev.stream)
+        if not wanted:
+            return
+        if ev.op == "put" and not ev.stream.startswith(("KV_", "OBJ_")):
+            self._write_line(self._lines.line(ev), ev.stream, ev.stream_created, ev.seq)
+        else:
             self._write(make_record(ev))
 
     def _replay(self, names, position):
@@ -223,20 +269,30 @@ class ChangeFeed:
     def _path(self, no, ext):
         return os.path.join(self.dir, "feed-%020d.%s" % (no, ext))
 
+    def _open(self):
+        self._file_no += 1
+        # A large buffer: records go to the kernel in big writes.
+        self._file = open(self._path(self._file_no, "tmp"), "wb", buffering=1 << 20)
+        self._file_started = time.monotonic()
+        self._file_size = 0
+        self._file_puts = {}
+        self._roll_call = self.broker.reactor.callLater(self.cfg.max_file_age, self._roll)
+
     def _write(self, rec):
-        if self._file is None:
-            self._file_no += 1
-            self._file = open(self._path(self._file_no, "tmp"), "wb")
-            self._file_started = time.monotonic()
-            self._file_size = 0
-            self._file_puts = {}
-            self._roll_call = self.broker.reactor.callLater(self.cfg.max_file_age, self._roll)
         line = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+        if rec["op"] == "put":
+            self._write_line(line, rec["stream"], rec["stream_created"], rec["seq"])
+        else:
+            self._write_line(line)
+
+    def _write_line(self, line, stream=None, created=0, seq=0):
+        if self._file is None:
+            self._open()
         self._file.write(line)
         self._file_size += len(line)
         self.records += 1
-        if rec["op"] == "put":
-            self._file_puts[rec["stream"]] = (rec["stream_created"], rec["seq"])
+        if stream is not None:
+            self._file_puts[stream] = (created, seq)
         if self._file_size >= self.cfg.max_file_size:
             self._roll()
 

@@ -25,7 +25,7 @@ class StoredMsg:
     ts: int  # ns since epoch
 
 
-@attrs.frozen
+@attrs.define
 class StreamEvent:
     """One mutation of a stream, as IStreamEvents observers see it.
 

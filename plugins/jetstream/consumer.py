@@ -47,17 +47,19 @@ def _ns_time(value):
 
 
 class WaitingRequest:
-    __slots__ = ("reply", "n", "d", "b", "expires", "received", "hb", "hbt", "no_wait")
+    __slots__ = ("reply", "n", "d", "b", "expires", "received", "hb", "hbt", "no_wait",
+                 "max_bytes")
 
     def __init__(self, reply, n, b, expires, received, hb, no_wait):
         self.reply = reply
         self.n = n  # messages still wanted
         self.d = 0  # messages delivered
         self.b = b  # max bytes still allowed, 0 for no limit
+        self.max_bytes = b
         self.expires = expires  # ns, 0 for never
         self.received = received
         self.hb = hb
-        self.hbt = received + hb if hb else 0
+        self.hbt = received + hb if hb > 0 else 0  # <= 0: no heartbeats
         self.no_wait = no_wait
 
 
@@ -93,7 +95,9 @@ class Consumer:
         self._timers = {}
         self._kicked = False
         self._replay_lts = 0
-        self._rate_next = 0
+        self._rate_t = 0  # rate limit: when the bucket was last filled
+        self._tokens = 0.0
+        self._rate_paid = False  # the held message already reserved its bytes
         self.pbytes = 0  # flow control: bytes sent since the last answered request
         self.fcid = None
         self.fcsz = 0
@@ -192,13 +196,17 @@ class Consumer:
             self.restore(state)
         self.npc = self.compute_pending()
         stream, name = self.stream.name.encode(), self.name.encode()
-        sub = self.broker.subscribe(b"$JS.ACK.%s.%s.>" % (stream, name), self._on_ack)
-        self._subs.append(sub)
+        if not self.ack_none:
+            # nats-server's ack subject has exactly 9 tokens; an ack_policy
+            # none consumer has no ack subscription at all.
+            self._subs.append(self.broker.subscribe(
+                b"$JS.ACK.%s.%s.*.*.*.*.*" % (stream, name), self._on_ack))
         if not self.is_pull:
             self._subs.append(self.broker.subscribe(
                 b"$JS.FC.%s.%s.>" % (stream, name), self._on_flow_control))
             dsubj = self.config.deliver_subject.encode()
-            self._watch = self.broker.sublist.watch(dsubj, self._on_interest)
+            self._watch = self.broker.sublist.watch(dsubj, self._on_interest,
+                                                    self._on_interest_gone)
             self.active = self.broker.sublist.has_interest(dsubj)
             self._arm_heartbeat()
         self.waiting_last = self.now()
@@ -465,20 +473,35 @@ class Consumer:
                 self._unget(msg, dc)
                 return False
             dsubj = wr.reply
-            if wr.n > 0 and wr.hb:
+            if wr.n > 0 and wr.hb > 0:
                 wr.hbt = now + wr.hb
         else:
             dsubj = cfg.deliver_subject.encode()
-            if cfg.rate_limit_bps:
-                # A token bucket in bits per second: wait until this fits.
-                if self._rate_next > now:
+            if cfg.rate_limit_bps and not self._rate_paid:
+                # nats-server's limiter: bytes at rate_limit_bps / 8 a second,
+                # a burst of the stream's max_msg_size (or max_payload), full
+                # at first; a message reserves its bytes, then waits its turn.
+                rate = cfg.rate_limit_bps / 8 / NANOS
+                burst = self.stream.config.max_msg_size
+                if burst <= 0:
+                    burst = self.js.config.max_payload
+                if self._rate_t == 0:
+                    self._tokens, self._rate_t = burst, now
+                self._tokens = min(burst, self._tokens + (now - self._rate_t) * rate) - sz
+                self._rate_t = now
+                if self._tokens < 0:
                     self._unget(msg, dc)
-                    self._hold_rate(self._rate_next - now)
+                    self._rate_paid = True
+                    self._hold_rate(-self._tokens / rate)
                     return False
-                self._rate_next = max(self._rate_next, now) + sz * 8 * NANOS // cfg.rate_limit_bps
+            self._rate_paid = False
         dseq = self.dseq
         self.dseq += 1
         n = self.broker.deliver(dsubj, msg.subject, data, reply, hdr or None)
+        if self.is_pull and wr.max_bytes and wr.n <= 0:
+            # A max_bytes request that got its batch says so (nats-server).
+            self._send_status(wr.reply, b"NATS/1.0 409 Batch Completed\r\n"
+                              + _PENDING_T % (wr.n, wr.b))
         if self.maxpb:
             self.pbytes += sz
         if not self.ack_none:
@@ -516,6 +539,10 @@ class Consumer:
         if not self.active:
             self.active = True
             self.kick()
+
+    def _on_interest_gone(self, subject):
+        if self.active and not self._check_interest():
+            self.went_idle()
 
     def _check_interest(self):
         if not self.is_pull:
@@ -676,8 +703,15 @@ class Consumer:
         call = self._timers.pop("wait", None)
         if call is not None and call.active():
             call.cancel()
-        if not self.waiting or self.closed:
+        if self.closed:
             return
+        if not self.waiting:
+            if self._was_waiting:
+                self._was_waiting = False
+                if self.config.inactive_threshold:
+                    self.went_idle()
+            return
+        self._was_waiting = True
         at = 0
         for wr in self.waiting:
             for t in (wr.expires, wr.hbt):
@@ -697,44 +731,49 @@ class Consumer:
     # -- acks ----------------------------------------------------------------------
 
     def _on_ack(self, sub, subject, reply, hdr_len, raw):
+        # The subscription takes exactly the 9-token form.
         tokens = subject.split(b".")
-        if len(tokens) != 9:
-            return
-        try:
-            dc, sseq, dseq = int(tokens[4]), int(tokens[5]), int(tokens[6])
-        except ValueError:
-            return
-        body = raw[hdr_len:].strip()
-        self.process_ack(sseq, dseq, dc, body, reply)
+        dc, sseq, dseq = _ack_num(tokens[4]), _ack_num(tokens[5]), _ack_num(tokens[6])
+        self.process_ack(sseq, dseq, dc, raw[hdr_len:], reply)
 
     def process_ack(self, sseq, dseq, dc, body, reply=None):
-        if sseq >= self.sseq and sseq not in self.pending:
-            return  # never delivered: ignored, and unanswered, as nats-server does
+        """nats-server's processAck: the body decides, byte for byte. Asked
+        for, a confirmation goes out except for an ack or term of a message not
+        delivered yet and a nak or progress naming sequence 0."""
         confirm = True
-        if body in (b"", b"+ACK"):
-            self._ack(sseq, dseq)
+        if body in (b"", b"+ACK", b"+OK"):
+            if not self._ack_msg(sseq, dseq):
+                confirm = False
+        elif body.startswith(b"+NXT"):
+            self._ack_msg(sseq, dseq)
+            if reply:
+                self.next_request(reply, body[4:])
+            confirm = False
         elif body.startswith(b"-NAK"):
-            self._nak(sseq, body[4:].strip())
-        elif body.startswith(b"+WPI"):
+            self._nak(sseq, dseq, dc, body[4:].strip())
+            confirm = sseq != 0
+        elif body == b"+WPI":
             p = self.pending.get(sseq)
             if p is not None:
                 p[1] = self.now()
                 self.mark_dirty()
-        elif body.startswith(b"+NXT"):
-            self._ack(sseq, dseq)
-            if reply:
-                self.next_request(reply, body[4:].strip())
-            confirm = False
+            confirm = sseq != 0
         elif body.startswith(b"+TERM"):
-            self._term(sseq, dseq, dc, body[5:].strip())
-        else:
-            self._ack(sseq, dseq)
+            if not self._term(sseq, dseq, dc, body[5:].strip()):
+                confirm = False
         self.lat = self.now()
         self._arm_inactivity()
         if reply and confirm:
             # The confirmation waits for the commit that makes the ack durable.
             self.js.consumer_dirty(self, urgent=True)
             self.js.reply_after_commit(reply, b"")
+
+    def _ack_msg(self, sseq, dseq):
+        """An ack of ``sseq``; False if it was not delivered yet (ignored)."""
+        if sseq >= self.sseq and sseq not in self.pending:
+            return False
+        self._ack(sseq, dseq)
+        return True
 
     def _ack(self, sseq, dseq):
         policy = self.config.ack_policy
@@ -772,10 +811,18 @@ class Consumer:
                 self.js.ack_msg(self.stream, self, seq)
         self.kick()
 
-    def _nak(self, sseq, arg):
+    def _nak(self, sseq, dseq, dc, arg):
+        """nats-server's processNak: a delivery sequence outside what is
+        outstanding, or a message not pending, is ignored."""
+        if dseq <= self.adflr or dseq >= self.dseq:
+            return
         p = self.pending.get(sseq)
         if p is None:
             return
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.%s.%s", {
+            "type": "io.nats.jetstream.advisory.v1.nak",
+            "stream": self.stream.name, "consumer": self.name,
+            "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc})
         delay = 0
         if arg:
             try:
@@ -783,7 +830,7 @@ class Consumer:
                     delay = int(json.loads(arg).get("delay", 0))
                 else:
                     delay = parse_duration(arg.decode())
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError, UnicodeDecodeError):
                 delay = 0
         if delay > 0:
             # Redeliver once the delay has passed, by the ack timer.
@@ -794,21 +841,18 @@ class Consumer:
             self.rdq[sseq] = True
             self.kick()
         self.mark_dirty()
-        self._advise("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.%s.%s", {
-            "type": "io.nats.jetstream.advisory.v1.nak",
-            "stream": self.stream.name, "consumer": self.name,
-            "consumer_seq": p[0], "stream_seq": sseq, "deliveries": self.rdc.get(sseq, 0) + 1})
 
     def _term(self, sseq, dseq, dc, reason):
-        if sseq not in self.pending:
-            return
-        self._ack(sseq, dseq)
+        """Like an ack (no more redeliveries), with the MSG_TERMINATED advisory
+        always sent, carrying the subject's numbers; True if it was delivered."""
+        acked = self._ack_msg(sseq, dseq)
         event = {"type": "io.nats.jetstream.advisory.v1.terminated",
                  "stream": self.stream.name, "consumer": self.name,
                  "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc}
         if reason:
             event["reason"] = reason.decode(errors="replace")
         self._advise("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.%s.%s", event)
+        return acked
 
     def needs_ack(self, seq, subject):
         """Whether this consumer still needs ``seq`` (interest retention)."""
@@ -841,10 +885,14 @@ class Consumer:
             if at is None or self._ack_at <= at:
                 return
             call.cancel()
-        elif at is None:
-            at = min(p[1] + self._ack_wait(s) for s, p in self.pending.items())
-        else:
-            at = min(at, min(p[1] + self._ack_wait(s) for s, p in self.pending.items()))
+        # Messages already queued for redelivery wait for a puller, not a timer.
+        due = [p[1] + self._ack_wait(s) for s, p in self.pending.items() if s not in self.rdq]
+        if at is None:
+            if not due:
+                return
+            at = min(due)
+        elif due:
+            at = min(at, min(due))
         self._ack_at = at
         self._timers["ack"] = self.clock.callLater(max((at - self.now()) / NANOS, 0),
                                                    self._check_pending)
@@ -908,6 +956,8 @@ class Consumer:
         thresh = self.config.inactive_threshold
         if not thresh or self.closed:
             return
+        if not self._idle_since:
+            self._idle_since = self.now()
         call = self._timers.get("inactive")
         if call is not None and call.active():
             call.reset(thresh / NANOS)
@@ -915,17 +965,33 @@ class Consumer:
             self._timers["inactive"] = self.clock.callLater(thresh / NANOS, self._inactive_check)
 
     def _inactive_check(self):
+        """Delete an idle consumer one full threshold after it went idle: a
+        pull consumer when no request has been waiting, a push consumer when
+        its deliver subject has had no subscriber."""
         self._timers.pop("inactive", None)
         if self.closed:
             return
-        if self.is_pull:
-            idle = not self.waiting
-        else:
-            idle = not self._check_interest()
-        if idle:
+        thresh = self.config.inactive_threshold
+        now = self.now()
+        busy = bool(self.waiting) if self.is_pull else self._check_interest()
+        if busy:
+            self._idle_since = now
+            self._timers["inactive"] = self.clock.callLater(thresh / NANOS, self._inactive_check)
+            return
+        left = thresh - (now - self._idle_since)
+        if left <= 0:
             self.js.delete_consumer(self.stream, self, reason="inactive")
         else:
-            self._arm_inactivity()
+            self._timers["inactive"] = self.clock.callLater(left / NANOS, self._inactive_check)
+
+    def went_idle(self):
+        """The last pull request ended, or the deliver subject lost its
+        subscriber: the inactivity countdown starts now."""
+        self._idle_since = self.now()
+        self._arm_inactivity()
+
+    _idle_since = 0
+    _was_waiting = False
 
     def _arm_pause(self):
         call = self._timers.pop("pause", None)
@@ -951,3 +1017,13 @@ class Consumer:
             "stream": self.stream.name, "consumer": self.name,
             "stream_seq": seq, "deliveries": deliveries})
 
+
+
+_U64 = 1 << 64
+
+
+def _ack_num(token):
+    """nats-server's parseAckReplyNum as a uint64: ASCII digits (wrapping), else 2**64-1."""
+    if not token or not token.isdigit():
+        return _U64 - 1
+    return int(token) % _U64

@@ -67,6 +67,12 @@ def consumer_create(js, args, body, legacy=False):
     js.advise("$JS.EVENT.ADVISORY.CONSUMER.CREATED.%s.%s" % (stream.name, name),
               {"type": "io.nats.jetstream.advisory.v1.consumer_action",
                "stream": stream.name, "consumer": name, "action": "create"})
+    paused, _ = CM.pause_state(cfg.pause_until, c.now())
+    if paused:
+        js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, name),
+                  {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
+                   "consumer": name, "paused": True,
+                   "pause_until": M.rfc3339(CM._time_ns(cfg.pause_until))})
     out = _info(js, stream, c)
     out["_after_commit"] = True
     return out

@@ -241,7 +241,8 @@ class Stream:
                 last_seq = last.seq if last is not None else 0
         seq = store.append(subject, hdr, data, ts)
         if self.observers:
-            self.emit("put", seq, ts, msg=StoredMsg(seq, subject, hdr or b"", data, ts))
+            # The store's own record of it (staged): no copy per observer event.
+            self.emit("put", seq, ts, msg=store.load(seq))
         if republish is not None and dest is not None and self.publish is not None:
             self._republish_msg(dest, subject, hdr, data, seq, ts, last_seq)
         if msg_id is not None:
