@@ -24,7 +24,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.support.servers import ServerProcess
