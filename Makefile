@@ -1,4 +1,5 @@
-# natsbroker: `make run` serves on 4222 (monitoring 8222, store ./data); `make test` runs the suite.
+# natsbroker: `make run` serves on 4222 (monitoring 8222, JetStream in ./data, change feed in
+# ./data/changefeed: etc/dev.conf); `make test` runs the suite.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,13 +13,13 @@ $(BIN)/python:
 
 # Reinstall whenever the package metadata changes; editable so edits are live.
 $(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,admin]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/natsbroker -p 4222 -m 8222 -js -sd ./data
+	$(BIN)/natsbroker -p 4222 -m 8222 -c etc/dev.conf
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
