@@ -30,6 +30,7 @@ from nats.js.errors import (
     ObjectNotFoundError,
 )
 
+from tests.support.both import both, both_servers
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
@@ -38,36 +39,7 @@ API_TIMEOUT = 5.0
 CHUNK = 128 * 1024
 
 
-def both(broker_xfail=None):
-    """Run against both servers; ``broker_xfail`` marks natsbroker's run a strict xfail."""
-    broker = "natsbroker"
-    if broker_xfail:
-        broker = pytest.param(broker, marks=pytest.mark.xfail(strict=True, reason=broker_xfail))
-    return pytest.mark.parametrize("server", ["nats-server", broker], indirect=True)
-
-
-@pytest.fixture(scope="module")
-def server(request, tmp_path_factory):
-    store = tmp_path_factory.mktemp("obj-" + request.param)
-    with ServerProcess(request.param, ["-js", "-sd", str(store)]) as s:
-        s.kind_name = request.param
-        run(_anchor(s))
-        yield s
-
-
-async def _anchor(server):
-    """A stream that lives as long as the server.
-
-    When an account's last stream is deleted nats-server removes its stream
-    directory, and a stream created right then can fail with 500/10049 "error
-    creating store for stream" (mkdir .../$G/streams: no such file or
-    directory). Keeping one stream around keeps the directory.
-    """
-    nc = await nats.connect(server.url)
-    try:
-        await nc.jetstream().add_stream(name="ANCHOR", subjects=["anchor.obj"], storage="file")
-    finally:
-        await nc.close()
+server = both_servers("obj")
 
 
 def run(coro, timeout=60):
