@@ -23,49 +23,8 @@ from tests.support.servers import ROOT, ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
 
-# Until snapshot.py is wired into api.py and plugin.py, the broker process is
-# started with the same wiring applied at run time (each piece only if the
-# source does not have it yet).
-_BOOT = """
-import inspect, sys
-from plugins.jetstream import api, plugin, snapshot
-if ("STREAM", "SNAPSHOT") not in api._ROUTES:
-    api._ROUTES.update(snapshot.ROUTES)
-if "stream_restore_response" not in api._ERROR_EXTRAS:
-    api._ERROR_EXTRAS.update(snapshot.ERROR_EXTRAS)
-JS = plugin.JetStream
-if "snapshot." not in inspect.getsource(JS.create_stream):
-    _create = JS.create_stream
-    def create_stream(self, cfg):
-        snapshot.release_name(self, cfg.name)
-        return _create(self, cfg)
-    JS.create_stream = create_stream
-if "snapshot." not in inspect.getsource(JS.start):
-    _start = JS.start
-    def start(self, broker):
-        _start(self, broker)
-        snapshot.cleanup_orphans(self)
-    JS.start = start
-if "snapshot." not in inspect.getsource(JS.stop):
-    _stop = JS.stop
-    def stop(self):
-        snapshot.stop(self)
-        _stop(self)
-    JS.stop = stop
-from natsbroker.cli import main
-sys.exit(main())
-"""
-
-
-class Broker(ServerProcess):
-    def __init__(self, args=("-js",)):
-        super().__init__("natsbroker", args)
-
-    def command(self):
-        cmd = super().command()
-        i = cmd.index("-m")
-        cmd[i:i + 2] = ["-c", _BOOT]
-        return cmd
+def Broker(args=("-js",)):
+    return ServerProcess("natsbroker", list(args))
 
 
 @pytest.fixture(scope="module")
