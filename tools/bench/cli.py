@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from .loadgen import BenchError
-from .scenarios import (JS_BATCH, JS_MAX_ACK_PENDING, JS_WINDOW, SCENARIOS,
-                        prepare_scenario, run_scenario)
+from .scenarios import (JS_BATCH, JS_MAX_ACK_PENDING, JS_WINDOW, KV_DEFAULT_OPS,
+                        OBJ_DEFAULT_MIB, SCENARIOS, prepare_scenario, run_scenario,
+                        verify_scenario)
 from .servers import Server, default_candidate_cmd, find_nats_server, free_ports, fs_type
 
 ROLES = ("reference", "candidate")
@@ -40,6 +41,12 @@ def parse_args(argv=None):
     p.add_argument("--js-msgs", type=int, metavar="N",
                    help="messages per run of every js-* (JetStream) scenario "
                         "(overrides --msgs for them)")
+    p.add_argument("--kv-msgs", type=int, metavar="N",
+                   help=f"puts / gets per run of the kv-* scenarios (default {KV_DEFAULT_OPS:,}; "
+                        f"else --js-msgs, else --msgs)")
+    p.add_argument("--obj-mib", type=int, metavar="M",
+                   help=f"object size in MiB in the obj-* scenarios (default {OBJ_DEFAULT_MIB}; "
+                        f"--msgs / --js-msgs do not apply)")
     p.add_argument("--js-window", type=int, default=JS_WINDOW, metavar="K",
                    help=f"publishes without PubAck in flight in the js-window-* scenarios "
                         f"(default {JS_WINDOW}; also when filling the stream of js-pull/js-push)")
@@ -97,10 +104,12 @@ def parse_args(argv=None):
     if bad or not names:
         p.error(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
     args.scenario_list = names
-    for opt in ("msgs", "rr_msgs", "js_msgs"):
+    for opt in ("msgs", "rr_msgs", "js_msgs", "kv_msgs"):
         v = getattr(args, opt)
         if v is not None and not 1 <= v <= 10**10:
             p.error(f"--{opt.replace('_', '-')} must be >= 1")
+    if args.obj_mib is not None and not 1 <= args.obj_mib <= 4096:
+        p.error("--obj-mib must be between 1 and 4096")
     if not 0 <= args.size <= 1024 * 1024:
         p.error("--size must be between 0 and 1048576")
     if not 1 <= args.js_window <= 1_000_000:
@@ -125,6 +134,10 @@ def parse_args(argv=None):
 def msgs_for(args, name: str) -> int:
     if name == "reqrep" and args.rr_msgs is not None:
         return args.rr_msgs
+    if name.startswith("obj-"):  # a size in MiB, not a message count
+        return args.obj_mib if args.obj_mib is not None else SCENARIOS[name].default_msgs
+    if name.startswith("kv-") and args.kv_msgs is not None:
+        return args.kv_msgs
     if SCENARIOS[name].jetstream and args.js_msgs is not None:
         return args.js_msgs
     if args.msgs is not None:
@@ -133,7 +146,13 @@ def msgs_for(args, name: str) -> int:
 
 
 def fmt_rate(v) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+    if v is None:
+        return "-"
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def fmt_count(name: str, n: int) -> str:
+    return f"{n:,} MiB" if SCENARIOS[name].unit == "MiB" else f"{n:,}"
 
 
 def fmt_ratio(c, r) -> str:
@@ -214,7 +233,7 @@ class Bench:
             srv.restart(server_args=sc.server_args)
             if n_warm > 0:
                 try:
-                    for step in (prepare_scenario, run_scenario):
+                    for step in (prepare_scenario, run_scenario, verify_scenario):
                         step(sc, srv.port, n_warm, a.size, a.subs, a.workers, a.timeout,
                              a.idle_timeout, dict(opts, warmup=True))
                 except BenchError as e:
@@ -237,6 +256,11 @@ class Bench:
         if cpu0 is not None and cpu1 is not None:
             m["server_cpu_s"] = cpu1 - cpu0
         m["wall_s"] = wall
+        try:
+            verify_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
+                            a.idle_timeout, opts)
+        except BenchError as e:
+            raise BenchError(f"verify: {e}") from None
         return m
 
     def run(self) -> None:
@@ -248,8 +272,10 @@ class Bench:
             if sc.jetstream:
                 # Every run restarts the server on a fresh store: the warm-up
                 # happens inside each run, on the same server process.
-                self.progress(f"[{name}] every run: server restarted with "
-                              f"a fresh store{f', warm-up {n_warm:,} msgs on a separate stream' if n_warm > 0 else ''}")
+                where = "bucket" if sc.name.startswith(("kv-", "obj-")) else "stream"
+                warm = (f", warm-up {fmt_count(name, n_warm)} on a separate {where}"
+                        if n_warm > 0 else "")
+                self.progress(f"[{name}] every run: server restarted with a fresh store{warm}")
             for role in ROLES if n_warm > 0 and not sc.jetstream else ():
                 if not self.available.get(role):
                     continue
@@ -281,7 +307,9 @@ class Bench:
                         self.runs[name][role].append(m)
                         cpu = m.get("server_cpu_s")
                         cpu_s = f", server cpu {cpu:.2f}s" if cpu is not None else ""
-                        self.progress(f"{label} {m[sc.primary]:>14,.0f} {sc.primary}"
+                        if m.get("client_cpu_s") is not None:
+                            cpu_s += f", client cpu {m['client_cpu_s']:.2f}s"
+                        self.progress(f"{label} {fmt_rate(m[sc.primary]):>14} {sc.primary}"
                                       f"  ({m['seconds']:.2f}s{cpu_s})")
                     time.sleep(a.pause)
 
@@ -316,8 +344,10 @@ class Bench:
             n = msgs_for(a, name)
             for r in ROLES:
                 c = combine([x.get("server_cpu_s") for x in runs[r] if "error" not in x], "median")
+                # per unit of the count: message, put, get or MiB (sc.unit)
                 cpu[r] = None if c is None else {"cpu_s": round(c, 3),
-                                                 "cpu_us_per_msg": round(1e6 * c / n, 3)}
+                                                 "cpu_us_per_msg": round(1e6 * c / n, 3),
+                                                 "unit": sc.unit}
             scen[name] = {
                 "title": sc.title.replace("N subs", f"{a.subs} subs"),
                 "msgs": n,
@@ -339,7 +369,8 @@ class Bench:
                        "js_max_ack_pending": a.js_max_ack_pending,
                        "store_dir": store_parent(a), "store_fs": fs_type(store_parent(a)),
                        "scenarios": a.scenario_list,
-                       "msgs": {n: msgs_for(a, n) for n in a.scenario_list}},
+                       "msgs": {n: msgs_for(a, n) for n in a.scenario_list},
+                       "units": {n: SCENARIOS[n].unit for n in a.scenario_list}},
             "servers": {r: dict(self.servers[r].describe(), available=self.available.get(r, False),
                                 start_error=self.start_errors.get(r))
                         for r in ROLES if r in self.servers},
@@ -391,7 +422,7 @@ class Bench:
             else:
                 self.say(f"  {role:9}: {srv.name} — NOT AVAILABLE "
                          f"({self.start_errors.get(role, '').splitlines()[0]})")
-        counts = ", ".join(f"{n}={msgs_for(a, n):,}" for n in a.scenario_list)
+        counts = ", ".join(f"{n}={fmt_count(n, msgs_for(a, n))}" for n in a.scenario_list)
         self.say(f"params: payload {a.size} B, fanout subs {a.subs}, msgs per run: {counts}; "
                  f"repeat {a.repeat} ({a.stat}), warm-up {a.warmup:g}x, "
                  f"per-run timeout {a.timeout:.0f}s")
@@ -401,7 +432,11 @@ class Bench:
             fs = fs_type(parent)
             self.say(f"JetStream: servers restarted before every js-* run with a fresh store "
                      f"in {parent} ({fs}); PubAck window {a.js_window:,} (js-sync: 1)")
-            if any(sc.prepare is not None for sc in js):
+            if any(sc.name.startswith(("kv-", "obj-")) for sc in js):
+                self.say("  kv-*/obj-*: nats-py client (one worker process, one operation "
+                         "awaited at a time); bucket filled before every kv-get/obj-get run, "
+                         "everything read back after kv-put/obj-put (neither measured)")
+            if any(sc.prepare is not None and sc.name.startswith("js-") for sc in js):
                 self.say(f"  js-pull/js-push: stream filled before every run (not measured); "
                          f"pull batch {a.js_batch:,}, max_ack_pending {a.js_max_ack_pending:,}")
             if fs in ("tmpfs", "ramfs"):
@@ -417,7 +452,7 @@ class Bench:
         ref = self.servers["reference"].name
         cand = self.servers["candidate"].name
         rows = [("scenario", "metric", ref, cand, "ratio")]
-        cpu_rows = [("scenario", f"{ref} µs/msg", f"{cand} µs/msg")]
+        cpu_rows = [("scenario", f"{ref} µs", f"{cand} µs", "per")]
         for name, s in res["scenarios"].items():
             first = True
             for mname, m in s["metrics"].items():
@@ -432,11 +467,12 @@ class Bench:
                              str(fails["candidate"]), ""))
             c = s["server_cpu"]
             cpu_rows.append((name,) + tuple(
-                "-" if c[r] is None else f"{c[r]['cpu_us_per_msg']:.2f}" for r in ROLES))
+                "-" if c[r] is None else f"{c[r]['cpu_us_per_msg']:.2f}" for r in ROLES)
+                + (SCENARIOS[name].unit,))
         self.say(_table(rows, right=(2, 3, 4)))
         self.say("")
-        self.say("server CPU time per published / consumed message or round trip "
-                 "(lower is better; median of runs):")
+        self.say("server CPU time per published / consumed message, round trip, KV put / "
+                 "get or MiB of object (lower is better; median of runs):")
         self.say(_table(cpu_rows, right=(1, 2)))
         self.say("")
         for name, s in res["scenarios"].items():

@@ -30,6 +30,9 @@ Every worker speaks the NATS client protocol directly over a TCP socket:
     deliveries are stream seqs 1..N in order without redeliveries, and
     polls ``CONSUMER.INFO`` until the ack floor is N.
 
+The Key-Value / Object Store scenarios (kv-*, obj-*) are the exception: their
+worker ``natspy`` drives nats-py (natspy.py), as an application would.
+
 Sockets are blocking with kernel-level timeouts (``SO_RCVTIMEO`` /
 ``SO_SNDTIMEO``) so that a timeout costs no extra ``poll()`` per call; every
 loop is bounded by a count and by an absolute deadline.
@@ -902,6 +905,12 @@ def w_js_consumer(port, p, start_evt, report):
         conn.close()
 
 
+def w_natspy(port, p, start_evt, report):
+    """Key-Value / Object Store job through nats-py (see natspy.py)."""
+    from .natspy import w_natspy as run  # noqa: PLC0415 - nats-py only when needed
+    return run(port, p, start_evt, report)
+
+
 WORKERS = {
     "publisher": w_publisher,
     "subscriber": w_subscriber,
@@ -909,6 +918,7 @@ WORKERS = {
     "responder": w_responder,
     "js_publisher": w_js_publisher,
     "js_consumer": w_js_consumer,
+    "natspy": w_natspy,
 }
 
 

@@ -34,6 +34,12 @@ class Scenario:
     # same signature as specs (js-pull/js-push: fill the stream).  The
     # server CPU time of a measured run does not include it.
     prepare: Callable[[int, int, int, str, dict], list] | None = None
+    # Unmeasured check right after every run (warm-up and measured), same
+    # signature (kv-put / obj-put: read everything back).  Runs after the
+    # server CPU time of a measured run has been taken.
+    verify: Callable[[int, int, int, str, dict], list] | None = None
+    # What one unit of the count is (CPU table: server µs per unit).
+    unit: str = "msg"
 
     @property
     def jetstream(self) -> bool:
@@ -184,6 +190,71 @@ def _js_args_lazy_candidate(role, tmp: Path):
     return ["-c", str(conf)], {conf.name: text}
 
 
+# -- Key-Value / Object Store through nats-py -----------------------------------
+
+KV_BUCKET = "BENCH"
+KV_WARMUP_BUCKET = "WARMUP"
+KV_DEFAULT_OPS = 10_000  # puts / gets per run (--kv-msgs)
+OBJ_DEFAULT_MIB = 64     # object size in MiB (--obj-mib)
+
+
+def _natspy_spec(op, count_key, direct=None, delete_when_warm=False):
+    """One nats-py worker doing ``op`` on bucket BENCH (warm-up: WARMUP,
+    deleted by the step with ``delete_when_warm``)."""
+    def specs(n, size, subs, tag, opts=None):
+        opts = opts or {}
+        warm = opts.get("warmup", False)
+        p = {"op": op, "bucket": KV_WARMUP_BUCKET if warm else KV_BUCKET,
+             count_key: n, "size": size, "delete": warm and delete_when_warm}
+        if direct is not None:
+            p["direct"] = direct
+        return [("natspy", p)]
+    return specs
+
+
+def _natspy_metrics(metric, per_unit):
+    def metrics(n, subs, res):
+        r = res[-1]
+        # client_cpu_s: the nats-py worker's CPU time (its asyncio thread)
+        # between t0 and t1 only -- close to "seconds" means client-bound.
+        m = {metric: per_unit(r) / max(r["t1"] - r["t0"], 1e-9),
+             "seconds": r["t1"] - r["t0"], "client_cpu_s": r.get("client_cpu")}
+        if "direct_get" in r:
+            m["direct_get"] = r["direct_get"]
+        return m
+    return metrics
+
+
+def _kv(name, title, op, metric, direct=None, lazy=False):
+    if op == "put":
+        return Scenario(name, title, KV_DEFAULT_OPS,
+                        _natspy_spec("kv_put", "count", direct),
+                        _natspy_metrics(metric, lambda r: r["ops"]), metric,
+                        server_args=_js_args_lazy_candidate if lazy else _js_args,
+                        verify=_natspy_spec("kv_verify", "count", delete_when_warm=True),
+                        unit="put")
+    return Scenario(name, title, KV_DEFAULT_OPS,
+                    _natspy_spec("kv_get", "count", delete_when_warm=True),
+                    _natspy_metrics(metric, lambda r: r["ops"]), metric,
+                    server_args=_js_args, prepare=_natspy_spec("kv_put", "count", direct),
+                    unit="get")
+
+
+def _obj(name, title, op, lazy=False):
+    metric = "MB/s"
+    mb = lambda r: r["bytes"] / 1e6  # noqa: E731
+    if op == "put":
+        return Scenario(name, title, OBJ_DEFAULT_MIB, _natspy_spec("obj_put", "mib"),
+                        _natspy_metrics(metric, mb), metric,
+                        server_args=_js_args_lazy_candidate if lazy else _js_args,
+                        verify=_natspy_spec("obj_verify", "mib", delete_when_warm=True),
+                        unit="MiB")
+    return Scenario(name, title, OBJ_DEFAULT_MIB,
+                    _natspy_spec("obj_get", "mib", delete_when_warm=True),
+                    _natspy_metrics(metric, mb), metric, server_args=_js_args,
+                    prepare=_natspy_spec("obj_put", "mib"), unit="MiB")
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("pub", "pub only (1 publisher, no subscribers)",
              6_000_000, _pub_specs, _pub_metrics, "published msgs/s"),
@@ -222,6 +293,20 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("js-push-memory", "js-push, memory storage",
              JS_DEFAULT_MSGS["push"], _js_consumer_specs(False), _js_consumer_metrics,
              "consumed msgs/s", server_args=_js_args, prepare=_js_fill_specs("memory")),
+    _kv("kv-put", "nats-py KV: create_key_value, await kv.put(key_i, value) one at a time",
+        "put", "puts/s"),
+    _kv("kv-put-lazy", "kv-put, natsbroker with sync_interval: 2m "
+        "(nats-server: its default, also lazy)", "put", "puts/s", lazy=True),
+    _kv("kv-get", "nats-py KV: await kv.get(key_i) one at a time (default bucket: "
+        "STREAM.MSG.GET)", "get", "gets/s"),
+    _kv("kv-get-direct", "kv-get on a bucket created with direct=True "
+        "(nats-py uses DIRECT.GET)", "get", "gets/s", direct=True),
+    _obj("obj-put", "nats-py Object Store: put of one object (128 KiB chunks, "
+         "one PubAck at a time)", "put"),
+    _obj("obj-put-lazy", "obj-put, natsbroker with sync_interval: 2m "
+         "(nats-server: its default, also lazy)", "put", lazy=True),
+    _obj("obj-get", "nats-py Object Store: get of that object (ordered push consumer)",
+         "get"),
 ]}
 
 
@@ -246,3 +331,14 @@ def prepare_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
         return
     tag = f"{os.getpid()}.{next(_run_ids)}"
     run_workers(port, sc.prepare(count, size, subs, tag, opts or {}), mode, timeout, idle)
+
+
+def verify_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
+                    mode: str, timeout: float, idle: float | None = None,
+                    opts: dict | None = None) -> None:
+    """The scenario's unmeasured check after a run (if any); raises
+    BenchError on failure."""
+    if sc.verify is None:
+        return
+    tag = f"{os.getpid()}.{next(_run_ids)}"
+    run_workers(port, sc.verify(count, size, subs, tag, opts or {}), mode, timeout, idle)
