@@ -197,10 +197,11 @@ class Consumer:
         self.npc = self.compute_pending()
         stream, name = self.stream.name.encode(), self.name.encode()
         if not self.ack_none:
-            # nats-server's ack subject has exactly 9 tokens; an ack_policy
-            # none consumer has no ack subscription at all.
+            # An ack_policy none consumer has no ack subscription at all.
+            # (".>" matches faster than five "*" levels; _on_ack answers other
+            # token counts as nats-server's 9-token subscription would: 503.)
             self._subs.append(self.broker.subscribe(
-                b"$JS.ACK.%s.%s.*.*.*.*.*" % (stream, name), self._on_ack))
+                b"$JS.ACK.%s.%s.>" % (stream, name), self._on_ack))
         if not self.is_pull:
             self._subs.append(self.broker.subscribe(
                 b"$JS.FC.%s.%s.>" % (stream, name), self._on_flow_control))
@@ -454,8 +455,13 @@ class Consumer:
                 del self.rdc[msg.seq]
 
     def ack_reply(self, sseq, dseq, dc, ts, pending):
-        return b"$JS.ACK.%s.%s.%d.%d.%d.%d.%d" % (
-            self.stream.name.encode(), self.name.encode(), dc, sseq, dseq, ts, pending)
+        prefix = self._ack_prefix
+        if prefix is None:
+            prefix = self._ack_prefix = b"$JS.ACK.%s.%s." % (
+                self.stream.name.encode(), self.name.encode())
+        return prefix + b"%d.%d.%d.%d.%d" % (dc, sseq, dseq, ts, pending)
+
+    _ack_prefix = None
 
     def _send(self, msg, dc, now):
         cfg = self.config
@@ -731,8 +737,10 @@ class Consumer:
     # -- acks ----------------------------------------------------------------------
 
     def _on_ack(self, sub, subject, reply, hdr_len, raw):
-        # The subscription takes exactly the 9-token form.
         tokens = subject.split(b".")
+        if len(tokens) != 9:
+            self.js.no_responders(subject, reply)
+            return
         dc, sseq, dseq = _ack_num(tokens[4]), _ack_num(tokens[5]), _ack_num(tokens[6])
         self.process_ack(sseq, dseq, dc, raw[hdr_len:], reply)
 
