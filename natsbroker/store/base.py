@@ -13,11 +13,15 @@ Subjects, headers and payloads are ``bytes``; timestamps are integers in
 nanoseconds since the epoch; sequences start at 1.
 """
 
+from typing import NamedTuple
+
 import attrs
 
 
-@attrs.frozen
-class StoredMsg:
+class StoredMsg(NamedTuple):
+    """One stored message. A named tuple rather than an attrs class: one is
+    made for every message stored and every one read back, and a tuple is
+    built several times faster."""
     seq: int
     subject: bytes
     hdr: bytes  # the NATS/1.0 header block, b"" when none
