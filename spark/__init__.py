@@ -1,0 +1,1 @@
+"""PySpark ingest of natsbroker's change feed into Parquet tables (see README.md)."""

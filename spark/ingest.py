@@ -1,0 +1,662 @@
+"""Ingest natsbroker's change feed into Parquet tables, exactly once per record id.
+
+Usage::
+
+    python -m spark.ingest --feed DIR --out DIR [--once] [--master local[*]]
+                           [--checkpoint DIR] [--trigger-seconds N]
+
+Tables under ``--out`` (columns in spark/README.md): ``events`` (every
+record), ``messages`` (every put, payload decoded, partitioned by stream and
+UTC date), ``quarantine`` (lines that are not valid records, with the reason),
+and two tables derived from ``events``: ``kv`` (live KV state) and
+``objects`` (object catalog).
+
+How it runs
+-----------
+One Structured Streaming query: the text file source in ``wholetext`` mode
+(one row per file, so every record's line number is exact) on
+``DIR/feed-*.jsonl`` (``*.tmp``, ``checkpoint.json`` and anything else are
+ignored), with ``foreachBatch``. ``--once`` is the same query with the
+``availableNow`` trigger: every file present, in micro-batches of at most
+``--max-batch-size`` bytes, then stop. Without it the query looks for new
+files every ``--trigger-seconds``. Both share the checkpoint (default
+``OUT/_checkpoint``) and can be alternated freely.
+
+A micro-batch: parse and validate every line in the JVM (spark/records.py)
+into a staging area; compute per-stream seq ranges and the duplicates on
+thin columns; write the new records to staged ``events`` (partitioned by
+stream, in feed order) and their puts to staged ``messages``; diagnose the
+bad lines into staged ``quarantine``; commit.
+
+Exactly-once design
+-------------------
+Repeats have two sources: the broker writes records again after a crash
+(same ``id``, possibly in a later file), and the ingest itself redoes a
+micro-batch after being killed. Both are handled by making the *output* the
+authority, not Spark's checkpoint:
+
+1. Within a batch, records are de-duplicated by ``id``, keeping the first in
+   feed order (file name, line).
+2. Against earlier batches, by the ``id`` column of ``events``. An ``id``
+   names one mutation of one stream at one sequence
+   (``STREAM@created:op:seq[:ts]``), so only the ``events`` partitions of the
+   batch's streams and, through Parquet min/max statistics, only the files
+   overlapping the batch's seq range are read: the cost follows the batch,
+   not the table. Quarantined lines are keyed by (file, line) likewise.
+3. The batch's rows are written by Spark into a private staging directory and
+   committed atomically with a roll-forward manifest (spark/commit.py): once
+   the manifest is written (the commit point) a crash is completed by the next
+   start; before it, the staging is thrown away and the batch redone. The
+   ``events``, ``messages`` and ``quarantine`` rows of a batch therefore land
+   together or not at all, and ``messages`` is always exactly the puts of
+   ``events``.
+4. Spark's checkpoint only says which files are done. When a batch is redone
+   (killed after our commit, before Spark's), or the checkpoint is lost and
+   every file is read again, step 2 drops everything already committed: the
+   tables stay exactly-once; the summary counts those records as duplicates.
+
+The derived tables (``kv``, ``objects``) are recomputed from ``events``:
+with ``--once`` at the end of the run, when following the feed at most every
+max(trigger, 5) seconds, and only when a commit touched a ``KV_``/``OBJ_``
+stream. Each is written aside and swapped in by rename, and remembers the
+commit it reflects, so a start after a crash recomputes any that is behind.
+
+A lock file keeps a second ingest off the output directory, and the
+checkpoint remembers its feed directory (Spark's own error for a mismatch is
+obscure). Readers may briefly see part of a batch while its files are renamed
+into place (milliseconds); they never see a partially written file. The
+protocol protects against process crashes (kill -9); the manifest and commit
+log are fsynced, the Parquet files are not.
+"""
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+from spark.commit import Committer, LockedError, write_atomic
+
+FEED_GLOB = "feed-*.jsonl"
+PROG = "ingest"
+
+
+class UsageError(Exception):
+    """A problem with the command line or its directories: exit status 2."""
+
+
+# -- table schemas ---------------------------------------------------------------------
+
+def _schemas():
+    from pyspark.sql import types as T
+    from spark.records import RECORD_SCHEMA
+
+    fields = list(RECORD_SCHEMA.fields)
+    events = T.StructType(
+        fields[:8] + [T.StructField("time", T.TimestampType())] + fields[8:]
+        + [T.StructField("file", T.StringType()), T.StructField("line", T.LongType())])
+    messages = T.StructType([
+        T.StructField("id", T.StringType()),
+        T.StructField("stream_created", T.LongType()),
+        T.StructField("seq", T.LongType()),
+        T.StructField("subject", T.StringType()),
+        T.StructField("headers", RECORD_SCHEMA["headers"].dataType),
+        T.StructField("data", T.BinaryType()),
+        T.StructField("ts", T.LongType()),
+        T.StructField("time", T.TimestampType()),
+        T.StructField("stream", T.StringType()),
+        T.StructField("date", T.DateType()),
+    ])
+    quarantine = T.StructType([
+        T.StructField("file", T.StringType()),
+        T.StructField("line", T.LongType()),
+        T.StructField("raw", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("batch", T.StringType()),
+        T.StructField("ingested_at", T.TimestampType()),
+    ])
+    return events, messages, quarantine
+
+
+def check_feed_dir(path):
+    """Raise UsageError unless ``path`` is a readable directory."""
+    if not os.path.exists(path):
+        raise UsageError("feed directory %s does not exist" % path)
+    if not os.path.isdir(path):
+        raise UsageError("feed path %s is not a directory" % path)
+    try:
+        os.listdir(path)
+    except OSError as e:
+        raise UsageError("feed directory %s is not readable: %s" % (path, e.strerror))
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError("feed directory %s is not readable: permission denied" % path)
+
+
+def feed_files(path):
+    try:
+        return sorted(n for n in os.listdir(path) if fnmatch.fnmatchcase(n, FEED_GLOB))
+    except OSError:
+        return []
+
+
+def _n(x):
+    return "{:,}".format(x)
+
+
+class Stats:
+    def __init__(self):
+        self.files = self.lines = self.valid = self.new = self.quarantined = self.batches = 0
+        self.busy = 0.0  # seconds spent in batches
+
+    @property
+    def duplicates(self):
+        return self.valid - self.new
+
+    def rate(self, ingest):
+        """Records/s: over the whole run for --once; over the time spent in
+        batches when following the feed (idle time is not slowness)."""
+        span = time.time() - ingest.started if ingest.once else self.busy
+        return int(self.lines / max(span, 1e-6))
+
+
+class Ingest:
+    """The ingest of one feed directory into one output directory.
+
+    ``spark``: the SparkSession to use; ``max_bytes_per_batch`` /
+    ``max_files_per_batch``: the micro-batch size (bytes of feed files, or
+    number of files when given); ``log``: where progress lines go (a file,
+    default stderr; None for silence); ``fault``: a test hook called with the
+    commit step names."""
+
+    def __init__(self, spark, feed, out, checkpoint=None, max_bytes_per_batch=128 << 20,
+                 max_files_per_batch=None, log=sys.stderr, fault=None):
+        self.spark = spark
+        self.feed = os.path.abspath(feed)
+        self.out = os.path.abspath(out)
+        self.checkpoint = os.path.abspath(checkpoint or os.path.join(self.out, "_checkpoint"))
+        self.max_bytes = max_bytes_per_batch
+        self.max_files = max_files_per_batch
+        self.log = log
+        self.fault = fault
+        self.committer = Committer(self.out)
+        self.events_schema, self.messages_schema, self.quarantine_schema = _schemas()
+        self.stats = Stats()
+        self.done_files = set()
+        self.batch_error = None
+        self.started = None
+        self.query = None
+        self.once = True
+        self.derived_every = 10.0
+        self._mark = time.time()
+
+    def mark(self, step):
+        """With INGEST_TIMINGS=1 in the environment: how long each step took."""
+        now = time.time()
+        if os.environ.get("INGEST_TIMINGS"):
+            print("[%s] timing: %-24s %6.1fs" % (PROG, step, now - self._mark),
+                  file=sys.stderr, flush=True)
+        self._mark = now
+
+    def say(self, text):
+        if self.log is not None:
+            print("[%s] %s" % (PROG, text), file=self.log, flush=True)
+
+    def table(self, name):
+        return os.path.join(self.out, name)
+
+    # -- start-up and the end ---------------------------------------------------------------
+
+    def check_checkpoint(self):
+        """Spark's checkpoint names the feed directory it was made for; reusing
+        it with another fails deep inside Spark, so say it plainly."""
+        marker = os.path.join(self.checkpoint, "natsbroker-feed.json")
+        try:
+            with open(marker) as f:
+                feed = json.load(f).get("feed")
+        except (OSError, ValueError):
+            feed = None
+        if feed is not None and feed != self.feed:
+            raise UsageError(
+                "checkpoint %s belongs to feed %s, not %s: give another --checkpoint "
+                "(records already in %s are recognized and dropped)"
+                % (self.checkpoint, feed, self.feed, self.out))
+        if feed is None:
+            os.makedirs(self.checkpoint, exist_ok=True)
+            write_atomic(marker, json.dumps({"feed": self.feed}))
+
+    def prepare(self):
+        """Lock the output, finish or discard interrupted commits."""
+        self.committer.lock()
+        self.check_checkpoint()
+        done, dropped = self.committer.recover()
+        if done or dropped:
+            self.say("recovered an interrupted run: %d batch(es) completed, %d discarded"
+                     % (done, dropped))
+        for c in self.committer.commits():
+            self.done_files.update(c.get("files", ()))
+        if not os.path.isdir(self.table("quarantine")):
+            # An empty table with its schema, so that queries work before the
+            # first bad line. Before the stream starts: a batch may create it.
+            _, stage = self.committer.new_stage(0)
+            self.spark.createDataFrame([], self.quarantine_schema).coalesce(1) \
+                .write.parquet(os.path.join(stage, "quarantine"))
+            self.committer.install(stage, "quarantine")
+
+    def close(self):
+        self.committer.unlock()
+
+    def stale_derived(self):
+        """Derived tables that are missing or behind the last commit touching them."""
+        last = self.committer.last_derived
+        return [(t, last.get(t)) for t in ("kv", "objects")
+                if not os.path.isdir(self.table(t))
+                or (t in last and self.committer.derived_token(t) != last[t])]
+
+    def finish_tables(self):
+        """Bring the derived tables up to date (batches never touch them, so
+        this may run beside the stream)."""
+        for table, token in self.stale_derived():
+            self.refresh_derived(table, token)
+            self.mark("derived " + table)
+
+    # -- one micro-batch ------------------------------------------------------------------
+
+    def _existing_ids(self, stream_stats):
+        """The ids already in ``events`` that the batch could repeat: an id
+        names a stream and a sequence, so only those partitions and (by
+        Parquet statistics) files overlapping the batch's seq range are read."""
+        from pyspark.sql import functions as F
+        path = self.table("events")
+        if not stream_stats or not os.path.isdir(path):
+            return None
+        events = self.spark.read.schema(self.events_schema).parquet(path)
+        pred = F.col("stream").isin(list(stream_stats))
+        if len(stream_stats) <= 64:
+            ranges = None
+            for s, (lo, hi) in stream_stats.items():
+                c = (F.col("stream") == s) & F.col("seq").between(lo, hi)
+                ranges = c if ranges is None else (ranges | c)
+            pred = pred & ranges
+        return events.where(pred).select("id")
+
+    def _duplicates(self, good, ranges):
+        """(file, line) of the good records not to keep: repeats of an id
+        within the batch (all but the first in feed order) and ids already in
+        ``events``. Worked out on thin columns, so that the records themselves
+        are never shuffled; the result is small and persisted."""
+        from pyspark.sql import functions as F
+        keys = good.select("id", "file", "line")
+        pos = F.struct("file", "line")
+        firsts = keys.groupBy("id").agg(F.count(F.lit(1)).alias("n"), F.min(pos).alias("first")) \
+            .where(F.col("n") > 1).select("id", "first")
+        drop = keys.join(firsts, "id").where(pos != F.col("first")).select("file", "line")
+        existing = self._existing_ids(ranges)
+        if existing is not None:
+            drop = drop.unionByName(keys.join(existing, "id", "left_semi").select("file", "line"))
+        return drop.distinct().persist()
+
+    def _existing_quarantine(self, files):
+        from pyspark.sql import functions as F
+        path = self.table("quarantine")
+        if not os.path.isdir(path):
+            return None
+        q = self.spark.read.schema(self.quarantine_schema).parquet(path)
+        return q.where(F.col("file").isin(files)).select("file", "line")
+
+    def process_batch(self, batch_df, batch_id):
+        try:
+            self._process_batch(batch_df, batch_id)
+        except BaseException as e:
+            self.batch_error = e
+            raise
+
+    def _process_batch(self, batch_df, batch_id):
+        from pyspark.sql import functions as F
+        from spark import records
+
+        t0 = time.time()
+        self.mark("waiting")
+        spark = self.spark
+        token, stage = self.committer.new_stage(batch_id)
+
+        # The one pass over the batch's text: parsed rows to the staging area.
+        parsed_path = os.path.join(stage, "_parsed")
+        records.parse(records.split_lines(batch_df, F.col("file"))).write.parquet(parsed_path)
+        parsed = spark.read.parquet(parsed_path)
+        self.mark("parse")
+        rows = parsed.groupBy("file", "stream").agg(
+            F.count(F.when(~F.col("blank"), 1)).alias("lines"),
+            F.count(F.when(F.col("bad"), 1)).alias("bad"),
+            F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
+        if not rows:
+            shutil.rmtree(stage, ignore_errors=True)
+            return
+        files = sorted({r["file"] for r in rows})
+        n_lines = sum(r["lines"] for r in rows)
+        n_bad = sum(r["bad"] for r in rows)
+        n_valid = n_lines - n_bad
+        ranges = {}
+        for r in rows:
+            if r["stream"] is not None:
+                lo, hi = ranges.get(r["stream"], (r["lo"], r["hi"]))
+                ranges[r["stream"]] = (min(lo, r["lo"]), max(hi, r["hi"]))
+        self.mark("stats")
+
+        tables = []
+        counts = {}
+        if n_valid:
+            good = parsed.where(~F.col("bad") & ~F.col("blank"))
+            drop = self._duplicates(good, ranges)
+            n_drop = drop.count()
+            new = good
+            if n_drop:
+                small = n_drop <= 2_000_000
+                new = good.join(F.broadcast(drop) if small else drop, ["file", "line"], "left_anti")
+            new = new.withColumn("time", F.expr("timestamp_micros(ts div 1000)"))
+            # No sort: concurrent writers (spark.sql.maxConcurrentOutputFileWriters)
+            # keep the feed order, so each file covers a narrow seq range.
+            new.select([f.name for f in self.events_schema.fields]) \
+                .write.partitionBy("stream").parquet(os.path.join(stage, "events"))
+            drop.unpersist()
+            self.mark("events")
+            if self.committer.staged_files(stage, "events"):
+                staged = spark.read.schema(self.events_schema).parquet(
+                    os.path.join(stage, "events"))
+                for r in staged.groupBy("stream", "op").count().collect():
+                    counts[(r["stream"], r["op"])] = r["count"]
+                tables.append("events")
+                if any(op == "put" for _, op in counts):
+                    day = 86400 * 10 ** 9
+                    staged.where(F.col("op") == "put").select(
+                        *[F.col(f.name) for f in self.messages_schema.fields[:-1]],
+                        F.expr("date_from_unix_date(cast((ts - pmod(ts, %d)) div %d AS int))"
+                               % (day, day)).alias("date")) \
+                        .write.partitionBy("stream", "date") \
+                        .parquet(os.path.join(stage, "messages"))
+                    tables.append("messages")
+                self.mark("messages")
+        n_new = sum(counts.values())
+
+        n_quarantined = 0
+        if n_bad:
+            bad = parsed.where(F.col("bad")).select("file", "line", "raw")
+            seen = self._existing_quarantine(files)
+            if seen is not None:
+                bad = bad.join(seen, ["file", "line"], "left_anti")
+            records.diagnose(bad).select(
+                "file", "line", "raw", "error", F.lit(token).alias("batch"),
+                F.current_timestamp().alias("ingested_at")) \
+                .coalesce(1).write.parquet(os.path.join(stage, "quarantine"))
+            n_quarantined = spark.read.schema(self.quarantine_schema) \
+                .parquet(os.path.join(stage, "quarantine")).count()
+            if n_quarantined:
+                tables.append("quarantine")
+            self.mark("quarantine")
+
+        streams = {s for s, _ in counts}
+        derived = [t for t, prefix in (("kv", "KV_"), ("objects", "OBJ_"))
+                   if any(s.startswith(prefix) for s in streams)]
+        record = {"batch": batch_id, "files": files, "lines": n_lines, "valid": n_valid,
+                  "new": n_new, "duplicates": n_valid - n_new, "quarantined": n_quarantined,
+                  "derived": derived, "time": round(time.time(), 3)}
+        self.committer.commit(token, stage, tables, record, fault=self.fault)
+        self.mark("commit")
+
+        st = self.stats
+        took = time.time() - t0
+        st.batches += 1
+        st.busy += took
+        st.files += len(files)
+        st.lines += n_lines
+        st.valid += n_valid
+        st.new += n_new
+        st.quarantined += n_quarantined
+        self.done_files.update(files)
+        total = len(set(feed_files(self.feed)) | self.done_files)
+        self.say("batch %d: %s files, %s records (%s new, %s duplicates, %s quarantined) in %.1fs,"
+                 " %s records/s | %s/%s files done, %s records this run, %s records/s"
+                 % (batch_id, _n(len(files)), _n(n_lines), _n(n_new), _n(n_valid - n_new),
+                    _n(n_quarantined), took, _n(int(n_lines / max(took, 1e-6))),
+                    _n(len(self.done_files)), _n(total), _n(st.lines), _n(st.rate(self))))
+        if n_quarantined:
+            self.say("warning: %s line(s) quarantined in batch %d, see %s"
+                     % (_n(n_quarantined), batch_id, self.table("quarantine")))
+
+    # -- derived tables --------------------------------------------------------------------
+
+    def refresh_derived(self, table, token):
+        """Recompute ``kv`` or ``objects`` from ``events`` and swap it in."""
+        from pyspark.sql import functions as F
+        from spark import derive
+
+        compute = derive.kv_state if table == "kv" else derive.object_catalog
+        prefix = "KV_" if table == "kv" else "OBJ_"
+        path = self.table("events")
+        try:
+            parts = [n for n in os.listdir(path) if n.startswith("stream=" + prefix)]
+        except FileNotFoundError:
+            parts = []
+        if parts:
+            events = self.spark.read.schema(self.events_schema).parquet(path) \
+                .where(F.col("stream").startswith(prefix))
+            df = compute(events)
+        else:  # nothing to derive: an empty table, without running the query
+            schema = compute(self.spark.createDataFrame([], self.events_schema)).schema
+            df = self.spark.createDataFrame([], schema)
+        order = ["bucket", "key"] if table == "kv" else ["bucket", "object"]
+        _, stage = self.committer.new_stage(0)
+        df.coalesce(1).sortWithinPartitions(*order).write.parquet(os.path.join(stage, table))
+        self.committer.install(stage, table, token)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start(self, once=True, trigger_seconds=10.0):
+        from pyspark.sql import functions as F
+
+        self.once = once
+        self.started = time.time()
+        self.mark("start")
+        self.prepare()
+        names = feed_files(self.feed)
+        pending = len(set(names) - self.done_files)
+        if once:
+            self.say("ingesting %s: %s feed files, %s not yet ingested"
+                     % (self.feed, _n(len(names)), _n(pending)))
+        else:
+            self.say("following %s every %gs (%s feed files not yet ingested); Ctrl-C stops"
+                     % (self.feed, trigger_seconds, _n(pending)))
+        reader = (self.spark.readStream.format("text")
+                  .option("wholetext", "true")
+                  .option("pathGlobFilter", FEED_GLOB)
+                  .option("maxFileAge", "36500d"))
+        if self.max_files:
+            reader = reader.option("maxFilesPerTrigger", str(self.max_files))
+        else:
+            reader = reader.option("maxBytesPerTrigger", str(self.max_bytes))
+        src = reader.load(self.feed).select(F.col("_metadata.file_name").alias("file"),
+                                            F.col("value"))
+        writer = src.writeStream.foreachBatch(self.process_batch) \
+            .option("checkpointLocation", self.checkpoint) \
+            .queryName("natsbroker-ingest-%d" % os.getpid())
+        if once:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime="%g seconds" % trigger_seconds)
+        self.query = writer.start()
+        return self.query
+
+    def wait(self, stop=None):
+        """Wait for the query to end (``--once``) or ``stop`` (a threading.Event) to be set."""
+        from pyspark.errors import StreamingQueryException
+
+        q = self.query
+        last_refresh = 0.0
+        try:
+            while q.isActive:
+                if stop is not None and stop.is_set():
+                    q.stop()
+                    break
+                q.awaitTermination(0.5)
+                if not self.once and time.time() - last_refresh >= self.derived_every:
+                    # Following the feed: the derived tables catch up with the
+                    # commits at most every derived_every seconds, beside the stream.
+                    last_refresh = time.time()
+                    self.finish_tables()
+            q.awaitTermination(0.1)  # raises if the query failed
+        except StreamingQueryException:
+            if self.batch_error is not None:
+                raise self.batch_error
+            raise
+        finally:
+            if q.isActive:
+                q.stop()
+
+    def run(self, once=True, trigger_seconds=10.0, stop=None):
+        """Run to the end (``once``) or until ``stop`` is set; returns the Stats."""
+        self.derived_every = max(trigger_seconds, 5.0)
+        try:
+            self.start(once, trigger_seconds)
+            self.wait(stop)
+            self.finish_tables()
+        finally:
+            self.close()
+        return self.stats
+
+    def summary(self):
+        st = self.stats
+        elapsed = time.time() - self.started
+        lines = ["%s: %s records from %s files in %.1fs%s (%s records/s): %s new, "
+                 "%s duplicates dropped, %s quarantined"
+                 % (PROG, _n(st.lines), _n(st.files), elapsed,
+                    "" if self.once else ", %.1fs of it in %d batches" % (st.busy, st.batches),
+                    _n(st.rate(self)), _n(st.new), _n(st.duplicates), _n(st.quarantined))]
+        if st.quarantined:
+            lines.append("%s: quarantined lines: SELECT file, line, error FROM parquet.`%s`"
+                         % (PROG, self.table("quarantine")))
+        return "\n".join(lines)
+
+
+# -- command line ----------------------------------------------------------------------------
+
+def parse_size(text):
+    """'128m' -> 134217728 (k, m, g: powers of 1024; a plain number is bytes)."""
+    text = text.strip().lower().rstrip("b")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+    value = int(float(text[:-1] if mult > 1 else text) * mult)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m spark.ingest",
+        description="Ingest natsbroker's change feed into Parquet tables, exactly once.")
+    p.add_argument("--feed", required=True, metavar="DIR", help="the change-feed directory")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the tables are written")
+    p.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    p.add_argument("--once", action="store_true",
+                   help="ingest what is there, then exit (default: keep following the feed)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="stream checkpoint directory (default: OUT/_checkpoint)")
+    p.add_argument("--trigger-seconds", type=float, default=10.0, metavar="N",
+                   help="continuous mode: look for new files every N seconds (default: 10)")
+    p.add_argument("--max-batch-size", default="128m", metavar="SIZE",
+                   help="feed bytes per micro-batch, e.g. 64m, 1g (default: 128m; "
+                        "a file is never split)")
+    p.add_argument("--max-files-per-batch", type=int, metavar="N",
+                   help="feed files per micro-batch (instead of --max-batch-size)")
+    p.add_argument("--driver-memory", default="2g", help="Spark driver memory (default: 2g)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark configuration (repeatable)")
+    p.add_argument("--verbose", action="store_true", help="Spark warnings and full tracebacks")
+    args = p.parse_args(argv)
+    if args.trigger_seconds <= 0:
+        p.error("--trigger-seconds must be positive")
+    if args.max_files_per_batch is not None and args.max_files_per_batch < 1:
+        p.error("--max-files-per-batch must be at least 1")
+    try:
+        args.max_batch_bytes = parse_size(args.max_batch_size)
+    except ValueError:
+        p.error("--max-batch-size: expected a size like 128m, got %r" % args.max_batch_size)
+    conf = {}
+    for item in args.conf:
+        if "=" not in item:
+            p.error("--conf expects KEY=VALUE, got %r" % item)
+        k, v = item.split("=", 1)
+        conf[k] = v
+    args.conf = conf
+    return args
+
+
+def _one_line(exc):
+    text = str(exc).strip() or exc.__class__.__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ", "at ")):
+            return line[:500]
+    return text.splitlines()[0][:500]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        check_feed_dir(args.feed)
+        try:
+            os.makedirs(os.path.join(args.out, "_ingest"), exist_ok=True)
+        except OSError as e:
+            raise UsageError("cannot create output directory %s: %s" % (args.out, e.strerror))
+        if not os.access(args.out, os.W_OK | os.X_OK):
+            raise UsageError("output directory %s is not writable" % args.out)
+        probe = Committer(args.out)
+        probe.lock()  # fail fast, before Spark starts, if another ingest runs
+        probe.unlock()
+    except (UsageError, LockedError) as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    from spark.session import build_session
+    conf = dict(args.conf)
+    conf.setdefault("spark.driver.memory", args.driver_memory)
+    try:
+        spark = build_session(args.master, conf=conf, verbose=args.verbose)
+    except Exception as e:  # no Java, bad master, ...
+        print("%s: error: cannot start Spark: %s" % (PROG, _one_line(e)), file=sys.stderr)
+        return 1
+    ingest = Ingest(spark, args.feed, args.out, checkpoint=args.checkpoint,
+                    max_bytes_per_batch=args.max_batch_bytes,
+                    max_files_per_batch=args.max_files_per_batch)
+    status = 0
+    try:
+        ingest.run(once=args.once, trigger_seconds=args.trigger_seconds, stop=stop)
+    except (LockedError, UsageError) as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        status = 2
+    except Exception as e:
+        if args.verbose:
+            import traceback
+            traceback.print_exc()
+        print("%s: error: ingest failed: %s" % (PROG, _one_line(e)), file=sys.stderr)
+        status = 1
+    if ingest.started is not None and status != 2:
+        print(ingest.summary(), flush=True)
+    try:
+        spark.stop()
+    except Exception:
+        pass
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The SparkSession the ingest (and its tests and benchmark) run in."""
+
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOG4J_QUIET = os.path.join(HERE, "log4j2.properties")
+LOG4J_VERBOSE = os.path.join(HERE, "log4j2-verbose.properties")
+
+# Settings the ingest relies on; a --conf may not override these.
+FIXED_CONF = {
+    # Every timestamp the ingest derives is UTC.
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def default_conf(master, verbose=False):
+    cores = os.cpu_count() or 2
+    if master.startswith("local[") and master[6:-1].isdigit():
+        cores = int(master[6:-1])
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        # Small micro-batches on few cores: many shuffle partitions only cost.
+        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        "spark.driver.memory": "2g",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:%s"
+        % (LOG4J_VERBOSE if verbose else LOG4J_QUIET),
+        "spark.sql.streaming.stopTimeout": "30s",
+        # Partitioned writes without sorting the rows first.
+        "spark.sql.maxConcurrentOutputFileWriters": "64",
+    }
+
+
+def build_session(master="local[*]", app="natsbroker-ingest", conf=None, verbose=False):
+    """A SparkSession for the ingest; ``conf`` (a dict) overrides the defaults.
+
+    ``spark.driver.extraJavaOptions`` from ``conf`` is appended to ours (which
+    select the quiet log4j configuration) rather than replacing it."""
+    from pyspark.sql import SparkSession
+
+    settings = default_conf(master, verbose)
+    for key, value in (conf or {}).items():
+        if key == "spark.driver.extraJavaOptions":
+            settings[key] = settings[key] + " " + value
+        else:
+            settings[key] = value
+    settings.update(FIXED_CONF)
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    for key, value in FIXED_CONF.items():
+        spark.conf.set(key, value)
+    return spark

@@ -1,0 +1,492 @@
+"""The Spark ingest of the change feed (spark/): exact tables, exactly-once.
+
+One local[2] SparkSession for the whole module; synthetic feed files written
+the way the broker writes them (spark/feedgen.py). The kill test runs
+``python -m spark.ingest`` in continuous mode as a subprocess, SIGKILLs it
+mid-run and checks that a second run leaves every table exact.
+"""
+
+import copy
+import datetime
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from spark import feedgen as g  # noqa: E402
+from spark.commit import Committer  # noqa: E402
+from spark.ingest import Ingest, UsageError  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEC = 10 ** 9
+C = 1_700_000_000_000_000_000  # 2023-11-14T22:13:20Z
+MIDNIGHT = 1_700_006_400_000_000_000  # 2023-11-15T00:00:00Z
+C2 = C + 500 * SEC
+DAY1, DAY2 = datetime.date(2023, 11, 14), datetime.date(2023, 11, 15)
+
+# Small, quiet and quick on two cores; C1-only JIT starts the JVM faster and
+# the data here is tiny.
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from spark.session import build_session
+    session = build_session("local[2]", app="test-spark-ingest", conf=TEST_CONF)
+    yield session
+    session.stop()
+
+
+def run_ingest(spark, feed, out, **kw):
+    log = io.StringIO()
+    ingest = Ingest(spark, feed, out, log=log, **kw)
+    stats = ingest.run(once=True)
+    return stats, log.getvalue()
+
+
+def rows(spark, out, table):
+    return [r.asDict(recursive=True) for r in spark.read.parquet(os.path.join(out, table)).collect()]
+
+
+# -- the feed and what must come out of it ---------------------------------------------------
+
+class Feed:
+    """Feed files plus the expected result, computed from the records written."""
+
+    def __init__(self, directory):
+        self.writer = g.FeedWriter(directory)
+        self.records = {}  # id -> record (first written)
+        self.lines = 0  # non-blank lines
+        self.bad = []  # (file, line, error)
+
+    def write(self, items):
+        """items: records (dicts), ("bad", text, error) or "" (a blank line)."""
+        lines = []
+        name = os.path.basename(self.writer.path(self.writer.no + 1))
+        for i, item in enumerate(items, 1):
+            if isinstance(item, dict):
+                self.records.setdefault(item["id"], item)
+                lines.append(item)
+                self.lines += 1
+            elif item == "":
+                lines.append("")
+            else:
+                _, text, error = item
+                self.bad.append((name, i, error))
+                lines.append(text)
+                self.lines += 1
+        self.writer.write(lines)
+        return name
+
+    def ids(self):
+        return set(self.records)
+
+    def messages(self):
+        out = set()
+        for r in self.records.values():
+            if r["op"] == "put":
+                day = datetime.datetime.fromtimestamp(r["ts"] // SEC, datetime.timezone.utc).date()
+                out.add((r["id"], r["stream"], r["seq"], r["subject"],
+                         g.base64.b64decode(r["data"]), day))
+        return out
+
+
+def main_feed(directory):
+    f = Feed(directory)
+    orders_put2 = g.put("ORDERS", C, 2, "orders.new", b"two", C + 2 * SEC)
+    orders_put3 = g.put("ORDERS", C, 3, "orders.x", b"\x00\xffbin", C + 3 * SEC)
+    f.write([
+        g.stream_event("ORDERS", C, "stream_create", 0, C, {"name": "ORDERS"}),
+        g.put("ORDERS", C, 1, "orders.new", b"one", C + 1 * SEC, headers={"Nats-Msg-Id": ["m1"]}),
+        orders_put2,
+        orders_put3,
+        ("bad", "this is not json", "invalid JSON"),
+        g.put("ORDERS", C, 4, "orders.late", b"four", MIDNIGHT + 5 * SEC),
+        "",
+        g.stream_event("KV_cfg", C, "stream_create", 0, C, {"name": "KV_cfg"}),
+        g.kv_put("cfg", C, 1, "a", b"1", C + 1),
+        g.kv_put("cfg", C, 2, "b", b"2", C + 2),
+        g.kv_put("cfg", C, 3, "a", b"3", C + 3),
+    ])
+    with_extra = g.put("ORDERS", C, 5, "orders.new", b"five", C + 20 * SEC)
+    with_extra.update({"extra": {"x": 1}, "v2": [1, 2]})  # unknown fields: tolerated
+    f.write([
+        orders_put2, orders_put3,  # repeated after a broker crash
+        g.delete("ORDERS", C, 2, "orders.new", C + 10 * SEC),
+        g.purge("ORDERS", C, 4, C + 11 * SEC, filter="orders.x"),
+        ("bad", json.dumps({"id": "ORDERS@%d:put:99" % C, "stream": "ORDERS", "op": "put",
+                            "seq": "five"}), "field 'seq' must be an integer, got string"),
+        g.kv_put("cfg", C, 4, "b", b"", C + 4, operation="DEL"),
+        g.kv_put("cfg", C, 5, "c", b"5", C + 5),
+        g.kv_put("cfg", C, 6, "c", b"", C + 6, operation="PURGE"),
+        g.purge("KV_cfg", C, 6, C + 7, filter="$KV.cfg.c", upto_seq=6, reason="rollup"),
+        g.kv_put("cfg", C, 7, "d", b"7", C + 8),
+        g.delete("KV_cfg", C, 7, "$KV.cfg.d", C + 9, reason="max_age"),
+        g.kv_put("cfg", C, 8, "e", b"8", C + 10),
+        g.kv_put("cfg", C, 9, "e", b"9", C + 11),
+        g.delete("KV_cfg", C, 9, "$KV.cfg.e", C + 12),  # e falls back to revision 8
+        with_extra,
+        ("bad", '{"id": 7, "stream": "ORDERS", "op": "put", "seq": 1}',
+         "field 'id' must be a string, got integer"),
+        ("bad", '{"id": "x", "stream": "ORDERS", "op": "put"}', "missing required field 'seq'"),
+        ("bad", '{"id": "x", "stream": "ORDERS", "op": "zap", "seq": 1}', 'unknown op "zap"'),
+    ])
+    f.write([
+        g.kv_put("old", C, 1, "x", b"x", C),
+        g.stream_event("KV_old", C, "stream_delete", 1, C + SEC),
+        g.kv_put("re", C, 1, "k", b"old", C),
+        g.stream_event("KV_re", C, "stream_delete", 1, C + SEC),
+        g.stream_event("KV_re", C2, "stream_create", 0, C2, {"name": "KV_re"}),
+        g.kv_put("re", C2, 1, "j", b"new", C2 + 1),
+        g.kv_put("keep", C, 1, "k1", b"v1", C + 1),
+        g.kv_put("keep", C, 2, "k2", b"v2", C + 2),
+        g.kv_put("keep", C, 3, "k3", b"v3", C + 3),
+        g.purge("KV_keep", C, 3, C + 4, filter="$KV.keep.>", keep=2),
+        g.obj_chunk("files", C, 1, "N1", b"x" * 10, C + 1),
+        g.obj_meta("files", C, 2, "file1", "N1", 10, C + 2),
+        g.obj_chunk("files", C, 3, "N2", b"y" * 4, C + 3),
+        g.obj_meta("files", C, 4, "file2", "N2", 4, C + 4),
+        g.obj_meta("files", C, 5, "file2", "N2", 0, C + 5, deleted=True),
+        g.purge("OBJ_files", C, 5, C + 6, filter="$O.files.C.N2"),
+        g.obj_chunk("files", C, 6, "N3", b"z" * 3, C + 7),
+        g.obj_meta("files", C, 7, "file1", "N3", 3, C + 8),
+        g.purge("OBJ_files", C, 7, C + 9, filter=g.obj_meta("files", C, 7, "file1", "N3", 3, 0)
+                ["subject"], upto_seq=7, reason="rollup"),
+        g.purge("OBJ_files", C, 7, C + 10, filter="$O.files.C.N1"),
+    ])
+    return f
+
+
+EXPECTED_KV = {
+    ("cfg", "a", b"3", 3), ("cfg", "e", b"8", 8),
+    ("keep", "k2", b"v2", 2), ("keep", "k3", b"v3", 3),
+    ("re", "j", b"new", 1),
+}
+EXPECTED_OBJECTS = {
+    # bucket, object, nuid, size, deleted, chunks, chunk_bytes, revision
+    ("files", "file1", "N3", 3, False, 1, 3, 7),
+    ("files", "file2", "N2", 0, True, 0, 0, 5),
+}
+
+
+def check_tables(spark, out, feed):
+    events = rows(spark, out, "events")
+    ids = [r["id"] for r in events]
+    assert len(ids) == len(set(ids)), "duplicate ids in events"
+    assert set(ids) == feed.ids()
+    msgs = rows(spark, out, "messages")
+    assert len(msgs) == len({m["id"] for m in msgs})
+    assert {(m["id"], m["stream"], m["seq"], m["subject"], bytes(m["data"]), m["date"])
+            for m in msgs} == feed.messages()
+    q = rows(spark, out, "quarantine")
+    assert sorted((r["file"], r["line"], r["error"]) for r in q) == sorted(feed.bad)
+    return events, msgs
+
+
+@pytest.fixture(scope="module")
+def main_run(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("main")
+    feed_dir, out = str(base / "feed"), str(base / "out")
+    feed = main_feed(feed_dir)
+    t = time.time()
+    stats, log = run_ingest(spark, feed_dir, out)
+    print("main run: %.1fs" % (time.time() - t))
+    return feed, feed_dir, out, stats, log
+
+
+# -- exact tables ------------------------------------------------------------------------------
+
+def test_events_messages_quarantine_exact(spark, main_run):
+    feed, feed_dir, out, stats, log = main_run
+    events, msgs = check_tables(spark, out, feed)
+    assert stats.lines == feed.lines
+    assert stats.quarantined == len(feed.bad) == 5
+    assert stats.new == len(feed.ids())
+    assert stats.duplicates == 2  # the two records repeated after the "crash"
+    assert "2 duplicates" in log or "duplicates" in log
+
+    by_id = {e["id"]: e for e in events}
+    put1 = by_id["ORDERS@%d:put:1" % C]
+    assert put1["headers"] == {"Nats-Msg-Id": ["m1"]}
+    assert bytes(put1["data"]) == b"one" and put1["feed"] == 1
+    assert (put1["file"], put1["line"]) == ("feed-00000000000000000001.jsonl", 2)
+    assert put1["time"] == datetime.datetime(2023, 11, 14, 22, 13, 21)
+    dup = by_id["ORDERS@%d:put:3" % C]
+    assert dup["file"] == "feed-00000000000000000001.jsonl"  # the first occurrence is kept
+    purge = by_id[g.purge("ORDERS", C, 4, C + 11 * SEC, filter="orders.x")["id"]]
+    assert purge["purge"] == {"filter": "orders.x", "upto_seq": None, "keep": None}
+    assert purge["op"] == "purge" and purge["reason"] == "api"
+
+    dates = {(m["stream"], m["date"]) for m in msgs}
+    assert ("ORDERS", DAY1) in dates and ("ORDERS", DAY2) in dates
+    assert os.path.isdir(os.path.join(out, "messages", "stream=ORDERS", "date=2023-11-15"))
+    binary = [m for m in msgs if m["seq"] == 3 and m["stream"] == "ORDERS"][0]
+    assert bytes(binary["data"]) == b"\x00\xffbin"
+
+    q = rows(spark, out, "quarantine")
+    assert {r["raw"] for r in q} >= {"this is not json"}
+
+
+def test_kv_state(spark, main_run):
+    _, _, out, _, _ = main_run
+    kv = rows(spark, out, "kv")
+    assert {(r["bucket"], r["key"], bytes(r["value"]), r["revision"]) for r in kv} == EXPECTED_KV
+    assert len(kv) == len(EXPECTED_KV)
+
+
+def test_object_catalog(spark, main_run):
+    _, _, out, _, _ = main_run
+    objs = rows(spark, out, "objects")
+    assert {(r["bucket"], r["object"], r["nuid"], r["size"], r["deleted"], r["chunks"],
+             r["chunk_bytes"], r["revision"]) for r in objs} == EXPECTED_OBJECTS
+    file1 = [r for r in objs if r["object"] == "file1"][0]
+    assert json.loads(file1["meta"])["nuid"] == "N3"
+
+
+# -- exactly once across runs ----------------------------------------------------------------
+
+def copy_out(main_run, tmp_path):
+    feed, feed_dir, out, _, _ = main_run
+    new_out = str(tmp_path / "out")
+    shutil.copytree(out, new_out)
+    return feed, feed_dir, new_out
+
+
+def test_rerun_without_new_files_changes_nothing(spark, main_run, tmp_path):
+    feed, feed_dir, out = copy_out(main_run, tmp_path)
+    stats, _ = run_ingest(spark, feed_dir, out)
+    assert (stats.lines, stats.new, stats.quarantined) == (0, 0, 0)
+    check_tables(spark, out, feed)
+
+
+def test_lost_checkpoint_reads_all_again_and_drops_everything(spark, main_run, tmp_path):
+    feed, feed_dir, out = copy_out(main_run, tmp_path)
+    shutil.rmtree(os.path.join(out, "_checkpoint"))
+    stats, _ = run_ingest(spark, feed_dir, out)
+    assert stats.lines == feed.lines
+    assert stats.new == 0 and stats.quarantined == 0
+    assert stats.duplicates == stats.valid == feed.lines - len(feed.bad)
+    check_tables(spark, out, feed)
+    kv = rows(spark, out, "kv")
+    assert {(r["bucket"], r["key"], bytes(r["value"]), r["revision"]) for r in kv} == EXPECTED_KV
+
+
+def test_new_file_with_repeats_and_kv_update(spark, main_run, tmp_path):
+    feed, feed_dir, out = copy_out(main_run, tmp_path)
+    feed = copy.deepcopy(feed)
+    new_feed = str(tmp_path / "feed")
+    shutil.copytree(feed_dir, new_feed)
+    feed.writer.dir = new_feed
+    old = list(feed.records.values())[:6]
+    feed.write(old + [
+        g.put("ORDERS", C, 6, "orders.new", b"six", C + 30 * SEC),
+        g.kv_put("cfg", C, 10, "a", b"10", C + 30),
+        g.kv_put("cfg", C, 11, "e", b"", C + 31, operation="DEL"),
+        g.stream_event("KV_keep", C, "stream_delete", 3, C + 32),
+    ])
+    with pytest.raises(UsageError, match="belongs to feed"):
+        run_ingest(spark, new_feed, out)  # the checkpoint is the old feed's
+    stats, _ = run_ingest(spark, new_feed, out, checkpoint=str(tmp_path / "ck"))
+    # A new checkpoint reads every file again: all but the 4 new records are dropped.
+    assert stats.lines == feed.lines and stats.quarantined == 0
+    assert (stats.new, stats.duplicates) == (4, feed.lines - len(feed.bad) - 4)
+    check_tables(spark, out, feed)
+    kv = rows(spark, out, "kv")
+    assert {(r["bucket"], r["key"], bytes(r["value"]), r["revision"]) for r in kv} == {
+        ("cfg", "a", b"10", 10), ("re", "j", b"new", 1)}
+
+
+# -- crash inside the commit --------------------------------------------------------------------
+
+class Crash(Exception):
+    pass
+
+
+def test_crash_during_commit_then_rerun_is_exact(spark, tmp_path):
+    """A crash before the commit point (the batch is discarded and redone), then
+    one after it, halfway through the file moves (rolled forward)."""
+    feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
+    feed = Feed(feed_dir)
+    feed.write([g.put("S", C, i, "s.%d" % i, b"%d" % i, C + i) for i in range(1, 6)]
+               + [("bad", "{", "invalid JSON")])
+    feed.write([g.put("S", C, i, "s.%d" % i, b"%d" % i, C + i) for i in range(4, 9)])
+    staging = os.path.join(out, "_ingest", "staging")
+
+    def crash_at(step):
+        def fault(at):
+            if at == step:
+                raise Crash(at)
+        return fault
+
+    with pytest.raises(Crash):
+        run_ingest(spark, feed_dir, out, fault=crash_at("staged"))
+    assert os.listdir(staging)  # the interrupted batch's files
+    assert not os.path.exists(os.path.join(out, "events"))
+    with pytest.raises(Crash):
+        run_ingest(spark, feed_dir, out, fault=crash_at("move:1"))
+    assert len(Committer(out).commits()) == 0
+    assert os.path.isdir(os.path.join(out, "events"))  # partly moved in
+
+    stats, log = run_ingest(spark, feed_dir, out)
+    assert "1 batch(es) completed, 0 discarded" in log
+    # Spark redoes its uncommitted batch: everything is already in.
+    assert stats.new == 0 and stats.duplicates == stats.valid == 10
+    check_tables(spark, out, feed)
+    assert os.listdir(staging) == []
+    assert [c["new"] for c in Committer(out).commits()] == [8, 0]
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+def cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "spark.ingest", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_missing_feed_dir(tmp_path):
+    r = cli("--feed", str(tmp_path / "nope"), "--out", str(tmp_path / "out"), "--once")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "ingest: error: feed directory %s does not exist" % (tmp_path / "nope")]
+
+
+def test_cli_feed_not_a_directory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    r = cli("--feed", str(tmp_path / "file"), "--out", str(tmp_path / "out"), "--once")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "ingest: error: feed path %s is not a directory" % (tmp_path / "file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
+def test_cli_unreadable_feed_dir(tmp_path):
+    d = tmp_path / "feed"
+    d.mkdir()
+    d.chmod(0)
+    try:
+        r = cli("--feed", str(d), "--out", str(tmp_path / "out"), "--once")
+    finally:
+        d.chmod(0o755)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "is not readable" in r.stderr
+
+
+def test_cli_unreadable_feed_dir_simulated(tmp_path, monkeypatch, capsys):
+    """The same as root (who reads any directory): listing fails with EACCES."""
+    import spark.ingest as ingest_mod
+    d = tmp_path / "feed"
+    d.mkdir()
+    real_listdir = os.listdir
+
+    def listdir(path):
+        if os.path.abspath(path) == str(d):
+            raise PermissionError(13, "Permission denied")
+        return real_listdir(path)
+    monkeypatch.setattr(ingest_mod.os, "listdir", listdir)
+    assert ingest_mod.main(["--feed", str(d), "--out", str(tmp_path / "out"), "--once"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "ingest: error: feed directory %s is not readable: Permission denied" % d]
+
+
+def test_cli_output_locked_by_another_ingest(tmp_path):
+    (tmp_path / "feed").mkdir()
+    holder = Committer(str(tmp_path / "out"))
+    holder.lock()
+    try:
+        r = cli("--feed", str(tmp_path / "feed"), "--out", str(tmp_path / "out"), "--once")
+    finally:
+        holder.unlock()
+    assert r.returncode == 2
+    assert r.stderr.strip() == "ingest: error: another ingest is writing to %s" % (tmp_path / "out")
+
+
+def test_cli_usage_error():
+    r = cli("--once")
+    assert r.returncode == 2 and "--feed" in r.stderr
+
+
+# -- kill -9 mid-run ------------------------------------------------------------------------------
+
+def kill_feed(directory, files, per_file):
+    """Puts on two streams plus KV, with the tail of every 4th file repeated at
+    the start of the next (as after a broker crash)."""
+    f = Feed(directory)
+    seq = {"A": 0, "B": 0, "KV_k": 0}
+    tail = []
+    for n in range(files):
+        recs = list(tail)
+        for i in range(per_file):
+            s = ("A", "B", "KV_k")[i % 3]
+            seq[s] += 1
+            ts = C + (n * per_file + i) * SEC
+            if s == "KV_k":
+                recs.append(g.kv_put("k", C, seq[s], "key%d" % (seq[s] % 7), b"v%d" % seq[s], ts))
+            else:
+                recs.append(g.put(s, C, seq[s], "%s.x" % s.lower(), b"%d" % seq[s], ts))
+        f.write(recs)
+        tail = recs[-5:] if n % 4 == 3 else []
+    return f
+
+
+def kv_expected(feed):
+    latest = {}
+    for r in feed.records.values():
+        if r["kv"]:
+            key = r["kv"]["key"]
+            if key not in latest or r["seq"] > latest[key]["seq"]:
+                latest[key] = r
+    return {("k", k, g.base64.b64decode(r["data"]), r["seq"]) for k, r in latest.items()}
+
+
+def test_kill_9_mid_run_then_catch_up(spark, tmp_path):
+    feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
+    feed = kill_feed(feed_dir, files=24, per_file=30)  # 12 batches of 2 files
+    log = open(tmp_path / "ingest.log", "w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark.ingest", "--feed", feed_dir, "--out", out,
+         "--master", "local[2]", "--max-files-per-batch", "2", "--trigger-seconds", "0.5",
+         *[x for k, v in TEST_CONF.items() for x in ("--conf", "%s=%s" % (k, v))]],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    committer = Committer(out)
+    try:
+        deadline = time.time() + 240
+        while not committer.commits():
+            assert proc.poll() is None, "ingest exited early:\n" + open(log.name).read()
+            assert time.time() < deadline, "no progress:\n" + open(log.name).read()
+            time.sleep(0.2)
+        # The broker goes on writing while the ingest runs...
+        extra = [g.put("A", C, 10_000 + i, "a.x", b"late", C + i) for i in range(3)]
+        feed.write(extra + list(feed.records.values())[:4])
+        time.sleep(0.3)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: python and its JVM
+        proc.wait(30)
+    done_before = len(committer.commits())
+    assert done_before < 13, "the run finished before it could be killed"
+
+    stats, text = run_ingest(spark, feed_dir, out)
+    commits = committer.commits()
+    files = [name for c in commits for name in c["files"]]
+    assert sorted(set(files)) == sorted(n for n in os.listdir(feed_dir) if n.endswith(".jsonl"))
+    events, msgs = check_tables(spark, out, feed)
+    assert len(events) == len(feed.ids())
+    assert len(msgs) == len(feed.messages())
+    kv = rows(spark, out, "kv")
+    assert {(r["bucket"], r["key"], bytes(r["value"]), r["revision"]) for r in kv} == kv_expected(feed)
+    assert not [n for n in os.listdir(os.path.join(out, "_ingest", "staging"))
+                if not n.startswith("old-")]
+    print("killed after %d committed batches; second run: %s" % (done_before, text.strip()))
