@@ -31,6 +31,7 @@ from zope.interface import implementer
 from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker.plugin import PluginFactory
 from natsbroker.protocol.wire import HeaderError, decode_headers
+from natsbroker.store.base import StreamEvent
 
 log = Logger()
 
@@ -261,7 +262,6 @@ class ChangeFeed:
             position = None
 
     def on_replayed(self, name, created, msg):
-        from natsbroker.store.base import StreamEvent
         self._write(make_record(StreamEvent(name, created, "put", msg.seq, msg.ts, msg=msg)))
 
     # -- files ---------------------------------------------------------------------

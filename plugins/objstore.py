@@ -255,9 +255,7 @@ class ObjectStoreAPI:
                 self._respond(reply, ObjError(500, "delete failed").to_json())
                 return
             if nuid:
-                self._send("$JS.API.STREAM.PURGE.OBJ_%s" % bucket,
-                           json.dumps({"filter": chunk_subject(bucket, nuid)}).encode(),
-                           lambda h, d: None)
+                self._purge_chunks(bucket, nuid)
             self._respond(reply, {"success": True})
             self.broker.publish(("$OBJ.%s.info.%s" % (bucket, name)).encode(),
                                 json.dumps(info_json(dead)).encode())

@@ -83,7 +83,6 @@ class Consumer:
         self.lss = None  # last-per-subject start: seqs still to deliver
         self.lss_resume = 0
         self.waiting = collections.deque()  # pull requests
-        self.waiting_last = 0  # when a pull request last came (inactivity)
         self.ldt = 0  # last delivery time
         self.lat = 0  # last ack time
         self.active = False  # push: the deliver subject has interest
@@ -210,7 +209,6 @@ class Consumer:
                                                     self._on_interest_gone)
             self.active = self.broker.sublist.has_interest(dsubj)
             self._arm_heartbeat()
-        self.waiting_last = self.now()
         self._arm_inactivity()
         self._arm_pause()
         if self.pending:
@@ -434,12 +432,13 @@ class Consumer:
     _replay_ready = False
 
     def _hold(self, msg, dc, kind, delay_ns):
-        """Put ``msg`` back and continue after ``delay_ns`` (replay original)."""
+        """Put ``msg`` back and continue after ``delay_ns``."""
         self._unget(msg, dc)
 
         def resume():
             self._timers.pop(kind, None)
-            self._replay_ready = True
+            if kind == "replay":
+                self._replay_ready = True
             self.deliver_pending()
         self._timers[kind] = self.clock.callLater(delay_ns / NANOS, resume)
 
@@ -496,9 +495,8 @@ class Consumer:
                 self._tokens = min(burst, self._tokens + (now - self._rate_t) * rate) - sz
                 self._rate_t = now
                 if self._tokens < 0:
-                    self._unget(msg, dc)
                     self._rate_paid = True
-                    self._hold_rate(-self._tokens / rate)
+                    self._hold(msg, dc, "rate", -self._tokens / rate)
                     return False
             self._rate_paid = False
         dseq = self.dseq
@@ -532,12 +530,6 @@ class Consumer:
                 self._send_flow_control()
             self._arm_heartbeat()
         return True
-
-    def _hold_rate(self, delay_ns):
-        def resume():
-            self._timers.pop("rate", None)
-            self.deliver_pending()
-        self._timers["rate"] = self.clock.callLater(delay_ns / NANOS, resume)
 
     # -- push: interest, flow control, heartbeats --------------------------------
 
@@ -622,7 +614,6 @@ class Consumer:
         max_waiting = cfg.max_waiting or 512
         if len(self.waiting) >= max_waiting:
             self._process_waiting(False)
-        self.waiting_last = now
         self._arm_inactivity()
         if no_wait:
             pending = 0 if self._paused() else self.compute_pending() + len(self.rdq)
