@@ -208,7 +208,7 @@ def test_advisories(js_server):
             got = []
             while True:
                 try:
-                    m = await sub.next_msg(0.5)
+                    m = await sub.next_msg(2)
                 except Exception:
                     break
                 got.append((m.subject, json_loads(m.data)))
@@ -283,7 +283,7 @@ def test_republish_and_subject_transform(js_server):
             got = []
             for s, n in ((sub, 4), (sub2, 1)):
                 for _ in range(n):
-                    m = await s.next_msg(2)
+                    m = await s.next_msg(10)
                     h = dict(m.headers or {})
                     h.pop("Nats-Time-Stamp")
                     got.append((m.subject, m.data, h))

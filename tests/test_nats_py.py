@@ -30,8 +30,8 @@ def test_pub_sub_and_wildcards(url):
         await nc.publish("orders.new", b"1")
         await nc.publish("orders.new.eu", b"2")
         await nc.flush()
-        m1 = await sub.next_msg(2)
-        m2 = await sub.next_msg(2)
+        m1 = await sub.next_msg(10)
+        m2 = await sub.next_msg(10)
         await nc.close()
         return got, [(m1.subject, m1.data), (m2.subject, m2.data)]
     got, full = run(main())
@@ -57,7 +57,7 @@ def test_headers_round_trip(url):
         nc = await nats.connect(url)
         sub = await nc.subscribe("h")
         await nc.publish("h", b"body", headers={"Trace-Id": "abc", "X": "1"})
-        m = await sub.next_msg(2)
+        m = await sub.next_msg(10)
         await nc.close()
         return m.headers, m.data
     headers, data = run(main())
@@ -112,7 +112,7 @@ def test_unsubscribe_with_max(url):
         for i in range(5):
             await nc.publish("limited", b"%d" % i)
         await nc.flush()
-        out = [(await sub.next_msg(1)).data for _ in range(2)]
+        out = [(await sub.next_msg(10)).data for _ in range(2)]
         try:
             await sub.next_msg(0.3)
             extra = True
@@ -134,7 +134,7 @@ def test_echo_false(url):
         await other.publish("e", b"theirs")
         await nc.flush()
         await other.flush()
-        m = await sub.next_msg(2)
+        m = await sub.next_msg(10)
         await nc.close()
         await other.close()
         return m.data
