@@ -279,7 +279,7 @@ class Sublist:
         if not psubs and not qsubs:
             r = EMPTY_RESULT
         else:
-            r = (tuple(psubs), tuple(tuple(g) for g in qsubs.values()))
+            r = (tuple(psubs), tuple([tuple(g) for g in qsubs.values()]) if qsubs else ())
             fanout = len(psubs) + len(qsubs)
             if fanout > self.max_fanout:
                 self.max_fanout = fanout

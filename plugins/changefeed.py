@@ -103,28 +103,36 @@ class PutLines:
 
     def __init__(self):
         self._templates = {}  # (stream, created) -> template
-        self._subjects = {}  # subject bytes -> its JSON string
+        self.subjects = {}  # subject bytes -> its JSON string
 
-    def line(self, ev):
-        key = (ev.stream, ev.stream_created)
+    def template(self, stream, created):
+        key = (stream, created)
         tpl = self._templates.get(key)
         if tpl is None:
-            ident = json.dumps("%s@%d" % key)[1:-1].encode()
-            tpl = self._templates[key] = _PUT_LINE % (
-                ident, json.dumps(ev.stream).encode(), ev.stream_created)
-        msg = ev.msg
-        subj = self._subjects.get(msg.subject)
+            # A stream name may hold '%': escaped, the template stays a format.
+            ident = json.dumps("%s@%d" % key)[1:-1].encode().replace(b"%", b"%%")
+            name = json.dumps(stream).encode().replace(b"%", b"%%")
+            tpl = self._templates[key] = _PUT_LINE % (ident, name, created)
+        return tpl
+
+    def subject(self, subject):
+        subj = self.subjects.get(subject)
         if subj is None:
-            if len(self._subjects) > 10000:
-                self._subjects.clear()
-            subj = self._subjects[msg.subject] = json.dumps(
-                msg.subject.decode("utf-8", "replace")).encode()
+            if len(self.subjects) > 10000:
+                self.subjects.clear()
+            subj = self.subjects[subject] = json.dumps(subject.decode("utf-8", "replace")).encode()
+        return subj
+
+    def line(self, ev):
+        msg = ev.msg
         hdrs = b"null"
         if msg.hdr:
             h = _headers(msg.hdr)
             if h is not None:
                 hdrs = json.dumps(h, separators=(",", ":")).encode()
-        return tpl % (ev.seq, ev.seq, ev.ts, subj, hdrs, binascii.b2a_base64(msg.data, newline=False))
+        return self.template(ev.stream, ev.stream_created) % (
+            ev.seq, ev.seq, ev.ts, self.subject(msg.subject), hdrs,
+            binascii.b2a_base64(msg.data, newline=False))
 
 
 def make_record(ev):
@@ -168,6 +176,7 @@ class ChangeFeed:
         self._replay_pos = {}  # stream -> next seq the start-up replay will write
         self._wanted = {}  # stream -> included?
         self._lines = PutLines()
+        self._fast = {}  # plain stream included -> (created, put line template)
         self.records = 0
 
     # -- lifecycle ------------------------------------------------------------
@@ -221,12 +230,32 @@ class ChangeFeed:
     # -- events ------------------------------------------------------------------
 
     def on_event(self, ev):
+        # The common case inline (it runs once per stored message): a put
+        # without headers on a plain stream already seen, into an open file.
+        fast = self._fast.get(ev.stream)
+        if fast is not None and fast[0] == ev.stream_created and ev.op == "put":
+            msg = ev.msg
+            subj = self._lines.subjects.get(msg.subject)
+            f = self._file
+            if subj is not None and not msg.hdr and f is not None:
+                seq = ev.seq
+                line = fast[1] % (seq, seq, ev.ts, subj, b"null",
+                                  binascii.b2a_base64(msg.data, newline=False))
+                f.write(line)
+                self.records += 1
+                self._file_puts[ev.stream] = (fast[0], seq)
+                self._file_size += len(line)
+                if self._file_size >= self.cfg.max_file_size:
+                    self._roll()
+                return
         wanted = self._wanted.get(ev.stream)
         if wanted is None:
             wanted = self._wanted[ev.stream] = self.wants(ev.stream)
         if not wanted:
             return
         if ev.op == "put" and not ev.stream.startswith(("KV_", "OBJ_")):
+            self._fast[ev.stream] = (ev.stream_created,
+                                     self._lines.template(ev.stream, ev.stream_created))
             self._write_line(self._lines.line(ev), ev.stream, ev.stream_created, ev.seq)
         else:
             self._write(make_record(ev))

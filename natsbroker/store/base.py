@@ -29,8 +29,7 @@ class StoredMsg(NamedTuple):
     ts: int  # ns since epoch
 
 
-@attrs.define
-class StreamEvent:
+class StreamEvent(NamedTuple):
     """One mutation of a stream, as IStreamEvents observers see it.
 
     ``op``: ``put`` (``msg`` stored), ``delete`` (``msg`` removed; ``reason``
@@ -40,6 +39,8 @@ class StreamEvent:
     ``seq``: the message's sequence, or the stream's last sequence for
     purges and stream-level events; ``ts`` ns: the message's stamp for a put,
     the time of the event otherwise.
+    A named tuple, like StoredMsg: one is made for every stored message
+    while an observer is registered.
     """
     stream: str
     stream_created: int

@@ -77,7 +77,7 @@ class Consumer:
         self.dseq = 1
         self.asflr = 0
         self.adflr = 0
-        self.pending = {}  # sseq -> [dseq, ts]
+        self.pending = collections.OrderedDict()  # sseq -> [dseq, ts]; ordered: O(1) lowest (a dict scans its holes)
         self.rdc = {}  # sseq -> times redelivered
         self.rdq = collections.OrderedDict()  # sseq queued for redelivery, in order
         self.lss = None  # last-per-subject start: seqs still to deliver
@@ -252,7 +252,7 @@ class Consumer:
         self.dseq = st["delivered"][0] + 1
         self.sseq = st["delivered"][1] + 1
         self.adflr, self.asflr = st["ack_floor"]
-        self.pending = {s: [d, t] for s, d, t in sorted(st["pending"])}
+        self.pending = collections.OrderedDict((s, [d, t]) for s, d, t in sorted(st["pending"]))
         self.rdc = {s: n for s, n in st["redelivered"]}
         if st.get("lss"):
             self.lss = collections.deque(st["lss"])
