@@ -147,6 +147,14 @@ def _stream(js, name):
     return s
 
 
+def _lookup(js):
+    """Existing streams' configs, for the mirror/source checks of a new config."""
+    def lookup(name):
+        s = js.streams.get(name)
+        return s.config if s is not None else None
+    return lookup
+
+
 def _check_overlap(js, cfg, skip=None):
     for other in js.streams.values():
         if other.name != skip and M.subjects_overlap(cfg.subjects, other.config.subjects):
@@ -157,7 +165,7 @@ def stream_create(js, args, body):
     # nats-server's order: parse (name mismatch first), validate and fill
     # defaults, clustering, name in use, resources, subject overlap.
     name = args[0]
-    cfg = M.fill_defaults(M.parse_stream_config(body, name))
+    cfg = M.fill_defaults(M.parse_stream_config(body, name), lookup=_lookup(js))
     M.check_create(cfg)
     existing = js.streams.get(name)
     if existing is not None:
@@ -178,7 +186,7 @@ def stream_update(js, args, body):
     name = args[0]
     cfg = M.parse_stream_config(body, name, update=True)
     stream = _stream(js, name)
-    cfg = M.check_update(stream.config, M.fill_defaults(cfg))
+    cfg = M.check_update(stream.config, M.fill_defaults(cfg, lookup=_lookup(js)))
     _check_overlap(js, cfg, skip=name)
     js.update_stream(stream, cfg)
     out = _info(js, stream)
@@ -212,9 +220,11 @@ def _page_subjects(subjects, offset):
 
 def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
           deleted_details=False):
+    mirror, sources = js.sourcing.info(stream)
     info = M.stream_info_json(
         stream.config, stream.created, _state(stream, subjects_filter, deleted_details),
-        cluster_leader=js.broker.server_name if leader else None, domain=js.js.domain)
+        cluster_leader=js.broker.server_name if leader else None, domain=js.js.domain,
+        mirror=mirror, sources=sources)
     out = dict(info)
     if did_create:
         out["did_create"] = True

@@ -1108,6 +1108,8 @@ class StreamSourceInfo:
     name: str = _f(STRING, "")
     external: Optional[ExternalStream] = _f(None, None, omit=True)
     lag: int = _f(UINT64, 0)
+    # Sources only: the origin sequence last copied (omitted until one is).
+    seq: int = _f(UINT64, 0, omit=True)
     active: int = _f(DURATION, -1)
     error: Optional[ApiErrorBody] = _f(None, None, omit=True)
     filter_subject: str = _f(STRING, "", omit=True)

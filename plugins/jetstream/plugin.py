@@ -24,6 +24,7 @@ from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
+from plugins.jetstream.sourcing import Sourcing
 from plugins.jetstream.stream import Stream, now_ns
 
 log = Logger()
@@ -93,6 +94,8 @@ class JetStream:
         for name in self.file_store.stream_names():
             self._load(name, self.file_store)
         snapshot.cleanup_orphans(self)
+        self.sourcing = Sourcing(self)  # mirrors and sources
+        self.sourcing.start()
         broker.add_info_field("jetstream", True)
         for p in self._api_prefixes():
             self._api_subs.append(broker.subscribe(p + b">", self._on_api))
@@ -101,6 +104,7 @@ class JetStream:
 
     def stop(self):
         snapshot.stop(self)
+        self.sourcing.stop()
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._flush_call = None
@@ -152,7 +156,7 @@ class JetStream:
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)
         cb = self._capture_cb(stream)
-        subs = [self.broker.subscribe(s.encode(), cb) for s in stream.config.subjects]
+        subs = [self.broker.subscribe(s.encode(), cb) for s in stream.config.subjects or ()]
         if stream.config.allow_direct:
             # Like nats-server, direct gets are answered only when allowed.
             def direct(sub, subject, reply, hdr_len, raw):
@@ -218,6 +222,11 @@ class JetStream:
                 c.run()
         finally:
             self.broker.end()
+
+    def note_stored(self):
+        """Messages were staged outside a publish (mirror/source copies): commit, synced."""
+        self._stored = True
+        self.schedule_commit()
 
     def reply_after_commit(self, reply, payload):
         """An API answer that depends on staged writes goes out after the commit."""
@@ -311,6 +320,7 @@ class JetStream:
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
         stream.emit("stream_create", 0, created, config=M.stream_config_json(cfg))
+        self.sourcing.stream_added(stream)
         return stream
 
     # -- consumers -----------------------------------------------------------------
@@ -422,6 +432,7 @@ class JetStream:
                     config=M.stream_config_json(cfg))
         stream.enforce_limits()
         stream.schedule_expiry()
+        self.sourcing.stream_updated(stream)
 
     def delete_stream(self, stream):
         for c in list(stream.consumers.values()):
@@ -434,6 +445,7 @@ class JetStream:
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)
         del self.streams[stream.name]
+        self.sourcing.stream_removed(stream)
         return self.store_for(stream.config).delete_stream(stream.name)
 
     # -- IStreamEvents ---------------------------------------------------------------

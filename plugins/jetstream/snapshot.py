@@ -567,6 +567,7 @@ class Restore:
         stream.enforce_limits()
         for name, ccfg, state in consumers:
             js.add_consumer(stream, name, ccfg, None, state, persist=True)
+        js.sourcing.stream_added(stream)  # a restored mirror/source goes on copying
         js.schedule_commit()
         return stream
 

@@ -93,6 +93,26 @@ def _set_header(hdr, name, value):
     return b"\r\n".join(lines)
 
 
+def _sourced_headers(h, cfg, sourced):
+    """The headers a copied message is checked by: no expectations (they were
+    the origin's), no de-duplication for a mirror (an exact copy), and a roll-up
+    or TTL the destination does not allow is ignored rather than refused (a
+    refused copy would stall the link for good)."""
+    h = {k: v for k, v in h.items() if not k.startswith(b"Nats-Expected-")}
+    if sourced == "mirror":
+        h.pop(H_MSG_ID, None)
+    if H_ROLLUP in h and not cfg.allow_rollup_hdrs:
+        del h[H_ROLLUP]
+    if H_TTL in h:
+        try:
+            if not cfg.allow_msg_ttl:
+                raise E.message_ttl_disabled()
+            parse_ttl(h[H_TTL])
+        except E.ApiError:
+            del h[H_TTL]
+    return h
+
+
 def is_marker(hdr):
     return bool(hdr) and H_MARKER_REASON.lower() in hdr.lower() and \
         H_MARKER_REASON in _marker_headers(hdr)
@@ -161,14 +181,20 @@ class Stream:
 
     # -- publish ------------------------------------------------------------
 
-    def accept(self, subject, hdr, data, ts=None):
-        """Store one published message; returns ``(seq, duplicate)``."""
+    def accept(self, subject, hdr, data, ts=None, sourced=None):
+        """Store one published message; returns ``(seq, duplicate)``.
+
+        ``sourced`` ("mirror" or "source", from plugins.jetstream.sourcing): a
+        copy of another stream's message, which skips the input transform and
+        the publisher's expectations (see ``_sourced_headers``)."""
         cfg = self._config
         if cfg.sealed:
             raise E.stream_sealed()
-        if self._transform is not None:
+        if self._transform is not None and sourced is None:
             subject = self._transform.match(subject) or subject
         h = _headers(hdr) if hdr else _NO_HEADERS
+        if sourced is not None and h:
+            h = _sourced_headers(h, cfg, sourced)
         store = self.store
         msg_id = h.get(H_MSG_ID)
         if msg_id is not None:
@@ -280,8 +306,8 @@ class Stream:
 
     # -- mutations seen by observers ------------------------------------------
 
-    def emit(self, op, seq, ts, **kw):
-        event = StreamEvent(self.name, self.created, op, seq, ts, **kw)
+    def emit(self, op, seq, ts, reason=None, msg=None, purge=None, config=None):
+        event = StreamEvent(self.name, self.created, op, seq, ts, reason, msg, purge, config)
         for observer in self.observers:
             observer(event)
 
