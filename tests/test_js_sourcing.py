@@ -274,6 +274,39 @@ def test_refusals_match_nats_server(pair):
     assert_same(ns, nb)
 
 
+def test_workqueue_origin_is_consumed_by_its_copies(pair):
+    """A workqueue origin loses what its mirror and source copied (their
+    consumers ack it on nats-server); what no link takes stays."""
+    async def scenario(url):
+        nc = await nats.connect(url)
+        try:
+            await api(nc, "$JS.API.STREAM.CREATE.WQ", {"name": "WQ", "subjects": ["wq.>"],
+                                                        "retention": "workqueue"})
+            await api(nc, "$JS.API.STREAM.CREATE.WQM", {"name": "WQM", "mirror": {"name": "WQ"}})
+            await api(nc, "$JS.API.STREAM.CREATE.WQS", {"name": "WQS", "subjects": ["wqs"],
+                                                         "sources": [{"name": "WQ"}]})
+            await api(nc, "$JS.API.STREAM.CREATE.WF", {"name": "WF", "subjects": ["wf.>"],
+                                                        "retention": "workqueue"})
+            await api(nc, "$JS.API.STREAM.CREATE.WFM", {"name": "WFM", "mirror": {
+                "name": "WF", "filter_subject": "wf.a"}})
+            for i in range(1, 7):
+                await nc.request("wq.%s" % "ab"[i % 2], b"q%d" % i, timeout=10)
+                await nc.request("wf.%s" % "ab"[i % 2], b"f%d" % i, timeout=10)
+            out = {}
+            for name, n in (("WQM", 6), ("WQS", 6), ("WFM", 3), ("WQ", 0), ("WF", 3)):
+                out[name] = norm_state(await count_is(nc, name, n))
+            out["WF msgs"] = await messages(nc, "WF")
+            return out
+        finally:
+            await nc.close()
+
+    ns, nb = on_both(pair, scenario)
+    for name in ("WQ", "WF"):  # nats-server counts its internal source consumers
+        ns[name].pop("consumer_count")
+        nb[name].pop("consumer_count")
+    assert_same(ns, nb)
+
+
 # -- natsbroker only ------------------------------------------------------------------
 
 @pytest.fixture

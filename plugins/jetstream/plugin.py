@@ -63,6 +63,7 @@ class JetStream:
         self._subs = {}  # stream name -> [Subscription]
         self._api_subs = []
         self._acks = []  # (reply, payload) waiting for the commit
+        self._after_commit = []  # callables run once the commit is done
         self._commit_call = None
         self._dirty_consumers = set()  # consumers whose state the commit writes
         self._lazy_consumers = set()  # ... and those written by the next flush
@@ -208,6 +209,10 @@ class JetStream:
         # alone is written without waiting for the disk.
         self.file_store.commit(sync=bool(self._acks) or self._stored)
         self._stored = False
+        if self._after_commit:
+            after, self._after_commit = self._after_commit, []
+            for fn in after:
+                fn()
         acks, self._acks = self._acks, []
         kicked, self._kicked = self._kicked, []
         if not acks and not kicked:
@@ -223,10 +228,14 @@ class JetStream:
         finally:
             self.broker.end()
 
-    def note_stored(self):
-        """Messages were staged outside a publish (mirror/source copies): commit, synced."""
+    def note_stored(self, after=None):
+        """Messages were staged outside a publish (mirror/source copies): commit,
+        synced; ``after`` is called once that commit is done."""
         self._stored = True
+        if after is not None:
+            self._after_commit.append(after)
         self.schedule_commit()
+
 
     def reply_after_commit(self, reply, payload):
         """An API answer that depends on staged writes goes out after the commit."""

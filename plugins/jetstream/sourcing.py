@@ -31,9 +31,11 @@ does), ``mirror_direct`` serving direct gets for the origin, and source
 import base64
 import hashlib
 import json
+import weakref
 
 from twisted.logger import Logger
 
+from natsbroker.subjects import subject_matches
 from natsbroker.transform import SubjectTransform
 
 from plugins.jetstream import models as M
@@ -183,6 +185,12 @@ class SourceLink:
                 best = m
         return best
 
+    def takes(self, subject):
+        """Whether this link copies messages on ``subject``."""
+        if self.filters is None:
+            return True
+        return any(f == b">" or subject_matches(f, subject) for f in self.filters)
+
     def subject_for(self, subject):
         if self.transforms:
             for tr in self.transforms:
@@ -226,6 +234,8 @@ class Sourcing:
         self.js = js
         self.links = {}  # destination stream name -> [SourceLink]
         self._by_origin = {}  # origin stream name -> [SourceLink]
+        # workqueue origin Stream -> seq its consumption by the links reached
+        self._consumed = weakref.WeakKeyDictionary()
         self._observing = False
 
     @property
@@ -507,9 +517,43 @@ class Sourcing:
         if moved:
             link.last = now_ns()
             link.save_progress()
-            self.js.note_stored()
+            after = None
+            if link.origin.config.retention == "workqueue":
+                origin = link.origin
+                after = lambda: self._consume(origin)  # noqa: E731
+            self.js.note_stored(after)
         link.lag = link._pending()
         return result
+
+    def _consume(self, origin):
+        """A workqueue origin loses each message once every link copying it
+        has copied it -- nats-server's source consumers ack it -- and only
+        after the commit that made the copies durable."""
+        if self.js.streams.get(origin.name) is not origin:
+            return
+        links = [link for link in self._by_origin.get(origin.name, ()) if link.origin is origin]
+        if not links:
+            return
+        upto = max(link.scan for link in links) - 1
+        store = origin.store
+        # Messages below the cursor that stayed are taken by no link: not rescanned.
+        cursor = self._consumed.get(origin)
+        seq = max(store.state().first_seq, cursor or 0)
+        removed = False
+        while seq and seq <= upto:
+            msg = store.load_next(seq)
+            if msg is None or msg.seq > upto:
+                break
+            takers = [link for link in links if link.takes(msg.subject)]
+            if takers and all(link.scan > msg.seq for link in takers):
+                origin.remove(msg.seq, "ack")
+                removed = True
+            elif takers:
+                break  # a link has still to copy it: later
+            seq = msg.seq + 1
+        self._consumed[origin] = seq
+        if removed:
+            self.js.schedule_commit()
 
     @staticmethod
     def _advance(store, seq, ts):
