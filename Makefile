@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench clean
+.PHONY: run test fuzz venv bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
+
+# The hypothesis tests with fresh random examples (`make test` uses fixed ones).
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q $$(grep -l "from hypothesis" tests/test_*.py)
 
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench

@@ -1,6 +1,15 @@
+import os
+
 import pytest
+from hypothesis import settings
 
 from tests.support.servers import ServerProcess
+
+# `make test` (CI) draws the same examples every run: a red CI then means a
+# change, not a lucky draw. `make fuzz` draws new ones (HYPOTHESIS_PROFILE=fuzz).
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("fuzz", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,11 @@ def conf(tmp_path, **extra):
 def records(feed, settle=1.5):
     """Every record of the completed files, in feed order."""
     time.sleep(settle)
+    # A file completes max_file_age after it was opened, and is renamed once
+    # fsynced: on a loaded machine that can take longer than ``settle``.
+    deadline = time.time() + 20
+    while glob.glob(os.path.join(feed, "*.tmp")) and time.time() < deadline:
+        time.sleep(0.1)
     out = []
     names = sorted(glob.glob(os.path.join(feed, "feed-*.jsonl")))
     for name in names:
@@ -88,7 +93,7 @@ def test_records_for_streams_kv_and_objects(tmp_path):
 
 
 async def _publish_until_killed(server, n):
-    nc = await nats.connect(server.url, allow_reconnect=False)
+    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
     js = nc.jetstream()
     await js.add_stream(name="FEED", subjects=["feed.>"])
     acked = set()

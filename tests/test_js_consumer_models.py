@@ -745,20 +745,21 @@ def reference_replies():
         out = []
         try:
             for body in DIFF_STREAMS:
-                await nc.request("$JS.API.STREAM.CREATE." + body["name"], json.dumps(body).encode(), timeout=2)
+                await nc.request("$JS.API.STREAM.CREATE." + body["name"], json.dumps(body).encode(), timeout=10)
             for subject, body in DIFF_CASES:
                 try:
-                    timeout = 2 if C.parse_create_subject(subject) else 0.25   # no reply expected
+                    timeout = 10 if C.parse_create_subject(subject) else 0.25   # no reply expected
                     msg = await nc.request(subject, body.encode(), timeout=timeout)
                     out.append(json.loads(msg.data))
                 except nats.errors.TimeoutError:
                     out.append(None)
             # One full reply, for the info part: a fresh durable.
-            msg = await nc.request(CD + "S.FULL", _c({"durable_name": "FULL", "ack_policy": "explicit"}).encode())
+            msg = await nc.request(CD + "S.FULL", _c({"durable_name": "FULL", "ack_policy": "explicit"}).encode(),
+                                   timeout=10)
             full = msg.data
-            info = (await nc.request("$JS.API.CONSUMER.INFO.S.FULL", b"")).data
+            info = (await nc.request("$JS.API.CONSUMER.INFO.S.FULL", b"", timeout=10)).data
             pause = (await nc.request("$JS.API.CONSUMER.PAUSE.S.FULL",
-                                      b'{"pause_until":"2001-01-01T02:00:00+02:00"}')).data
+                                      b'{"pause_until":"2001-01-01T02:00:00+02:00"}', timeout=10)).data
         finally:
             await nc.close()
         return out, full, info, pause

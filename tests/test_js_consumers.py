@@ -27,7 +27,7 @@ KINDS = ["nats-server", "natsbroker"]
 
 pytestmark = pytest.mark.timeout(60)
 
-API_TIMEOUT = 2.0
+API_TIMEOUT = 10.0  # a positive wait: generous for a CPU stall on a busy machine
 
 
 # --------------------------------------------------------------------------
@@ -51,7 +51,7 @@ def srv(server):
     one probe per module makes such a run fail fast instead.
     """
     if server.consumer_api is None:
-        server.consumer_api = run(_probe(server), 5)
+        server.consumer_api = run(_probe(server), 20)
     if not server.consumer_api:
         pytest.fail("%s does not answer $JS.API.CONSUMER.INFO" % server.kind_name)
     return server
@@ -60,7 +60,7 @@ def srv(server):
 async def _probe(server):
     nc = await nats.connect(server.url)
     try:
-        await nc.request("$JS.API.CONSUMER.INFO.NOSTREAM.NOCONS", b"", timeout=1)
+        await nc.request("$JS.API.CONSUMER.INFO.NOSTREAM.NOCONS", b"", timeout=10)
         return True
     except Exception:
         return False
@@ -73,7 +73,7 @@ def run(coro, limit=40):
 
 
 async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False)
+    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
     return nc, nc.jetstream(timeout=API_TIMEOUT)
 
 
@@ -133,14 +133,27 @@ async def drain(sub, quiet=0.3):
             return out
 
 
-async def fetch_until(psub, n, limit=5.0):
+async def drain_n(sub, n, limit=10.0, quiet=0.5):
+    """``n`` messages (waiting up to ``limit`` s for them), then any more that
+    come within ``quiet`` s."""
+    out = []
+    end = time.monotonic() + limit
+    while len(out) < n and time.monotonic() < end:
+        try:
+            out.append(await sub.next_msg(timeout=max(0.1, end - time.monotonic())))
+        except nats.errors.TimeoutError:
+            break
+    return out + await drain(sub, quiet)
+
+
+async def fetch_until(psub, n, limit=10.0):
     """Fetch until ``n`` messages arrived or ``limit`` seconds passed."""
     got = []
     end = time.monotonic() + limit
     while len(got) < n and time.monotonic() < end:
         try:
             got += await psub.fetch(n - len(got), timeout=min(1.0, max(0.1, end - time.monotonic())))
-        except nats.errors.TimeoutError:
+        except asyncio.TimeoutError:  # (a batch fetch whose 408 beats the client's timer raises asyncio's)
             pass
     return got
 
@@ -153,7 +166,7 @@ async def pull_nowait(nc, stream, consumer, batch=10):
                          json.dumps({"batch": batch, "no_wait": True}).encode(), reply=sub.subject)
         out = []
         while True:
-            m = await sub.next_msg(timeout=3)
+            m = await sub.next_msg(timeout=10)
             if m.headers and m.headers.get("Status"):
                 assert m.headers["Status"] == "404", m.headers
                 return out
@@ -181,7 +194,7 @@ def test_pull_fetch_explicit_acks(srv):
             for i in range(5):
                 await js.publish("pf.a", b"m%d" % i)
             psub = await js.pull_subscribe("pf.>", durable="PFD")
-            first = await psub.fetch(3, timeout=2)
+            first = await psub.fetch(3, timeout=10)
             await first[0].ack()
             await first[1].ack_sync()
             ci1 = await js.consumer_info("PF", "PFD")
@@ -242,11 +255,11 @@ def test_pull_request_status_headers(srv):
         r.pub(nxt + "MW", {"batch": 5, "no_wait": True}, "_R.nw2")
         nw2 = r.frames(until=count(1))
         r.pub(nxt + "MW", {"batch": 2, "expires": 300000000}, "_R.exp")
-        exp = r.frames(until=count(1), limit=3)
+        exp = r.frames(until=count(1))
         # One lingering request fills max_waiting=1; the next one is refused.
         r.pub(nxt + "MW", {"batch": 1, "expires": 3000000000}, "_R.wait")
         r.wait_pong()
-        for _ in range(20):  # the server queues pull requests asynchronously
+        for _ in range(200):  # the server queues pull requests asynchronously
             r.pub("$JS.API.CONSUMER.INFO.PS.MW", b"", "_R.info")
             info = r.frames(until=count(1))
             if json.loads(info[0].payload).get("num_waiting"):
@@ -269,7 +282,7 @@ def test_pull_request_status_headers(srv):
         r.pub(nxt + "HB", b"{bad", "_R.bad")
         bad = r.frames(until=count(1))
         r.pub(nxt + "HB", {"batch": 2, "expires": 1200000000, "idle_heartbeat": 500000000}, "_R.hb")
-        hb = r.frames(until=lambda fs: any(f.header.startswith(b"NATS/1.0 408") for f in fs), limit=4)
+        hb = r.frames(until=lambda fs: any(f.header.startswith(b"NATS/1.0 408") for f in fs))
         r.pub(nxt + "NOPE", {"batch": 1}, "_R.nr")
         noresp = r.frames(until=count(1))
     finally:
@@ -332,7 +345,7 @@ def test_ack_reply_subject_shape(srv):
             msgs = await fetch_until(psub, 3)
             await msgs[0].ack_sync()
             await msgs[2].ack_sync()
-            again = await fetch_until(psub, 1, limit=4)
+            again = await fetch_until(psub, 1)
             return stored, msgs, again
         finally:
             await nc.close()
@@ -367,24 +380,24 @@ def test_ack_nak_progress_term(srv):
             msgs = await fetch_until(psub, 5)
             await msgs[0].ack()
             await msgs[1].nak()
+            t0 = time.monotonic()  # the delay runs from the nak: a stall after it must not shorten `waited`
             await msgs[2].nak(delay=1.5)
             await msgs[3].in_progress()
             await msgs[4].term()
             # Acks are processed in order; a confirmed one (in-progress may be
             # repeated) means the ones before it are done too.
-            wpi = await nc.request(msgs[3].reply, b"+WPI", timeout=2)
+            wpi = await nc.request(msgs[3].reply, b"+WPI", timeout=10)
             ci1 = await js.consumer_info("AK", "AKC")
-            t0 = time.monotonic()
-            nak_now = await fetch_until(psub, 1, limit=2)
+            nak_now = await fetch_until(psub, 1)
             ci2 = await js.consumer_info("AK", "AKC")
-            delayed = await fetch_until(psub, 1, limit=5)
+            delayed = await fetch_until(psub, 1)
             waited = time.monotonic() - t0
             ci3 = await js.consumer_info("AK", "AKC")
             for m in nak_now + delayed:
                 await m.ack_sync()
             ci4 = await js.consumer_info("AK", "AKC")
             # A second ack of an acked message is still confirmed (empty reply).
-            dup = await nc.request(nak_now[0].reply, b"+ACK", timeout=1)
+            dup = await nc.request(nak_now[0].reply, b"+ACK", timeout=10)
             try:
                 await nak_now[0].ack_sync()
                 client_side = None
@@ -469,7 +482,7 @@ def test_ack_wait_redelivery_max_deliver_advisory(srv):
                                            config=ConsumerConfig(ack_wait=0.5, max_deliver=2))
             t0 = time.monotonic()
             first = await fetch_until(psub, 1)
-            second = await fetch_until(psub, 1, limit=4)
+            second = await fetch_until(psub, 1)
             gap = time.monotonic() - t0
             await asyncio.sleep(1.2)  # the second delivery's ack wait is over
             mid = await js.consumer_info("AW", "AWC")
@@ -482,7 +495,7 @@ def test_ack_wait_redelivery_max_deliver_advisory(srv):
                 third = await psub.fetch(1, timeout=1.5)
             except nats.errors.TimeoutError:
                 third = []
-            advisory = await adv.next_msg(timeout=3)
+            advisory = await adv.next_msg(timeout=10)
             ci = await js.consumer_info("AW", "AWC")
             return first, second, gap, mid, early, advisory, third, ci
         finally:
@@ -524,7 +537,7 @@ def test_in_progress_holds_redelivery(srv):
                 await m.in_progress()
             await nc.flush()
             held = await js.consumer_info("WP", "WPC")
-            again = await fetch_until(psub, 1, limit=4)
+            again = await fetch_until(psub, 1)
             return held, again
         finally:
             await nc.close()
@@ -547,10 +560,10 @@ def test_max_ack_pending_stalls(srv):
             ci1 = await js.consumer_info("MP", "MPC")
             try:
                 stalled = await psub.fetch(5, timeout=0.7)
-            except nats.errors.TimeoutError:
+            except asyncio.TimeoutError:  # nats-py's or asyncio's (see fetch_until)
                 stalled = []
             await first[0].ack_sync()
-            more = await fetch_until(psub, 1, limit=3)
+            more = await fetch_until(psub, 1)
             ci2 = await js.consumer_info("MP", "MPC")
             return first, ci1, stalled, more, ci2
         finally:
@@ -692,7 +705,7 @@ def test_push_durable_subscribe(srv):
             sub = await js.subscribe("pu.>", durable="PUD", manual_ack=True)
             got = []
             for _ in range(4):
-                m = await sub.next_msg(timeout=3)
+                m = await sub.next_msg(timeout=10)
                 got.append((m.subject,) + meta(m))
                 await m.ack_sync()
             ci = await sub.consumer_info()
@@ -702,7 +715,7 @@ def test_push_durable_subscribe(srv):
             except nats.js.errors.Error as e:
                 rebind = e.description
             await js.publish("pu.0", b"p4")
-            live = await sub.next_msg(timeout=3)
+            live = await sub.next_msg(timeout=10)
             return got, ci, rebind, (live.subject,) + meta(live)
         finally:
             await nc.close()
@@ -728,10 +741,12 @@ def test_push_deliver_group(srv):
             for i in range(10):
                 await js.publish("qg.x", b"%d" % i)
             seen = []
-            for q in (q1, q2):
-                for m in await drain(q, quiet=0.5):
-                    seen.append(m.metadata.sequence.stream)
-                    await m.ack_sync()
+            end = time.monotonic() + 10
+            while len(seen) < 10 and time.monotonic() < end:  # a slow delivery gets more rounds
+                for q in (q1, q2):
+                    for m in await drain(q, quiet=0.5):
+                        seen.append(m.metadata.sequence.stream)
+                        await m.ack_sync()
             after = await js.consumer_info("QG", "QGW")
             return ci, seen, after
         finally:
@@ -752,9 +767,9 @@ def test_ordered_consumer(srv):
             for i in range(3):
                 await js.publish("oc.%d" % i, b"o%d" % i)
             o = await js.subscribe("oc.>", ordered_consumer=True)
-            got = [await o.next_msg(timeout=3) for _ in range(3)]
+            got = [await o.next_msg(timeout=10) for _ in range(3)]
             await js.publish("oc.9", b"o9")
-            got.append(await o.next_msg(timeout=3))
+            got.append(await o.next_msg(timeout=10))
             ci = await o.consumer_info()
             return [(m.subject,) + meta(m) for m in got], ci
         finally:
@@ -784,7 +799,7 @@ def test_push_idle_heartbeat_and_flow_control(srv):
         r.pub("$JS.API.CONSUMER.CREATE.FC.HB", {"stream_name": "FC", "config": {
             "durable_name": "HB", "deliver_subject": "deliver.fc", "ack_policy": "none",
             "idle_heartbeat": 500000000, "flow_control": True}}, "_R.c1")
-        idle = r.frames(until=count(2, lambda f: f.sid == 2), limit=4)
+        idle = r.frames(until=count(2, lambda f: f.sid == 2))
         assert "error" not in json.loads(idle[0].payload), idle
         for i in range(n):
             r.pub("fc.a", b"%c" % (65 + i % 26) * size)
@@ -792,12 +807,11 @@ def test_push_idle_heartbeat_and_flow_control(srv):
         # A flow-control request past 1 MiB of deliveries, a stall past 2 MiB
         # until it is answered, and heartbeats that report the stall.
         stalled = early + r.frames(until=lambda fs: sum(1 for f in fs if f.header.startswith(
-            b"NATS/1.0 100 Idle Heartbeat")) >= 1, limit=5)
+            b"NATS/1.0 100 Idle Heartbeat")) >= 1)
         fc = [f for f in stalled if f.header.startswith(b"NATS/1.0 100 FlowControl")]
         assert fc, stalled
         r.pub(fc[0].reply, b"")
-        resumed = r.frames(until=lambda fs: any(f.header.startswith(b"NATS/1.0 100 Idle") for f in fs),
-                           limit=5)
+        resumed = r.frames(until=lambda fs: any(f.header.startswith(b"NATS/1.0 100 Idle") for f in fs))
         r.pub("$JS.API.CONSUMER.INFO.FC.HB", b"", "_R.i")
         info = json.loads(r.frames(until=count(1))[0].payload)
     finally:
@@ -891,15 +905,15 @@ def test_consumer_pause_resume(srv):
             await js.add_stream(name="PZ", subjects=["pz.>"])
             await js.add_consumer("PZ", ConsumerConfig(durable_name="PZC"))
             await js.publish("pz.a", b"1")
+            t0 = time.monotonic()  # the pause runs from here: a stall below must not shorten `waited`
             now = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1.5)
             until = "%s.%06d123Z" % (now.strftime("%Y-%m-%dT%H:%M:%S"), now.microsecond)
             paused = await api(nc, "$JS.API.CONSUMER.PAUSE.PZ.PZC", {"pause_until": until})
             info = await api(nc, "$JS.API.CONSUMER.INFO.PZ.PZC")
             nowait = await nc.request("$JS.API.CONSUMER.MSG.NEXT.PZ.PZC",
-                                      b'{"batch":1,"no_wait":true}', timeout=2)
+                                      b'{"batch":1,"no_wait":true}', timeout=10)
             # A pulled message arrives on its own subject, so no nc.request here.
             inbox = await nc.subscribe(nc.new_inbox())
-            t0 = time.monotonic()
             await nc.publish("$JS.API.CONSUMER.MSG.NEXT.PZ.PZC", b'{"batch":1,"expires":4000000000}',
                              reply=inbox.subject)
             msg = await inbox.next_msg(timeout=5)
@@ -910,7 +924,7 @@ def test_consumer_pause_resume(srv):
             info3 = await api(nc, "$JS.API.CONSUMER.INFO.PZ.PZC")
             missing = await api(nc, "$JS.API.CONSUMER.PAUSE.PZ.NOPE")
             nostream = await api(nc, "$JS.API.CONSUMER.PAUSE.NOPE.PZC")
-            advs = [json.loads(m.data) for m in await drain(adv, quiet=0.5)]
+            advs = [json.loads(m.data) for m in await drain_n(adv, 4)]
             return until, paused, info, nowait, msg, waited, info2, far, resumed, info3, missing, nostream, advs
         finally:
             await nc.close()
@@ -1174,7 +1188,7 @@ def test_durable_consumer_survives_restart(kind, tmp_path):
     store = str(tmp_path / "store")
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             await js.add_stream(name="RS", subjects=["rs.>"])
@@ -1189,13 +1203,13 @@ def test_durable_consumer_survives_restart(kind, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             ci0 = await js.consumer_info("RS", "RSD")
             psub = await js.pull_subscribe_bind("RSD", "RS")
             got = []
-            end = time.monotonic() + 6
+            end = time.monotonic() + 15
             while len(got) < 2 and time.monotonic() < end:
                 try:
                     for m in await psub.fetch(1, timeout=1):

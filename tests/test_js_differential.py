@@ -121,7 +121,7 @@ def _run(server):
                     await asyncio.sleep(body)
                     out.append(None)
                     continue
-                m = await nc.request(subject, body, timeout=2,
+                m = await nc.request(subject, body, timeout=10,
                                      headers=headers[0] if headers else None)
                 out.append(normalise(m.data))
         finally:
@@ -168,7 +168,7 @@ def test_resource_reservations(tmp_path):
         async def main(url):
             nc = await nats.connect(url)
             try:
-                return [normalise((await nc.request(s, b, timeout=2)).data)
+                return [normalise((await nc.request(s, b, timeout=10)).data)
                         for s, b in RESERVATIONS]
             finally:
                 await nc.close()

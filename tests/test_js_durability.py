@@ -10,7 +10,8 @@ from tests.support.servers import ServerProcess
 
 
 async def _publish_until_killed(server, n, window=50):
-    nc = await nats.connect(server.url, max_reconnect_attempts=0, allow_reconnect=False)
+    nc = await nats.connect(server.url, max_reconnect_attempts=0, allow_reconnect=False,
+                             connect_timeout=10)
     js = nc.jetstream()
     await js.add_stream(name="DUR", subjects=["dur.>"])
     acked = {}
@@ -80,7 +81,8 @@ def test_sigkill_keeps_every_acked_message(tmp_path, attempt):
 async def _consume_until_killed(server, n, kill_after):
     """Pull and ack (each ack confirmed: a double ack) until SIGKILL. Returns
     the stream sequences whose ack was confirmed and those whose ack was sent."""
-    nc = await nats.connect(server.url, max_reconnect_attempts=0, allow_reconnect=False)
+    nc = await nats.connect(server.url, max_reconnect_attempts=0, allow_reconnect=False,
+                             connect_timeout=10)
     js = nc.jetstream()
     await js.add_stream(name="CDUR", subjects=["cdur.>"])
     for k in range(n):
@@ -121,7 +123,7 @@ async def _drain_consumer(server):
     while idle < 2:  # two empty fetches past the 1 s ack wait: nothing is left
         try:
             msgs = await psub.fetch(100, timeout=1.5)
-        except nats.errors.TimeoutError:
+        except asyncio.TimeoutError:  # nats-py's, or asyncio's when the server's 408 beats the client's timer
             idle += 1
             continue
         idle = 0

@@ -181,9 +181,9 @@ def test_direct_get(js_server):
             await js.publish("dg.b", b"x2")
             m1 = await js.get_msg("DG", 1, direct=True)
             m2 = await js.get_last_msg("DG", "dg.b", direct=True)
-            raw = await nc.request("$JS.API.DIRECT.GET.DG.dg.a", b"", timeout=2)
-            missing = await nc.request("$JS.API.DIRECT.GET.DG", b'{"seq":9}', timeout=2)
-            bad = await nc.request("$JS.API.DIRECT.GET.DG", b"{bad", timeout=2)
+            raw = await nc.request("$JS.API.DIRECT.GET.DG.dg.a", b"", timeout=10)
+            missing = await nc.request("$JS.API.DIRECT.GET.DG", b'{"seq":9}', timeout=10)
+            bad = await nc.request("$JS.API.DIRECT.GET.DG", b"{bad", timeout=10)
             await js.delete_stream("DG")
             return m1, m2, raw, missing, bad
         finally:
@@ -248,7 +248,7 @@ def test_domain(kind, tmp_path):
             await js.add_stream(name="DOM", subjects=["dom.>"], allow_direct=True)
             ack = await js.publish("dom.a", b"x1")
             m1 = await js.get_msg("DOM", 1, direct=True)
-            raw = await nc.request("$JS.hub.API.DIRECT.GET.DOM.dom.a", b"", timeout=2)
+            raw = await nc.request("$JS.hub.API.DIRECT.GET.DOM.dom.a", b"", timeout=10)
             info = await js.stream_info("DOM")
             return ack, m1, raw, info
         finally:
@@ -270,9 +270,9 @@ def test_republish_and_subject_transform(js_server):
         try:
             await nc.request("$JS.API.STREAM.CREATE.RP", b'{"name":"RP","subjects":["rp.>"],'
                              b'"republish":{"src":"rp.*","dest":"rout.{{wildcard(1)}}"},'
-                             b'"subject_transform":{"src":"rp.b.*","dest":"rp.$1"}}', timeout=2)
+                             b'"subject_transform":{"src":"rp.b.*","dest":"rp.$1"}}', timeout=10)
             await nc.request("$JS.API.STREAM.CREATE.RH", b'{"name":"RH","subjects":["rh.>"],'
-                             b'"republish":{"src":">","dest":"rhout.>","headers_only":true}}', timeout=2)
+                             b'"republish":{"src":">","dest":"rhout.>","headers_only":true}}', timeout=10)
             sub = await nc.subscribe("rout.>")
             sub2 = await nc.subscribe("rhout.>")
             await js.publish("rp.a", b"one", headers={"A": "1"})

@@ -30,7 +30,7 @@ from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
 
-API_TIMEOUT = 5.0
+API_TIMEOUT = 10.0
 
 
 server = both_servers("kv")
@@ -41,7 +41,7 @@ def run(coro, timeout=40):
 
 
 async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False)
+    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
     return nc, nc.jetstream(timeout=API_TIMEOUT)
 
 
@@ -52,7 +52,7 @@ def ent(e):
     return (e.key, e.value, e.revision, e.delta, e.operation)
 
 
-async def initial(watcher, timeout=5.0):
+async def initial(watcher, timeout=10.0):
     """Entries up to and including the end-of-initial-values None marker."""
     out = []
     while True:
@@ -62,7 +62,7 @@ async def initial(watcher, timeout=5.0):
             return out
 
 
-async def more(watcher, n, timeout=5.0):
+async def more(watcher, n, timeout=10.0):
     return [ent(await watcher.updates(timeout)) for _ in range(n)]
 
 
@@ -629,7 +629,7 @@ def test_republish(server):
                 src="$KV.KVRP.>", dest="repub.>"))
             await kv.put("a.b", b"1")
             await kv.delete("a.b")
-            got = [await sub.next_msg(5), await sub.next_msg(5)]
+            got = [await sub.next_msg(10), await sub.next_msg(10)]
             await sub.unsubscribe()
             await js.delete_key_value("KVRP")
             return [(m.subject, m.data, dict(m.headers)) for m in got]
@@ -660,7 +660,7 @@ def test_direct_get_headers_and_created(server):
             last = await nc.request("$JS.API.DIRECT.GET.KV_KVDG.$KV.KVDG.k", b"", timeout=5)
             by_seq = await nc.request("$JS.API.DIRECT.GET.KV_KVDG", b'{"seq": 1}', timeout=5)
             w = await kv.watch("k", include_history=True)
-            entries = [await w.updates(5), await w.updates(5)]
+            entries = [await w.updates(10), await w.updates(10)]
             await w.stop()
             await js.delete_key_value("KVDG")
             return t0, last, by_seq, entries
@@ -711,7 +711,7 @@ def test_bucket_survives_restart(server, tmp_path):
     store = str(tmp_path / "store")
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             kv = await js.create_key_value(bucket="KVRS", history=3)
@@ -723,7 +723,7 @@ def test_bucket_survives_restart(server, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             kv = await js.key_value("KVRS")

@@ -80,7 +80,7 @@ def client(port, connect, *ops):
     return c
 
 
-def wait_for(predicate, timeout=5.0):
+def wait_for(predicate, timeout=15.0):
     deadline = time.time() + timeout
     while True:
         value = predicate()

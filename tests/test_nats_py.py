@@ -46,7 +46,7 @@ def test_request_reply(url):
         async def handler(m):
             await m.respond(b"pong:" + m.data)
         await nc.subscribe("svc.echo", cb=handler)
-        replies = [await nc.request("svc.echo", b"%d" % i, timeout=2) for i in range(20)]
+        replies = [await nc.request("svc.echo", b"%d" % i, timeout=10) for i in range(20)]
         await nc.close()
         return [r.data for r in replies]
     assert run(main()) == [b"pong:%d" % i for i in range(20)]
@@ -69,7 +69,7 @@ def test_no_responders(url):
     async def main():
         nc = await nats.connect(url)
         try:
-            await nc.request("nobody.home", b"x", timeout=2)
+            await nc.request("nobody.home", b"x", timeout=10)
         except NoRespondersError:
             return "no responders"
         finally:
@@ -96,7 +96,11 @@ def test_queue_group_one_member_each_and_even(url):
         for i in range(300):
             await nc.publish("work", b"x")
         await nc.flush()
-        await asyncio.sleep(0.2)
+        # The callbacks run on their own tasks: wait for them (not a fixed time).
+        deadline = asyncio.get_running_loop().time() + 10
+        while (sum(counts) < 300 or len(plain) < 300) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # anything beyond 300 would show now
         await nc.close()
         return counts, len(plain)
     counts, plain = run(main())
@@ -147,7 +151,7 @@ def test_large_payload_and_max_payload(url):
         sub = await nc.subscribe("big")
         body = bytes(range(256)) * 4000  # 1,024,000 bytes, just under 1 MiB
         await nc.publish("big", body)
-        m = await sub.next_msg(5)
+        m = await sub.next_msg(10)
         too_big = False
         try:
             await nc.publish("big", body + b"x" * 100000)

@@ -35,7 +35,7 @@ from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
 
-API_TIMEOUT = 5.0
+API_TIMEOUT = 10.0
 CHUNK = 128 * 1024
 
 
@@ -47,7 +47,7 @@ def run(coro, timeout=60):
 
 
 async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False)
+    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
     return nc, nc.jetstream(timeout=API_TIMEOUT)
 
 
@@ -78,7 +78,7 @@ def info_t(i):
     return (i.name, i.size, i.chunks, bool(i.deleted))
 
 
-async def initial(watcher, timeout=5.0):
+async def initial(watcher, timeout=10.0):
     out = []
     while True:
         i = await watcher.updates(timeout)
@@ -353,10 +353,10 @@ def test_watch(server):
             out["nodel_init"] = await initial(w_nodel)
             await obs.put("c", b"4444")
             await obs.delete("b")
-            out["live"] = [info_t(await w.updates(5)) for _ in range(2)]
-            out["empty_live"] = [info_t(await w_empty.updates(5)) for _ in range(5)]
-            out["new"] = [info_t(await w_new.updates(5)) for _ in range(2)]
-            out["nodel_live"] = [info_t(await w_nodel.updates(5))]
+            out["live"] = [info_t(await w.updates(10)) for _ in range(2)]
+            out["empty_live"] = [info_t(await w_empty.updates(10)) for _ in range(5)]
+            out["new"] = [info_t(await w_new.updates(10)) for _ in range(2)]
+            out["nodel_live"] = [info_t(await w_nodel.updates(10))]
             try:
                 await w_nodel.updates(0.3)
                 out["nodel_quiet"] = False
@@ -541,8 +541,12 @@ def test_bucket_ttl(server):
                 if gone is not None:
                     break
                 await asyncio.sleep(0.1)
-            await asyncio.sleep(0.2)
-            st = await obs.status()
+            # The chunks expire too: wait for the stream to empty (not a fixed time).
+            while True:
+                st = await obs.status()
+                if st.stream_info.state.messages == 0 or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.1)
             listed = await err_of(obs.list())
             await js.delete_object_store("OBTTL")
             return first, gone, st, listed
@@ -564,7 +568,7 @@ def test_bucket_survives_restart(server, tmp_path):
     data = os.urandom(2 * CHUNK + 99)
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             obs = await js.create_object_store("OBRS")
@@ -576,7 +580,7 @@ def test_bucket_survives_restart(server, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False)
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
         js = nc.jetstream(timeout=API_TIMEOUT)
         try:
             obs = await js.object_store("OBRS")

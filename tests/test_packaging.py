@@ -27,7 +27,7 @@ def test_twistd_finds_the_plugin():
     assert "--listen" in out.stdout
 
 
-def _wait_ports(d, proc, timeout=15):
+def _wait_ports(d, proc, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
         assert proc.poll() is None, "server exited early"
@@ -82,6 +82,8 @@ def test_trace_flag_logs_client_ops():
     from tests.support.servers import ServerProcess
     with ServerProcess("natsbroker", ["-V"]) as server:
         exchange(server.port, b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPING\r\n')
-        time.sleep(0.2)
+        deadline = time.time() + 10  # the log line reaches the file soon after the PONG
+        while '"<<- [SUB a 1]"' not in server.log() and time.time() < deadline:
+            time.sleep(0.05)
         log = server.log()
     assert '[TRC]' in log and '"<<- [SUB a 1]"' in log

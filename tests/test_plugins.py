@@ -63,7 +63,7 @@ def _request(url, subject, body):
     async def main():
         nc = await nats.connect(url)
         try:
-            m = await nc.request(subject, body, timeout=3)
+            m = await nc.request(subject, body, timeout=10)
             return m.data, m.headers
         finally:
             await nc.close()
@@ -108,7 +108,7 @@ def test_bad_plugin_name_fails_startup(tmp_path):
     conf.write_text('plugins: ["no_such_module_xyz:thing"]\n')
     server = ServerProcess("natsbroker", ["-c", str(conf)])
     try:
-        server.start(timeout=10)
+        server.start(timeout=30)
         raise AssertionError("server started with a missing plugin")
     except RuntimeError as e:
         assert "no_such_module_xyz" in str(e)

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tracemalloc
 
 import nats
@@ -51,7 +52,7 @@ def admin(*args, timeout=120):
                           text=True, env=env, cwd=ROOT, timeout=timeout)
 
 
-async def req(nc, subject, body=b"", timeout=5):
+async def req(nc, subject, body=b"", timeout=10):
     if isinstance(body, (dict, list)):
         body = json.dumps(body).encode()
     msg = await nc.request(subject, body, timeout=timeout)
@@ -99,14 +100,20 @@ async def build_stream(nc, name, storage="file", n=150):
         await js.delete_msg(name, seq)
     await js.add_consumer(name, durable_name="WORKER", ack_policy="explicit", ack_wait=600)
     sub = await js.pull_subscribe("%s.>" % name.lower(), durable="WORKER", stream=name)
-    got = await sub.fetch(12, timeout=5)
+    got = await sub.fetch(12, timeout=10)
     for m in got[:5]:
         await m.ack()
     await got[7].ack()
     await js.add_consumer(name, durable_name="PUSHY", ack_policy="explicit",
                           deliver_subject="nowhere.%s" % name, filter_subject="%s.b" % name.lower())
     await nc.flush()
-    await asyncio.sleep(0.2)
+    # The acks were published without confirmation: wait until the consumer
+    # shows them (not a fixed time).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if (await js.consumer_info(name, "WORKER")).num_ack_pending == len(got) - 6:
+            break
+        await asyncio.sleep(0.05)
 
 
 # -- round trips through the admin tool ---------------------------------------------------
@@ -158,7 +165,7 @@ def test_round_trip_with_admin_tool(broker, tmp_path, storage):
         # The restored consumer carries on where it was.
         js = nc.jetstream()
         sub = await js.pull_subscribe("%s.>" % name.lower(), durable="WORKER", stream=name)
-        nxt = (await sub.fetch(1, timeout=5))[0]
+        nxt = (await sub.fetch(1, timeout=10))[0]
         await nc.close()
         return got, nxt.metadata.sequence.stream
 
@@ -325,7 +332,7 @@ async def send_restore(nc, name, meta, chunks):
         return resp, [], None
     answers = []
     for c in chunks:
-        a = await nc.request(resp["deliver_subject"], c, timeout=5)
+        a = await nc.request(resp["deliver_subject"], c, timeout=10)
         answers.append(a.data)
         if a.data:
             return resp, answers, None
@@ -362,7 +369,7 @@ def test_corrupt_chunk_creates_nothing(broker):
         assert "DAMAGE" not in ((await req(nc, "$JS.API.STREAM.NAMES")).get("streams") or [])
         # The restore is over: its subject no longer answers.
         with pytest.raises(nats.errors.NoRespondersError):
-            await nc.request(r["deliver_subject"], data[0], timeout=2)
+            await nc.request(r["deliver_subject"], data[0], timeout=10)
 
         # A chunk lost: every record checks out, the digest does not.
         r, answers, final = await send_restore(nc, "DAMAGE", meta, data[:k] + data[k + 1:])
@@ -383,7 +390,9 @@ def test_corrupt_chunk_creates_nothing(broker):
 
         r = await req(nc, "$JS.API.STREAM.INFO.DAMAGE")
         assert r["error"]["err_code"] == 10059
-        await asyncio.sleep(0.3)
+        deadline = time.monotonic() + 10  # the failed restore's directory goes asynchronously
+        while "DAMAGE" in _stream_dirs(broker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert "DAMAGE" not in _stream_dirs(broker)
 
         # Nothing was left in the way: the intact snapshot restores.
@@ -465,10 +474,10 @@ def test_stream_created_during_restore_wins(broker):
         meta = {"config": resp["config"], "state": resp["state"]}
         r = await req(nc, "$JS.API.STREAM.RESTORE.RACE", meta)
         for c in chunks[:3]:
-            assert (await nc.request(r["deliver_subject"], c[1], timeout=5)).data == b""
+            assert (await nc.request(r["deliver_subject"], c[1], timeout=10)).data == b""
         created = await req(nc, "$JS.API.STREAM.CREATE.RACE", {"name": "RACE", "subjects": ["other"]})
         assert created["did_create"] is True, created
-        a = await nc.request(r["deliver_subject"], chunks[3][1], timeout=5)
+        a = await nc.request(r["deliver_subject"], chunks[3][1], timeout=10)
         assert json.loads(a.data) == {"type": "io.nats.jetstream.api.v1.stream_create_response",
                                       "error": {"code": 400, "err_code": 10130, "description":
                                                 "stream name already in use, cannot restore"}}
@@ -493,7 +502,7 @@ def test_restore_interrupted_by_a_crash_leaves_nothing(tmp_path):
             r = await req(nc, "$JS.API.STREAM.RESTORE.CRASH",
                           {"config": resp["config"], "state": resp["state"]})
             for c in chunks[:5]:
-                await nc.request(r["deliver_subject"], c[1], timeout=5)
+                await nc.request(r["deliver_subject"], c[1], timeout=10)
             await nc.close()
         run(start_restore())
         assert "CRASH" in os.listdir(os.path.join(store, "jetstream", "streams"))
@@ -574,7 +583,7 @@ async def api_replies(url):
     await js.delete_msg("SS", 2)
     out = []
     for subject, body in API_SCRIPT:
-        m = await nc.request(subject, body, timeout=5)
+        m = await nc.request(subject, body, timeout=10)
         out.append((subject, body, norm(json.loads(m.data))))
     # A successful snapshot request (chunks discarded by nobody listening: the
     # servers give up on their own).
@@ -640,7 +649,7 @@ async def protocol_trace(url, name, nbytes):
     # looks at the end), refused at once by natsbroker; the same final error.
     await js.delete_stream(name + "1")
     r = await req(nc, "$JS.API.STREAM.RESTORE.%s1" % name, {"config": {"name": name + "1"}})
-    a = await nc.request(r["deliver_subject"], b"garbage" * 100, timeout=5)
+    a = await nc.request(r["deliver_subject"], b"garbage" * 100, timeout=10)
     if not a.data:
         a = await nc.request(r["deliver_subject"], b"", timeout=10)
     err = json.loads(a.data)

@@ -405,7 +405,7 @@ def _config_errors(text):
     conf = _conf(text)
     try:
         proc = subprocess.run([nats_server_binary(), "-c", conf, "-p", "-1", "-a", "127.0.0.1"],
-                              capture_output=True, text=True, timeout=10)
+                              capture_output=True, text=True, timeout=30)
     finally:
         os.unlink(conf)
     assert proc.returncode != 0, proc.stderr

@@ -822,17 +822,11 @@ class Consumer:
             "type": "io.nats.jetstream.advisory.v1.nak",
             "stream": self.stream.name, "consumer": self.name,
             "consumer_seq": dseq, "stream_seq": sseq, "deliveries": dc})
-        delay = 0
-        if arg:
-            try:
-                if arg.startswith(b"{"):
-                    delay = int(json.loads(arg).get("delay", 0))
-                else:
-                    delay = parse_duration(arg.decode())
-            except (ValueError, AttributeError, TypeError, UnicodeDecodeError):
-                delay = 0
-        if delay > 0:
-            # Redeliver once the delay has passed, by the ack timer.
+        delay = _nak_delay(arg) if arg else None
+        if delay is not None:
+            # A delay that parses, even zero or negative: out of the redelivery
+            # queue, redelivered by the ack timer once it has passed.
+            self.rdq.pop(sseq, None)
             now = self.now()
             p[1] = now - self._ack_wait(sseq) + delay
             self._arm_ack_timer(now + delay)
@@ -1019,6 +1013,27 @@ class Consumer:
 
 
 _U64 = 1 << 64
+_I64 = 1 << 63
+
+
+def _nak_delay(arg):
+    """The delay (ns) of ``-NAK <arg>`` as nats-server reads it: JSON
+    ``{"delay": <int64 ns>}`` (absent or null: 0) or a Go duration; None when
+    it does not parse (then it is a plain NAK)."""
+    try:
+        if arg.startswith(b"{"):
+            opts = json.loads(arg)
+            if not isinstance(opts, dict):
+                return None
+            d = opts.get("delay")
+            if d is None:
+                return 0
+            if type(d) is not int or not -_I64 <= d < _I64:
+                return None
+            return d
+        return parse_duration(arg.decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _ack_num(token):

@@ -7,7 +7,7 @@ from collections import namedtuple
 
 
 class Conversation:
-    def __init__(self, port, timeout=2.0):
+    def __init__(self, port, timeout=10.0):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.timeout = timeout
         self.buf = b""
@@ -41,8 +41,13 @@ class Conversation:
         except (BrokenPipeError, ConnectionResetError):
             self.closed = True
 
-    def read_until(self, marker=b"PONG\r\n", quiet=0.3, limit=5.0):
-        """Read until the buffer ends with ``marker``, EOF, or ``quiet`` s of silence."""
+    def read_until(self, marker=b"PONG\r\n", quiet=2.0, limit=10.0):
+        """Read until the buffer ends with ``marker``, EOF, or ``quiet`` s of silence.
+
+        The marker (or EOF) normally ends the wait; ``quiet`` only decides when
+        nothing more is coming, so it is long enough for a CPU stall on a busy
+        machine not to pass for silence.
+        """
         end = time.time() + limit
         while time.time() < end and not self.closed:
             if marker and self.buf.endswith(marker):
@@ -56,8 +61,13 @@ class Conversation:
         self.sock.close()
 
 
-def exchange(port, data, chunks=None, marker=b"PONG\r\n", quiet=0.3):
-    """Send ``data`` (or ``chunks``), return ``(reply_bytes, closed)``, INFO excluded."""
+def exchange(port, data, chunks=None, marker=b"PONG\r\n", quiet=1.0):
+    """Send ``data`` (or ``chunks``), return ``(reply_bytes, closed)``, INFO excluded.
+
+    ``quiet`` (when neither the marker nor a close ends the reply) is 1 s: a
+    slow reply is not taken for silence, and the servers' first PING, 2 s
+    after the connect, is not taken for part of the reply.
+    """
     c = Conversation(port)
     try:
         for chunk in chunks or [data]:
@@ -123,7 +133,7 @@ class Raw:
         return True
 
     def _line(self, deadline=None):
-        deadline = deadline or time.monotonic() + 5
+        deadline = deadline or time.monotonic() + 10
         while b"\r\n" not in self.buf:
             if not self._fill(deadline):
                 return None
@@ -136,12 +146,12 @@ class Raw:
                 return False
         return True
 
-    def wait_pong(self, limit=5.0):
+    def wait_pong(self, limit=10.0):
         """Frames received before the PONG answering a fresh PING."""
         self.send(b"PING\r\n")
         return self.frames(until=None, limit=limit, stop_at_pong=True)
 
-    def frames(self, until=None, limit=3.0, stop_at_pong=False):
+    def frames(self, until=None, limit=10.0, stop_at_pong=False):
         """Read frames until ``until(frames)`` is true, a PONG (if asked) or ``limit`` s."""
         deadline = time.monotonic() + limit
         out = []

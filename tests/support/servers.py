@@ -54,7 +54,7 @@ class ServerProcess:
             args += ["-sd", os.path.join(self.dir, "store")]
         return base + args + ["--ports_file_dir", self.dir]
 
-    def start(self, timeout=15):
+    def start(self, timeout=30):
         env = dict(os.environ)
         env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
         if self.env:
