@@ -689,9 +689,15 @@ def test_many_keys(server):
             for i in range(0, 600, 3):
                 await kv.delete("k.%04d" % i)
             keys = await kv.keys()
-            w = await kv.watchall()
-            init = await initial(w, timeout=10)
-            await w.stop()
+            for attempt in range(3):
+                w = await kv.watchall()
+                init = await initial(w, timeout=10)
+                await w.stop()
+                # nats-server now and then reports the end of the initial
+                # values first (nats-py then sees no initial values): that
+                # race is the reference's, so only its run watches again.
+                if len(init) > 1 or server.kind_name != "nats-server":
+                    break
             await js.delete_key_value("KVMANY")
             return keys, init
         finally:
