@@ -16,6 +16,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
+from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
@@ -29,17 +30,6 @@ from plugins.jetstream.stream import Stream, now_ns
 
 log = Logger()
 
-_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def advisory_id():
-    """A 22-character base62 id, shaped like nats-server's NUIDs."""
-    n = int.from_bytes(os.urandom(17), "big")
-    out = []
-    for _ in range(22):
-        n, r = divmod(n, 62)
-        out.append(_NUID_ALPHABET[r])
-    return "".join(out)
 
 def consumer_key(name, part):
     """Store meta key of a consumer's record (config, state, created)."""
@@ -278,7 +268,7 @@ class JetStream:
         subject = subject.encode() if isinstance(subject, str) else subject
         if not self.broker.sublist.has_interest(subject):
             return
-        body = {"type": event.pop("type"), "id": advisory_id(),
+        body = {"type": event.pop("type"), "id": nuid(),
                 "timestamp": M.rfc3339(now_ns())}
         body.update(event)
         self.broker.publish(subject, M.go_json_dumps(body).encode())

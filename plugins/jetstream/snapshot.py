@@ -55,6 +55,7 @@ import weakref
 import attrs
 from twisted.logger import Logger
 
+from natsbroker.nuid import nuid
 from natsbroker.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
 from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
@@ -127,18 +128,6 @@ def _is_empty(raw):
     return len(nodes) == 1 and nodes[0].kind == "object" and not nodes[0].value
 
 
-_NUID = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-def _nuid():
-    n = int.from_bytes(os.urandom(17), "big")
-    out = []
-    for _ in range(22):
-        n, r = divmod(n, 62)
-        out.append(_NUID[r])
-    return "".join(out)
-
-
 def _now():
     return time.time_ns()
 
@@ -209,7 +198,7 @@ class Sender:
                     "name": name, "created": c.created,
                     "config": CM.consumer_config_json(c.config),
                     "state": json.loads(c.state_json())})
-        self.ack_subject = SNAPSHOT_ACK_T % (self.name, _nuid())
+        self.ack_subject = SNAPSHOT_ACK_T % (self.name, nuid())
         self.index = 0
         self.out = 0  # unacknowledged bytes
         self.with_reply = False  # a chunk with an ack subject went out: the EOF says 204
@@ -426,7 +415,7 @@ class Restore:
         self.reactor = js.broker.reactor
         self.cfg = cfg
         self.name = cfg.name
-        self.subject = RESTORE_DELIVER_T % (self.name, _nuid())
+        self.subject = RESTORE_DELIVER_T % (self.name, nuid())
         self.total = 0
         self.start_ns = _now()
         self.consumers = []
