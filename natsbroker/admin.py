@@ -460,24 +460,21 @@ def verify(args, out=sys.stderr):
 
 # -- command line ------------------------------------------------------------------
 
-def _positive(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be positive: %r" % text)
-    return v
+def _positive_of(kind):
+    """An argparse type: a ``kind`` (int, float) above zero."""
+    def parse(text):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("not a number: %r" % text) from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError("must be positive: %r" % text)
+        return v
+    return parse
 
 
-def _seconds(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not a number: %r" % text) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("must be positive: %r" % text)
-    return v
+_positive = _positive_of(int)
+_seconds = _positive_of(float)
 
 
 def parser():

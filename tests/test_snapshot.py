@@ -820,3 +820,17 @@ def test_snapfile_round_trip_and_damage():
         r = snapfile.Reader()
         r.feed(blob[:-40])
         r.finish()
+
+
+@pytest.mark.parametrize("option, value, error", [
+    ("--timeout", "0", "must be positive: '0'"),
+    ("--timeout", "soon", "not a number: 'soon'"),
+    ("--chunk-size", "-5", "must be positive: '-5'"),
+    ("--chunk-size", "1.5", "not a number: '1.5'"),
+])
+def test_admin_rejects_bad_numbers(tmp_path, option, value, error):
+    """A bad --timeout or --chunk-size: usage error (exit 2) naming it, nothing written."""
+    out = admin("backup", "S", str(tmp_path / "b"), option, value, timeout=60)
+    assert out.returncode == 2
+    assert "argument %s: %s" % (option, error) in out.stderr
+    assert not (tmp_path / "b").exists()
