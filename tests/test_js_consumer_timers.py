@@ -25,6 +25,7 @@ import plugins.jetstream.plugin as P
 from natsbroker.broker import Broker
 from natsbroker.config import JetStreamConfig, ServerConfig
 from plugins.jetstream import models as M
+from tests.test_js_consumers import raw_seqs
 
 SEC = 1_000_000_000
 MS = 1_000_000
@@ -214,17 +215,6 @@ def h(tmp_path, monkeypatch):
     harness.close()
 
 
-def nums(info):
-    return {
-        "delivered": (info["delivered"]["consumer_seq"], info["delivered"]["stream_seq"]),
-        "ack_floor": (info["ack_floor"]["consumer_seq"], info["ack_floor"]["stream_seq"]),
-        "num_ack_pending": info["num_ack_pending"],
-        "num_redelivered": info["num_redelivered"],
-        "num_waiting": info["num_waiting"],
-        "num_pending": info["num_pending"],
-    }
-
-
 def advisory_body(frame):
     body = frame.json()
     assert body["timestamp"] == M.rfc3339(T0 + frame.t)  # stamped by the (fake) clock
@@ -263,12 +253,12 @@ def test_ack_wait_redelivery_and_delivery_count(h):
         assert (got[-1].data, got[-1].tokens) == (b"m1", [n, 1, n, 0])
         assert got[-1].reply.split(b".")[7] == b"%d" % T0  # the stored timestamp, unchanged
         prev = got[-1].t
-    mid = nums(h.info("AW", "C"))
+    mid = raw_seqs(h.info("AW", "C"))
     assert mid == {"delivered": (3, 1), "ack_floor": (0, 0), "num_ack_pending": 1,
                    "num_redelivered": 1, "num_waiting": 1, "num_pending": 0}
     h.pub(h.delivered(b"aw.")[-1].reply, b"+ACK", reply=b"_R.ack")
     assert [f.data for f in h.on(b"_R.ack")] == [b""]
-    assert nums(h.info("AW", "C")) == {"delivered": (3, 1), "ack_floor": (3, 1), "num_ack_pending": 0,
+    assert raw_seqs(h.info("AW", "C")) == {"delivered": (3, 1), "ack_floor": (3, 1), "num_ack_pending": 0,
                                        "num_redelivered": 0, "num_waiting": 1, "num_pending": 0}
     h.wait(60)
     assert len(h.delivered(b"aw.")) == 3
@@ -304,7 +294,7 @@ def test_backoff_schedule_then_max_deliveries_advisory(h):
     assert body == {"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": "BO",
                     "consumer": "C", "stream_seq": 1, "deliveries": 5}
     assert len(h.delivered(b"bo.")) == 5
-    assert nums(h.info("BO", "C")) == {"delivered": (5, 1), "ack_floor": (0, 0),
+    assert raw_seqs(h.info("BO", "C")) == {"delivered": (5, 1), "ack_floor": (0, 0),
                                        "num_ack_pending": 0, "num_redelivered": 1,
                                        "num_waiting": 0, "num_pending": 0}
     h.wait(100)
@@ -324,7 +314,7 @@ def test_expired_delivery_without_a_pull_does_not_spin(h):
     h.advance_to(10)
     assert len(h.delivered(b"sp.")) == 1
     assert len(h.clock.getDelayedCalls()) <= 2
-    assert nums(h.info("SP", "C")) == {"delivered": (1, 1), "ack_floor": (0, 0), "num_ack_pending": 1,
+    assert raw_seqs(h.info("SP", "C")) == {"delivered": (1, 1), "ack_floor": (0, 0), "num_ack_pending": 1,
                                        "num_redelivered": 0, "num_waiting": 0, "num_pending": 0}
     h.pull("SP", "C", b"_R.p2", batch=1)
     assert [(f.dest, f.tokens) for f in h.delivered(b"sp.")][1:] == [(b"_R.p2", [2, 1, 2, 0])]
@@ -343,7 +333,7 @@ def test_max_deliver_advisory_waits_for_a_pull(h):
         (b"_R.p1", 0, [1, 1, 1, 0]), (b"_R.p2", SEC, [2, 1, 2, 0])]
     h.advance_to(5)
     assert h.advisories(b"CONSUMER.MAX_DELIVERIES") == []
-    assert nums(h.info("MD", "C")) == {"delivered": (2, 1), "ack_floor": (0, 0), "num_ack_pending": 1,
+    assert raw_seqs(h.info("MD", "C")) == {"delivered": (2, 1), "ack_floor": (0, 0), "num_ack_pending": 1,
                                        "num_redelivered": 1, "num_waiting": 0, "num_pending": 0}
     h.pull("MD", "C", b"_R.p3", batch=1, expires=SEC)
     (adv,) = h.advisories(b"CONSUMER.MAX_DELIVERIES")
@@ -355,7 +345,7 @@ def test_max_deliver_advisory_waits_for_a_pull(h):
     assert [(f.t, f.hdr) for f in h.on(b"_R.p3")] == [
         (6 * SEC, b"NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: 1\r\n"
                   b"Nats-Pending-Bytes: 0\r\n\r\n")]
-    assert nums(h.info("MD", "C")) == {"delivered": (2, 1), "ack_floor": (0, 0), "num_ack_pending": 0,
+    assert raw_seqs(h.info("MD", "C")) == {"delivered": (2, 1), "ack_floor": (0, 0), "num_ack_pending": 0,
                                        "num_redelivered": 1, "num_waiting": 0, "num_pending": 0}
 
 
@@ -392,7 +382,7 @@ def test_nak_delays(h):
           "consumer_seq": i, "stream_seq": i, "deliveries": 1},
          ["type", "id", "timestamp", "stream", "consumer", "consumer_seq", "stream_seq", "deliveries"])
         for i in (1, 2, 3)]
-    assert nums(h.info("NK", "C")) == {"delivered": (6, 3), "ack_floor": (0, 0), "num_ack_pending": 3,
+    assert raw_seqs(h.info("NK", "C")) == {"delivered": (6, 3), "ack_floor": (0, 0), "num_ack_pending": 3,
                                        "num_redelivered": 3, "num_waiting": 1, "num_pending": 0}
 
 
@@ -435,7 +425,7 @@ def test_max_ack_pending_stalls_and_resumes_push(h):
     h.pub(m[0].reply, b"+ACK")
     m = h.delivered(b"mp.")
     assert [(f.t, f.data, f.tokens) for f in m[3:]] == [(11 * SEC, b"m4", [1, 4, 4, 0])]
-    assert nums(h.info("MP", "C")) == {"delivered": (4, 4), "ack_floor": (2, 2), "num_ack_pending": 2,
+    assert raw_seqs(h.info("MP", "C")) == {"delivered": (4, 4), "ack_floor": (2, 2), "num_ack_pending": 2,
                                        "num_redelivered": 0, "num_waiting": 0, "num_pending": 0}
 
 
@@ -448,12 +438,12 @@ def test_max_ack_pending_stalls_and_resumes_pull(h):
     h.wait(10)
     assert len(h.delivered(b"mq.")) == 2
     assert h.on(b"_R.p") == m  # no status: the request still waits
-    assert nums(h.info("MQ", "C"))["num_waiting"] == 1
+    assert raw_seqs(h.info("MQ", "C"))["num_waiting"] == 1
     h.pub(m[0].reply, b"+ACK")
     assert [f.data for f in h.delivered(b"mq.")] == [b"m1", b"m2", b"m3"]
     h.pub(m[1].reply, b"+ACK")
     assert [f.data for f in h.delivered(b"mq.")] == [b"m1", b"m2", b"m3", b"m4"]
-    assert nums(h.info("MQ", "C")) == {"delivered": (4, 4), "ack_floor": (2, 2), "num_ack_pending": 2,
+    assert raw_seqs(h.info("MQ", "C")) == {"delivered": (4, 4), "ack_floor": (2, 2), "num_ack_pending": 2,
                                        "num_redelivered": 0, "num_waiting": 0, "num_pending": 0}
 
 
@@ -483,7 +473,7 @@ def test_pull_request_expiry_408_with_pending_counts(h):
                    b"Nats-Pending-Bytes: 0\r\n\r\n")]
     h.wait(10)
     assert len(h.on(b"_R.e1")) == 2 and len(h.on(b"_R.e2")) == 1
-    assert nums(h.info("EX", "C"))["num_waiting"] == 0
+    assert raw_seqs(h.info("EX", "C"))["num_waiting"] == 0
 
 
 def test_pull_idle_heartbeat(h):
@@ -711,7 +701,7 @@ def test_replay_original_push(h):
     assert [(f.t - 10 * SEC, f.data, f.tokens) for f in h.delivered(b"rp.")] == [
         (0, b"m1", [1, 1, 1, 3]), (300 * MS, b"m2", [1, 2, 2, 2]),
         (900 * MS, b"m3", [1, 3, 3, 1]), (900 * MS, b"m4", [1, 4, 4, 0])]
-    assert nums(h.info("RP", "C"))["delivered"] == (4, 4)
+    assert raw_seqs(h.info("RP", "C"))["delivered"] == (4, 4)
 
 
 def test_replay_original_pull(h):

@@ -20,6 +20,7 @@ import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
+from tests.support.both import connect_js
 from tests.support.raw import Raw, count
 from tests.support.servers import ServerProcess
 
@@ -72,9 +73,8 @@ def run(coro, limit=40):
     return asyncio.run(asyncio.wait_for(coro, limit))
 
 
-async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
-    return nc, nc.jetstream(timeout=API_TIMEOUT)
+def _conn(server):
+    return connect_js(server.url, API_TIMEOUT)
 
 
 async def api(nc, subject, body=b""):
@@ -1188,8 +1188,7 @@ def test_durable_consumer_survives_restart(kind, tmp_path):
     store = str(tmp_path / "store")
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             await js.add_stream(name="RS", subjects=["rs.>"])
             for i in range(5):
@@ -1203,8 +1202,7 @@ def test_durable_consumer_survives_restart(kind, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             ci0 = await js.consumer_info("RS", "RSD")
             psub = await js.pull_subscribe_bind("RSD", "RS")

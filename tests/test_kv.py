@@ -25,7 +25,7 @@ from nats.js.errors import (
     NoKeysError,
 )
 
-from tests.support.both import both, both_servers
+from tests.support.both import both, both_servers, connect_js
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,9 +40,8 @@ def run(coro, timeout=40):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
-    return nc, nc.jetstream(timeout=API_TIMEOUT)
+def _conn(server):
+    return connect_js(server.url, API_TIMEOUT)
 
 
 def ent(e):
@@ -717,8 +716,7 @@ def test_bucket_survives_restart(server, tmp_path):
     store = str(tmp_path / "store")
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             kv = await js.create_key_value(bucket="KVRS", history=3)
             for v in (b"1", b"2", b"3", b"4"):
@@ -729,8 +727,7 @@ def test_bucket_survives_restart(server, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             kv = await js.key_value("KVRS")
             h = [ent(e) for e in await kv.history("k")]

@@ -30,7 +30,7 @@ from nats.js.errors import (
     ObjectNotFoundError,
 )
 
-from tests.support.both import both, both_servers
+from tests.support.both import both, both_servers, connect_js
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(90)
@@ -46,9 +46,8 @@ def run(coro, timeout=60):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def _conn(server):
-    nc = await nats.connect(server.url, allow_reconnect=False, connect_timeout=10)
-    return nc, nc.jetstream(timeout=API_TIMEOUT)
+def _conn(server):
+    return connect_js(server.url, API_TIMEOUT)
 
 
 async def err_of(coro):
@@ -568,8 +567,7 @@ def test_bucket_survives_restart(server, tmp_path):
     data = os.urandom(2 * CHUNK + 99)
 
     async def before(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             obs = await js.create_object_store("OBRS")
             await obs.put("keep", b"old")
@@ -580,8 +578,7 @@ def test_bucket_survives_restart(server, tmp_path):
             await nc.close()
 
     async def after(url):
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
-        js = nc.jetstream(timeout=API_TIMEOUT)
+        nc, js = await connect_js(url, API_TIMEOUT)
         try:
             obs = await js.object_store("OBRS")
             got = await obs.get("keep")

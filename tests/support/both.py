@@ -13,6 +13,13 @@ import pytest
 from tests.support.servers import ServerProcess
 
 
+async def connect_js(url, api_timeout):
+    """A nats-py connection that fails fast when its server dies (no
+    reconnect), and its JetStream context."""
+    nc = await nats.connect(url, allow_reconnect=False, connect_timeout=10)
+    return nc, nc.jetstream(timeout=api_timeout)
+
+
 def both(broker_xfail=None):
     """Run against both servers; ``broker_xfail`` marks natsbroker's run a strict xfail."""
     broker = "natsbroker"
