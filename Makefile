@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz venv bench clean
+.PHONY: run test fuzz venv bench clean js
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,23 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/natsbroker -p 4222 -m 8222 -c etc/dev.conf
 
-test: $(STAMP)
+# The browser test's bundle (tests/test_browser.py): the official NATS JavaScript
+# client pinned by tests/browser/package-lock.json, bundled by esbuild; npm ci and
+# the bundle rerun only when their inputs change. Not committed (.gitignore).
+JS := tests/browser
+JS_STAMP := $(JS)/node_modules/.installed
+JS_BUNDLE := $(JS)/build/bundle.js
+
+$(JS_STAMP): $(JS)/package.json $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(JS_STAMP)
+
+$(JS_BUNDLE): $(JS_STAMP) $(JS)/entry.js
+	cd $(JS) && npm run --silent build
+
+js: $(JS_BUNDLE)
+
+test: $(STAMP) $(JS_BUNDLE)
 	$(BIN)/python -m pytest -q tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).
@@ -32,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python -m tools.bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(JS)/node_modules $(JS)/build

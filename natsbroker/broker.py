@@ -181,7 +181,12 @@ class Broker:
             "port": self.port,
             "headers": True,
         }
-        if cfg.authorization.enabled:
+        ws = getattr(client, "websocket", None)
+        if ws is not None:
+            # A WebSocket client is told the WebSocket listener's address, and
+            # the websocket block's own auth counts (as in nats-server).
+            fields["host"], fields["port"] = ws.host, ws.port
+        if cfg.authorization.enabled or (ws is not None and ws.auth_override):
             fields["auth_required"] = True
         fields["max_payload"] = cfg.max_payload
         fields.update(self._info_extra)

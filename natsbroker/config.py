@@ -74,12 +74,76 @@ class ChangeFeedConfig:
 
 
 @attrs.define
+class TLSConfig:
+    """A ``tls { }`` block (client port, websocket, monitoring): nats-server's keys."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False
+    verify_and_map: bool = False
+    verify_cert_and_check_known_urls: bool = False
+    insecure: bool = False
+    timeout: float = 2.0  # seconds for the handshake (nats-server's TLS_TIMEOUT)
+    handshake_first: bool = False
+    # With handshake_first: how long to wait for a ClientHello before falling
+    # back to the INFO-first flow (0: never fall back).
+    handshake_first_fallback: float = 0.0
+    pinned_certs: list = attrs.field(factory=list)  # SHA-256 hex of the peer's SubjectPublicKeyInfo
+    min_version: str = ""  # "1.2" or "1.3"
+    cipher_suites: list = attrs.field(factory=list)  # Go names, e.g. TLS_AES_128_GCM_SHA256
+    curve_preferences: list = attrs.field(factory=list)
+
+    @property
+    def enabled(self):
+        return bool(self.cert_file)
+
+    @property
+    def verify_clients(self):
+        return self.verify or self.verify_and_map or self.verify_cert_and_check_known_urls
+
+
+@attrs.define
 class ClusterConfig:
     name: str = ""
     host: str = ""
     port: int = 0
     routes: list = attrs.field(factory=list)
 
+
+
+@attrs.define
+class WebSocketConfig:
+    """The ``websocket { }`` block: a client listener speaking NATS over WebSocket.
+
+    nats-server's keys; ``username``/``password``/``token``/``auth_timeout``
+    come from the block's own ``authorization { }`` and override the server's
+    auth for WebSocket clients, as in nats-server."""
+
+    host: str = "0.0.0.0"  # nats-server's default, whatever the client host is
+    port: int = 0  # 0: no WebSocket listener; -1: a random port
+    advertise: str = ""
+    no_tls: bool = False
+    tls: TLSConfig | None = None
+    compression: bool = False
+    same_origin: bool = False
+    allowed_origins: list = attrs.field(factory=list)
+    handshake_timeout: float = 0.0  # seconds; 0: none, as nats-server
+    no_auth_user: str = ""
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    auth_timeout: float = 0.0  # seconds; 0: the server's
+    jwt_cookie: str = ""  # accepted and stored; JWT auth is not implemented
+
+    @property
+    def enabled(self):
+        return self.port != 0
+
+    @property
+    def auth_override(self):
+        """As nats-server: any of these makes WebSocket auth its own."""
+        return bool(self.username or self.token or self.no_auth_user)
 
 @attrs.define
 class ServerConfig:
@@ -92,6 +156,10 @@ class ServerConfig:
     # Monitoring (0 = off)
     http_host: str = ""  # empty: the client host, as nats-server does
     http_port: int = 0
+    https_port: int = 0  # monitoring over TLS, with the client port's certificate
+    # TLS on the client port (None: plaintext only)
+    tls: TLSConfig | None = None
+    allow_non_tls: bool = False
     # Limits
     max_connections: int = 65536
     max_control_line: int = 4096
@@ -115,6 +183,7 @@ class ServerConfig:
     jetstream: JetStreamConfig = attrs.field(factory=JetStreamConfig)
     changefeed: ChangeFeedConfig = attrs.field(factory=ChangeFeedConfig)
     cluster: ClusterConfig = attrs.field(factory=ClusterConfig)
+    websocket: WebSocketConfig = attrs.field(factory=WebSocketConfig)
     # Extra broker plugins named as "module:object".
     plugins: list = attrs.field(factory=list)
     # Config file this came from, for /varz and reloads.

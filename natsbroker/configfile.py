@@ -19,12 +19,13 @@ puts either onto a config, so flags and file share one mapping.
 
 import copy
 import os
+import re
 
 import attrs
 import cattrs
 
 from natsbroker import conf
-from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, User
+from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, TLSConfig, User
 from natsbroker.subjects import is_valid_subject
 
 __all__ = [
@@ -349,6 +350,16 @@ def _cluster(ld, v, at, out):
     out["cluster"] = ld.block(v, _CLUSTER, at)
 
 
+def _websocket(ld, v, at, out):
+    ws = ld.block(v, _WEBSOCKET, at)
+    ws.update(ws.pop("authorization", {}))
+    out["websocket"] = ws
+
+
+def _ws_tls(ld, v, at):
+    return _converter.structure(ld.block(v, _WS_TLS, at), TLSConfig)
+
+
 _PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
 
 _PERMISSIONS = _table(
@@ -410,6 +421,52 @@ _CLUSTER = _table(
     }
 )
 
+_WS_AUTHORIZATION = _table(
+    {
+        "user username": _set("username", _string),
+        "password pass": _set("password", _string),
+        "token": _set("token", _string),
+        "timeout": _set("auth_timeout", _duration),
+    }
+)
+
+# The keys of a tls { } block, for the websocket listener's certificate.
+_WS_TLS = _table(
+    {
+        "cert_file": _set("cert_file", _string),
+        "key_file": _set("key_file", _string),
+        "ca_file": _set("ca_file", _string),
+        "verify": _set("verify", _boolean),
+        "verify_and_map map_and_verify": _set("verify_and_map", _boolean),
+        "insecure": _set("insecure", _boolean),
+        "timeout": _set("timeout", _duration),
+        "pinned_certs": _set("pinned_certs", _strings),
+        "min_version": _set("min_version", _string),
+        "cipher_suites": _set("cipher_suites", _strings),
+        "curve_preferences": _set("curve_preferences", _strings),
+    }
+)
+
+_WEBSOCKET = _table(
+    {
+        "host net": _set("host", _string),
+        "port": _set("port", check_port),
+        "listen": _listen("host", "port", check_port),
+        "advertise": _set("advertise", _string),
+        "no_tls": _set("no_tls", _boolean),
+        "tls": _set_block("tls", _ws_tls),
+        "compression compress": _set("compression", _boolean),
+        "same_origin": _set("same_origin", _boolean),
+        "allowed_origins allowed_origin allow_origins allow_origin origins origin": _set(
+            "allowed_origins", _strings),
+        "handshake_timeout": _set("handshake_timeout", _duration),
+        "authorization authentication": _set_block(
+            "authorization", lambda ld, v, at: ld.block(v, _WS_AUTHORIZATION, at)),
+        "no_auth_user": _set("no_auth_user", _string),
+        "jwt_cookie": _set("jwt_cookie", _string),
+    }
+)
+
 _SERVER = _table(
     {
         "host net": _set("host", _string),
@@ -439,6 +496,7 @@ _SERVER = _table(
         "jetstream": _jetstream,
         "changefeed change_feed": _changefeed,
         "cluster": _cluster,
+        "websocket ws": _websocket,
         "plugins": _set("plugins", _plugins),
         "tls https https_port": _refuse("TLS"),
         "accounts operator trusted trusted_keys resolver": _refuse("accounts and JWT authentication"),
@@ -477,6 +535,39 @@ def validate(config):
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} present, but users are not defined")
         if config.no_auth_user not in {u.user for u in auth.users}:
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} is not a user of the authorization block")
+    validate_websocket(config)
+
+
+def _request_uri(text):
+    # Go's url.ParseRequestURI: an absolute URI or an absolute path.
+    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text)) or text.startswith("/") or text == "*"
+
+
+def validate_websocket(config):
+    """nats-server's checks of the websocket block, in its order and words."""
+    ws = config.websocket
+    if not ws.enabled:
+        return
+    if ws.tls is None and not ws.no_tls:
+        raise ConfigError("websocket requires TLS configuration")
+    for origin in ws.allowed_origins:
+        if not _request_uri(origin):
+            raise ConfigError(f'unable to parse allowed origin: parse "{origin}": invalid URI for request')
+    users = config.authorization.users
+    if ws.no_auth_user:
+        if not users:
+            raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" present, but users/nkeys are not defined')
+        if ws.no_auth_user not in {u.user for u in users}:
+            raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" not present as user or nkey in '
+                              "authorization block or account configuration")
+    if users and ws.username:
+        raise ConfigError("websocket authentication username not compatible with presence of users/nkeys")
+    if users and ws.token:
+        raise ConfigError("websocket authentication token not compatible with presence of users/nkeys")
+    if ws.jwt_cookie:
+        # JWTs need trusted operators, which natsbroker does not have (yet).
+        raise ConfigError("trusted operators or trusted keys configuration is required for "
+                          f'JWT authentication via cookie "{ws.jwt_cookie}"')
 
 
 def load_config(path, config=None):

@@ -235,7 +235,7 @@ class MonitorResource(resource.Resource):
             "gateway": {},
             "leaf": {},
             "mqtt": {},
-            "websocket": {},
+            "websocket": _websocket_varz(b),
             "jetstream": self._jetstream_varz(),
             "tls_timeout": DEFAULT_TLS_TIMEOUT,
             "write_deadline": _ns(cfg.write_deadline),
@@ -508,6 +508,31 @@ def _sort_rows(rows, sort, now):
     # "", "cid" and "start" (start order is cid order) are already in place.
 
 
+def _websocket_varz(broker):
+    """nats-server's WebsocketOptsVarz: its field order, empty values left out."""
+    ws = broker.config.websocket
+    if not ws.enabled:
+        return {}
+    listener = getattr(broker, "websocket", None)  # set by the server once listening
+    tls = ws.tls
+    v = {
+        "host": ws.host,
+        "port": listener.port if listener is not None else ws.port,
+        "advertise": ws.advertise,
+        "no_auth_user": ws.no_auth_user,
+        "jwt_cookie": ws.jwt_cookie,
+        "handshake_timeout": int(ws.handshake_timeout * 1e9),  # a Go time.Duration
+        "auth_timeout": ws.auth_timeout,
+        "no_tls": ws.no_tls,
+        "tls_map": bool(tls is not None and tls.verify_and_map),
+        "tls_pinned_certs": list(tls.pinned_certs) if tls is not None else [],
+        "same_origin": ws.same_origin,
+        "allowed_origins": list(ws.allowed_origins),
+        "compression": ws.compression,
+    }
+    return {k: x for k, x in v.items() if x}
+
+
 def _conn_head(cid, ip, port, start, last):
     return {"cid": cid, "kind": "Client", "type": "nats", "ip": ip, "port": port,
             "start": _rfc3339(start), "last_activity": _rfc3339(last)}
@@ -530,6 +555,8 @@ def _conn_tail(info, end, start, last, counters, name, lang, version, rtt=0.0):
 
 def _open_row(c, now, auth, subs, detail):
     info = _conn_head(c.cid, c.host, c.port, c.start, c.last_activity)
+    if getattr(c, "websocket", None) is not None:
+        info["type"] = "websocket"
     _conn_tail(info, now, c.start, c.last_activity, {
         "pending_bytes": c.pending_bytes,
         "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
@@ -554,6 +581,7 @@ def _closed_row(snap, now, auth, subs, detail):
     last = snap.get("last_activity") or start
     stop = snap.get("stop") or now
     info = _conn_head(snap.get("cid", 0), snap.get("ip", ""), snap.get("port", 0), start, last)
+    info["type"] = snap.get("type", "nats")
     info["stop"] = _rfc3339(stop)
     if snap.get("reason"):
         info["reason"] = snap["reason"]

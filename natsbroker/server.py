@@ -49,6 +49,7 @@ class BrokerService(service.Service):
         self.authenticator = Authenticator(config)
         self.ports = []
         self.http_port = None
+        self.ws_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
 
@@ -62,6 +63,8 @@ class BrokerService(service.Service):
             broker.add_plugin(plugin)
         for plugin in broker.plugins:
             yield defer.maybeDeferred(plugin.start, broker)
+        if cfg.websocket.enabled:
+            yield self._listen_websocket()
         factory = ClientFactory(broker, self.authenticator)
         specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
         specs += list(cfg.listen)
@@ -83,6 +86,28 @@ class BrokerService(service.Service):
         self._write_files()
         log.info("Server is ready")
         return self
+
+    @defer.inlineCallbacks
+    def _listen_websocket(self):
+        from natsbroker.protocol.websocket import WebSocketFactory
+
+        ws = self.config.websocket
+        factory = WebSocketFactory(self.broker, self.authenticator)
+        listening, scheme = factory, "ws"
+        if ws.tls is not None:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            from natsbroker.tls import server_context
+            listening, scheme = TLSMemoryBIOFactory(server_context(ws.tls), False, factory), "wss"
+        ep = endpoints.serverFromString(self.reactor, _endpoint_string(ws.host, ws.port))
+        self.ws_port = yield ep.listen(listening)
+        factory.port = self.ws_port.getHost().port
+        self.ws_scheme = scheme
+        self.broker.websocket = factory  # for /varz
+        log.info("Listening for websocket clients on {scheme}://{host}:{port}",
+                 scheme=scheme, host=ws.host, port=factory.port)
+        if scheme == "ws":
+            log.warn("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
 
     def startService(self):
         super().startService()
@@ -127,6 +152,9 @@ class BrokerService(service.Service):
         if self.http_port is not None:
             h = self.http_port.getHost()
             info["monitoring"] = ["http://%s:%d" % (host(h.host), h.port)]
+        if self.ws_port is not None:
+            h = self.ws_port.getHost()
+            info["websocket"] = ["%s://%s:%d" % (self.ws_scheme, host(h.host), h.port)]
         return info
 
     @defer.inlineCallbacks
@@ -137,6 +165,8 @@ class BrokerService(service.Service):
         log.info("Initiating Shutdown...")
         for port in self.ports:
             yield port.stopListening()
+        if self.ws_port is not None:
+            yield self.ws_port.stopListening()
         if self.http_port is not None:
             yield self.http_port.stopListening()
         for client in list(broker.clients()):

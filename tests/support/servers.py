@@ -37,6 +37,7 @@ class ServerProcess:
         self.proc = None
         self.port = None
         self.http_port = None
+        self.ws_port = None  # from the ports file's "websocket" URLs
         self.dir = tempfile.mkdtemp(prefix="nb-%s-" % kind)
         self.log_path = os.path.join(self.dir, "server.log")
 
@@ -78,6 +79,8 @@ class ServerProcess:
                     self.port = int(info["nats"][0].rsplit(":", 1)[1])
                     if info.get("monitoring"):
                         self.http_port = int(info["monitoring"][0].rsplit(":", 1)[1])
+                    if info.get("websocket"):
+                        self.ws_port = int(info["websocket"][0].rsplit(":", 1)[1])
                     if self._accepting():
                         return self
             time.sleep(0.02)
