@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz venv bench clean js
+.PHONY: run test fuzz venv bench clean js client313
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,27 @@ $(JS_BUNDLE): $(JS_STAMP) $(JS)/entry.js
 
 js: $(JS_BUNDLE)
 
-test: $(STAMP) $(JS_BUNDLE)
+# nats-core and nats-jetstream (tests/test_nats_core.py) need Python >= 3.13: a venv of their
+# own, from tests/nats_core/requirements.txt. pyenv's `python3.13` shim fails while 3.13 is not
+# an active pyenv version, so pyenv's 3.13 install is the fallback; PYTHON313=... overrides.
+PYTHON313 ?= $(or $(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13)),python3.13)
+CLIENT313 := .venv-client313
+CLIENT313_STAMP := $(CLIENT313)/.installed
+
+$(CLIENT313)/bin/python:
+	@py='$(PYTHON313)'; "$$py" -c 'import sys; assert sys.version_info >= (3, 13)' 2>/dev/null || { \
+	    echo "make: nats-core needs Python >= 3.13 and '$$py' is not one: install it (pyenv install 3.13)" \
+	         "or pass PYTHON313=/path/to/python3.13" >&2; exit 1; }; \
+	    echo "$$py -m venv $(CLIENT313)"; "$$py" -m venv $(CLIENT313)
+	$(CLIENT313)/bin/python -m pip install --quiet --upgrade pip
+
+$(CLIENT313_STAMP): $(CLIENT313)/bin/python tests/nats_core/requirements.txt
+	$(CLIENT313)/bin/python -m pip install --quiet -r tests/nats_core/requirements.txt
+	touch $(CLIENT313_STAMP)
+
+client313: $(CLIENT313_STAMP)
+
+test: $(STAMP) $(JS_BUNDLE) $(CLIENT313_STAMP)
 	$(BIN)/python -m pytest -q tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).
@@ -48,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python -m tools.bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info $(JS)/node_modules $(JS)/build
+	rm -rf $(VENV) $(CLIENT313) build *.egg-info $(JS)/node_modules $(JS)/build

@@ -87,9 +87,19 @@ class Authenticator:
         self.required = a.enabled
         self._users = {u.user: u for u in a.users}
 
-    def authenticate(self, opts):
-        """``(ok, user_name, ResolvedPermissions|None)`` for CONNECT options."""
+    def authenticate(self, opts, tls_names=None):
+        """``(ok, user_name, ResolvedPermissions|None)`` for CONNECT options.
+
+        ``tls_names`` (under ``verify_and_map``): the names a verified client
+        certificate carries, in nats-server's order; the first that is a
+        user's name is the identity, and no password is asked for."""
         a = self.config.authorization
+        if tls_names is not None:
+            for name in tls_names:
+                u = self._users.get(name)
+                if u is not None:
+                    return True, name, _resolve(u.permissions)
+            return False, None, None
         if not self.required:
             return True, None, None
         if a.token:

@@ -6,30 +6,42 @@ subscriber's output list. Output is written once per reactor turn: the
 protocol flushes after each read, and internal publishes schedule one flush.
 """
 
-import base64
 import collections
 import itertools
-import os
 import time
 
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker import COMPAT_VERSION
+from natsbroker import COMPAT_VERSION, JS_API_LEVEL
+from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.interfaces import IBroker, IMessageSink
 from natsbroker.protocol import wire
 from natsbroker.subjects import Subscription, Sublist, subject_matches
 
 log = Logger()
 
+RUNTIME = runtime()
+
 # The no-responders status nats-server sends back to a requester.
 _NO_RESPONDERS = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
 
 
-def new_server_id():
-    """A server id shaped like nats-server's: 'N' + 55 base32 characters."""
-    raw = base64.b32encode(os.urandom(35)).decode()
-    return "N" + raw[:55]
+# nats-server's Info struct order; keys it does not know (a plugin's
+# add_info_field) follow them.
+INFO_ORDER = (
+    "server_id", "server_name", "version", "proto", "git_commit", "go", "host", "port",
+    "headers", "auth_required", "tls_required", "tls_verify", "tls_available",
+    "max_payload", "jetstream", "ip", "client_id", "client_ip", "nonce", "cluster",
+    "cluster_dynamic", "domain", "connect_urls", "ws_connect_urls", "ldm", "compression",
+    "connect_info", "remote_account", "acc_is_sys", "api_lvl", "xkey",
+)
+_INFO_RANK = {k: i for i, k in enumerate(INFO_ORDER)}
+
+
+def _in_info_order(fields):
+    n = len(INFO_ORDER)
+    return dict(sorted(fields.items(), key=lambda kv: _INFO_RANK.get(kv[0], n)))
 
 
 class Stats:
@@ -97,7 +109,8 @@ class Broker:
             from twisted.internet import reactor
         self.reactor = reactor
         self.config = config
-        self.server_id = new_server_id()
+        self.keys = ServerKeys()
+        self.server_id = self.keys.server_id
         self.server_name = config.server_name or self.server_id
         self.sublist = Sublist()
         # The Sublist's cache, read directly on the PUB path (a hit costs one
@@ -169,18 +182,22 @@ class Broker:
     def add_monitor_endpoint(self, path, handler):
         self.monitor_endpoints[path.strip("/")] = handler
 
-    def info_fields(self, client=None):
-        """INFO for a new client, fields in nats-server's order."""
+    def info_fields(self, client=None, connect_info=False):
+        """INFO for a new client, fields in nats-server's order (its ``Info``
+        struct), ``omitempty`` ones only when set."""
         cfg = self.config
         fields = {
             "server_id": self.server_id,
             "server_name": self.server_name,
             "version": COMPAT_VERSION,
             "proto": 1,
-            "host": self.host,
-            "port": self.port,
-            "headers": True,
         }
+        if GIT_COMMIT:
+            fields["git_commit"] = GIT_COMMIT
+        fields["go"] = RUNTIME
+        fields["host"] = self.host
+        fields["port"] = self.port
+        fields["headers"] = True
         ws = getattr(client, "websocket", None)
         if ws is not None:
             # A WebSocket client is told the WebSocket listener's address, and
@@ -188,12 +205,24 @@ class Broker:
             fields["host"], fields["port"] = ws.host, ws.port
         if cfg.authorization.enabled or (ws is not None and ws.auth_override):
             fields["auth_required"] = True
+        listener = getattr(client, "listener_info", None)
+        if listener:
+            fields.update(listener)  # tls_required / tls_verify / tls_available
         fields["max_payload"] = cfg.max_payload
         fields.update(self._info_extra)
         if client is not None:
             fields["client_id"] = client.cid
             fields["client_ip"] = client.host
-        return fields
+        if connect_info:
+            # The INFO that follows the first PONG confirms the account.
+            fields["connect_info"] = True
+            fields["remote_account"] = "$G"
+        domain = cfg.jetstream.domain if cfg.jetstream.enabled else ""
+        if domain:
+            fields["domain"] = domain
+        fields["api_lvl"] = JS_API_LEVEL
+        fields["xkey"] = self.keys.xkey
+        return _in_info_order(fields)
 
     # -- routing ---------------------------------------------------------
 

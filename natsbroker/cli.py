@@ -18,7 +18,10 @@ import attrs
 
 from natsbroker import __version__ as VERSION
 from natsbroker import configfile
-from natsbroker.config import ServerConfig
+from natsbroker.config import ServerConfig, TLSConfig
+from natsbroker.tls import CIPHERS_TLS12, CIPHERS_TLS13, CURVES, TLSConfigError, server_context
+
+CIPHERS = [n for n in CIPHERS_TLS12 if "RC4" not in n and "3DES" not in n] + list(CIPHERS_TLS13)
 from natsbroker.configfile import BadValue, ConfigError
 
 __all__ = ["CommandLine", "CommandLineError", "USAGE", "VERSION", "apply_flag", "build_config", "main",
@@ -35,6 +38,7 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
         --client_advertise <string>  Client URL to advertise to other servers
@@ -59,6 +63,13 @@ Authorization Options:
         --auth <token>               Authorization token required for connections
         --no_auth_user <user>        User for connections that send no credentials
 
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
+
 Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
         --cluster <cluster-url>      Cluster URL for solicited routes
@@ -68,7 +79,37 @@ Cluster Options:
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+        --help_tls                   TLS help
 """
+
+TLS_USAGE = """
+TLS configuration is specified in the tls section of a configuration file:
+
+e.g.
+
+    tls {
+        cert_file:      "./certs/server-cert.pem"
+        key_file:       "./certs/server-key.pem"
+        ca_file:        "./certs/ca.pem"
+        verify:         true
+        verify_and_map: true
+
+        cipher_suites: [
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+        ]
+        curve_preferences: [
+            "CurveP256",
+            "CurveP384",
+            "CurveP521"
+        ]
+    }
+
+Available cipher suites include:
+%s
+Available curve preferences include:
+%s
+""" % ("".join("    %s\n" % n for n in CIPHERS), "".join("    %s\n" % n for n in CURVES))
 
 
 class CommandLineError(Exception):
@@ -88,6 +129,8 @@ class CommandLine:
     check_config: bool = False
     show_help: bool = False
     show_version: bool = False
+    show_help_tls: bool = False
+    tls_flags: dict = attrs.field(factory=dict)
     warnings: list = attrs.field(factory=list)
 
     def set(self, *path, value):
@@ -137,6 +180,13 @@ def _cluster_url(cl, value):
     cl.set("cluster", "port", value=configfile.check_port(number))
 
 
+def _tls_flag(name):
+    def action(cl, value):
+        cl.tls_flags[name] = value
+
+    return action
+
+
 @attrs.frozen
 class _Flag:
     names: tuple  # spellings without dashes
@@ -171,6 +221,14 @@ _FLAGS = [
     _Flag(("pass",), str, _field("authorization", "password")),
     _Flag(("auth",), str, _field("authorization", "token")),
     _Flag(("no_auth_user",), str, _field("no_auth_user")),
+    # TLS: any of these replaces the config file's tls block (nats-server's overrideTLS)
+    _Flag(("tls",), bool, _tls_flag("enabled")),
+    _Flag(("tlsverify",), bool, _tls_flag("verify")),
+    _Flag(("tlscert",), str, _tls_flag("cert_file")),
+    _Flag(("tlskey",), str, _tls_flag("key_file")),
+    _Flag(("tlscacert",), str, _tls_flag("ca_file")),
+    _Flag(("help_tls",), bool, _attr("show_help_tls")),
+    _Flag(("ms", "https_port"), int, _field("https_port", check=configfile.check_port)),
     # Cluster
     _Flag(("routes",), str, _field("cluster", "routes", check=configfile.routes)),
     _Flag(("cluster", "cluster_listen"), str, _cluster_url),
@@ -180,9 +238,6 @@ _FLAGS = [
     _Flag(("v", "version"), bool, _attr("show_version")),
     # nats-server flags we lack.  Those that secure or expose something are
     # refused, since running without them is not what was asked for ...
-    _Flag(("ms", "https_port"), int, refuse="natsbroker has no TLS, so no HTTPS monitoring; use -m"),
-    _Flag(("tls", "tlsverify", "help_tls"), bool, refuse="natsbroker has no TLS"),
-    _Flag(("tlscert", "tlskey", "tlscacert"), str, refuse="natsbroker has no TLS"),
     _Flag(("sl", "signal"), str, refuse="send the signal with kill instead"),
     _Flag(("s", "syslog"), bool, refuse="natsbroker cannot log to syslog; use -l FILE"),
     _Flag(("r", "remote_syslog"), str, refuse="natsbroker cannot log to syslog; use -l FILE"),
@@ -274,8 +329,25 @@ def build_config(cl):
     if cl.config_file:
         config, warnings = configfile.load_config(cl.config_file)
     config = configfile.apply_overrides(config, cl.overrides)
+    if cl.tls_flags:
+        config.tls = _tls_from_flags(cl.tls_flags)
     configfile.validate(config)
     return config, warnings + cl.warnings
+
+
+def _tls_from_flags(flags):
+    """nats-server's overrideTLS: the flags make a tls block of their own."""
+    if not flags.get("cert_file"):
+        raise ConfigError("TLS Server certificate must be present and valid")
+    if not flags.get("key_file"):
+        raise ConfigError("TLS Server private key must be present and valid")
+    tls = TLSConfig(cert_file=flags["cert_file"], key_file=flags["key_file"],
+                    ca_file=flags.get("ca_file", ""), verify=bool(flags.get("verify")))
+    try:
+        server_context(tls)
+    except TLSConfigError as e:
+        raise ConfigError(str(e)) from None
+    return tls
 
 
 def parse_args(argv):
@@ -296,6 +368,9 @@ def main(argv=None):
             return 0
         if cl.show_help:
             print(USAGE)
+            return 0
+        if cl.show_help_tls:
+            print(TLS_USAGE)
             return 0
         if cl.check_config and not cl.config_file:
             print("natsbroker: must specify [-c, --config] option to check configuration file syntax",

@@ -193,4 +193,7 @@ class ServerConfig:
     def auth_timeout(self):
         """Seconds a client has to send CONNECT when auth is on (nats-server: 2s)."""
         t = self.authorization.timeout
-        return 2.0 if t is None else t
+        if t is not None:
+            return t
+        # nats-server's getDefaultAuthTimeout: with TLS, the TLS timeout + 1 s.
+        return self.tls.timeout + 1.0 if self.tls is not None else 2.0

@@ -25,6 +25,7 @@ import attrs
 import cattrs
 
 from natsbroker import conf
+from natsbroker import tls as tls_module
 from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, TLSConfig, User
 from natsbroker.subjects import is_valid_subject
 
@@ -331,6 +332,15 @@ def _changefeed(ld, v, at, out):
         raise BadValue(f"expected true/false or a block, got {_show(v)}")
 
 
+def _tls_timeout(v):
+    # nats-server reads a plain number as seconds (a float is allowed).
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v < 0:
+            raise BadValue(f"expected a duration >= 0, got {_show(v)}")
+        return float(v)
+    return _duration(v)
+
+
 def _strings(v):
     if isinstance(v, str):
         return [v]
@@ -356,8 +366,65 @@ def _websocket(ld, v, at, out):
     out["websocket"] = ws
 
 
-def _ws_tls(ld, v, at):
-    return _converter.structure(ld.block(v, _WS_TLS, at), TLSConfig)
+def _tls_block(ld, v, at):
+    """A ``tls { }`` block (client port, websocket): nats-server refuses
+    unknown keys here, and checks the certificate files while reading."""
+    if not isinstance(v, dict):
+        raise BadValue(f"expected a map, got {_show(v)}")
+    out = {}
+    positions = getattr(v, "positions", {})
+    for key, value in v.items():
+        kat = _Where(*positions[key]) if key in positions else at
+        handler = _TLS.get(key.lower())
+        if handler is None:
+            raise ConfigError(f'{kat}: error parsing tls config, unknown field "{key}"')
+        try:
+            handler(ld, value, kat, out)
+        except BadValue as e:
+            raise ConfigError(f'{kat}: invalid value for "{key}": {e}') from None
+        except tls_module.TLSConfigError as e:
+            raise ConfigError(f"{kat}: {e}") from None
+    cfg = _converter.structure(out, TLSConfig)
+    try:
+        # As nats-server: the files are loaded now, so -t and start-up fail
+        # early; the error points at the block's line, column 0.
+        tls_module.server_context(cfg)
+    except tls_module.TLSConfigError as e:
+        raise ConfigError(f"{at.file}:{at.line}:0: {e}") from None
+    return cfg
+
+
+def _tls_checked(field, check):
+    """A tls key whose values nats-server checks while reading the block."""
+    def handle(ld, v, at, out):
+        value = check(v)
+        tls_module.check_block_values(TLSConfig(**{field: value}))
+        out[field] = value
+
+    return handle
+
+
+def _handshake_first(ld, v, at, out):
+    # true/false, or a duration (or "auto") that also allows falling back
+    # to the INFO-first flow after that long without a ClientHello.
+    if isinstance(v, bool):
+        out["handshake_first"] = v
+        return
+    if isinstance(v, str):
+        if v.lower() in ("auto", "auto_fallback"):
+            out.update(handshake_first=True, handshake_first_fallback=DEFAULT_TLS_FIRST_FALLBACK)
+            return
+        try:
+            out.update(handshake_first=True, handshake_first_fallback=conf.parse_duration(v))
+            return
+        except ValueError:
+            pass
+    shown = '"%s"' % v if isinstance(v, str) else _show(v)
+    raise ConfigError(f'{at}: field "handshake_first"\'s value {shown} is invalid')
+
+
+def _top_tls(ld, v, at, out):
+    out["tls"] = _tls_block(ld, v, at)
 
 
 _PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
@@ -430,20 +497,22 @@ _WS_AUTHORIZATION = _table(
     }
 )
 
-# The keys of a tls { } block, for the websocket listener's certificate.
-_WS_TLS = _table(
+# The keys of a tls { } block (client port and websocket listener).
+_TLS = _table(
     {
         "cert_file": _set("cert_file", _string),
         "key_file": _set("key_file", _string),
         "ca_file": _set("ca_file", _string),
         "verify": _set("verify", _boolean),
         "verify_and_map map_and_verify": _set("verify_and_map", _boolean),
+        "verify_cert_and_check_known_urls": _set("verify_cert_and_check_known_urls", _boolean),
         "insecure": _set("insecure", _boolean),
-        "timeout": _set("timeout", _duration),
-        "pinned_certs": _set("pinned_certs", _strings),
-        "min_version": _set("min_version", _string),
-        "cipher_suites": _set("cipher_suites", _strings),
-        "curve_preferences": _set("curve_preferences", _strings),
+        "timeout": _set("timeout", _tls_timeout),
+        "handshake_first first": _handshake_first,
+        "pinned_certs": _tls_checked("pinned_certs", _strings),
+        "min_version": _tls_checked("min_version", _string),
+        "cipher_suites": _tls_checked("cipher_suites", _strings),
+        "curve_preferences": _tls_checked("curve_preferences", _strings),
     }
 )
 
@@ -454,7 +523,7 @@ _WEBSOCKET = _table(
         "listen": _listen("host", "port", check_port),
         "advertise": _set("advertise", _string),
         "no_tls": _set("no_tls", _boolean),
-        "tls": _set_block("tls", _ws_tls),
+        "tls": _set_block("tls", _tls_block),
         "compression compress": _set("compression", _boolean),
         "same_origin": _set("same_origin", _boolean),
         "allowed_origins allowed_origin allow_origins allow_origin origins origin": _set(
@@ -498,7 +567,10 @@ _SERVER = _table(
         "cluster": _cluster,
         "websocket ws": _websocket,
         "plugins": _set("plugins", _plugins),
-        "tls https https_port": _refuse("TLS"),
+        "tls": _top_tls,
+        "allow_non_tls": _set("allow_non_tls", _boolean),
+        "https_port": _set("https_port", check_port),
+        "https": _listen("http_host", "https_port", check_port),
         "accounts operator trusted trusted_keys resolver": _refuse("accounts and JWT authentication"),
     }
 )
@@ -525,6 +597,8 @@ def _merge(obj, overrides):
 
 def validate(config):
     """Refuse combinations nats-server refuses; raise :class:`ConfigError`."""
+    if config.https_port and config.tls is None:
+        raise ConfigError("Can't start monitoring: TLS cert and key required for HTTPS")
     auth = config.authorization
     if auth.token and auth.user:
         raise ConfigError("cannot have a user/password and a token")

@@ -44,6 +44,8 @@ from twisted.web import resource, server
 
 from natsbroker import COMPAT_VERSION, __version__
 from natsbroker.godur import format_duration
+from natsbroker.identity import GIT_COMMIT, runtime
+from natsbroker.tls import cert_not_after
 from natsbroker.subjects import is_valid_literal_subject, subject_matches
 
 try:
@@ -59,14 +61,11 @@ DEFAULT_LIMIT = 1024
 # We have a single account: nats-server's global account.
 GLOBAL_ACCOUNT = "$G"
 
-# nats-server reports its default TLS timeout even when TLS is off; we have no
-# TLS at all, so the default is all there is to report.
+# nats-server reports its default TLS timeout even when TLS is off.
 DEFAULT_TLS_TIMEOUT = 2
 
 # /varz fields of nats-server that we deliberately leave out, and why.
 VARZ_OMITTED = {
-    "git_commit": "no Go build of nats-server here; there is no commit to name",
-    "go": "the Go toolchain version: we are not a Go program",
     "gomaxprocs": "a Go runtime setting; nothing corresponds in Python",
     "feature_flags": "nats-server's internal JetStream feature switches",
     "system_account": "no $SYS system account: the broker has only $G",
@@ -208,11 +207,19 @@ class MonitorResource(resource.Resource):
             "server_name": b.server_name,
             "version": COMPAT_VERSION,
             "proto": 1,
-            "host": b.host,
-            "port": b.port,
         }
+        if GIT_COMMIT:
+            v["git_commit"] = GIT_COMMIT
+        v["go"] = runtime()
+        v["host"] = b.host
+        v["port"] = b.port
         if cfg.authorization.enabled:
             v["auth_required"] = True
+        tls = cfg.tls
+        if tls is not None and not cfg.allow_non_tls:
+            v["tls_required"] = True
+        if tls is not None and tls.verify_clients:
+            v["tls_verify"] = True
         v["max_connections"] = cfg.max_connections
         if cfg.max_subscriptions:
             v["max_subscriptions"] = cfg.max_subscriptions
@@ -222,9 +229,8 @@ class MonitorResource(resource.Resource):
             # What the server binds the monitor to (server.py: http_host or host).
             "http_host": cfg.http_host or cfg.host,
             "http_port": cfg.http_port,
-            # No base path and no HTTPS monitoring: nats-server's values for "off".
             "http_base_path": "",
-            "https_port": 0,
+            "https_port": cfg.https_port,
             "auth_timeout": cfg.auth_timeout,
             "max_control_line": cfg.max_control_line,
             "max_payload": cfg.max_payload,
@@ -237,7 +243,7 @@ class MonitorResource(resource.Resource):
             "mqtt": {},
             "websocket": _websocket_varz(b),
             "jetstream": self._jetstream_varz(),
-            "tls_timeout": DEFAULT_TLS_TIMEOUT,
+            "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
             "write_deadline": _ns(cfg.write_deadline),
             "start": _rfc3339(b.start_time),
             "now": _rfc3339_ns(now_ns),
@@ -275,6 +281,10 @@ class MonitorResource(resource.Resource):
             "stale_connection_stats": {"clients": stats.stale_connections, "routes": 0,
                                        "gateways": 0, "leafs": 0},
         })
+        if tls is not None:
+            not_after = cert_not_after(tls.cert_file)
+            if not_after is not None:
+                v["tls_cert_not_after"] = _rfc3339(not_after)
         return _json(request, v)
 
     def _jetstream_varz(self):
@@ -942,3 +952,8 @@ def _config_digest(path):
             return "sha256:" + hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return ""
+
+
+def _seconds(value):
+    # A Go float64 of whole seconds marshals without a fraction (2, not 2.0).
+    return int(value) if float(value).is_integer() else value

@@ -9,6 +9,8 @@ import os
 import signal
 import sys
 
+import attrs
+
 from twisted.application import service
 from twisted.internet import defer, endpoints
 from twisted.logger import Logger
@@ -18,7 +20,8 @@ from natsbroker.auth import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin
 from natsbroker.plugin import plugins_for
-from natsbroker.protocol.client import ClientFactory
+from natsbroker.protocol.client import ClientFactory, ClientListener
+from natsbroker.tls import server_context
 
 log = Logger()
 
@@ -49,6 +52,9 @@ class BrokerService(service.Service):
         self.authenticator = Authenticator(config)
         self.ports = []
         self.http_port = None
+        self.https_port = None
+        self.https_tls = None
+        self.client_tls = None
         self.ws_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
@@ -65,7 +71,12 @@ class BrokerService(service.Service):
             yield defer.maybeDeferred(plugin.start, broker)
         if cfg.websocket.enabled:
             yield self._listen_websocket()
-        factory = ClientFactory(broker, self.authenticator)
+        self.client_tls = server_context(cfg.tls) if cfg.tls is not None else None
+        if self.client_tls is not None:
+            log.info("TLS required for client connections" if not cfg.allow_non_tls
+                     else "TLS available for client connections")
+        listener = ClientListener(self.client_tls, cfg.allow_non_tls)
+        factory = ClientFactory(broker, self.authenticator, listener)
         specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
         specs += list(cfg.listen)
         for spec in specs:
@@ -83,6 +94,20 @@ class BrokerService(service.Service):
                 self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.http_port))
             self.http_port = yield ep.listen(make_site(broker))
             log.info("Starting http monitor on {addr}", addr=_describe(self.http_port.getHost()))
+        if cfg.https_port:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            from natsbroker.monitor import make_site
+            # The client port's certificate; monitoring asks for no client
+            # certificate (nats-server clears ClientAuth for HTTPS).
+            self.https_tls = server_context(attrs.evolve(
+                cfg.tls, verify=False, verify_and_map=False,
+                verify_cert_and_check_known_urls=False, pinned_certs=[]))
+            ep = endpoints.serverFromString(
+                self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.https_port))
+            self.https_port = yield ep.listen(
+                TLSMemoryBIOFactory(self.https_tls, False, make_site(broker)))
+            log.info("Starting https monitor on {addr}", addr=_describe(self.https_port.getHost()))
         self._write_files()
         log.info("Server is ready")
         return self
@@ -97,7 +122,6 @@ class BrokerService(service.Service):
         if ws.tls is not None:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            from natsbroker.tls import server_context
             listening, scheme = TLSMemoryBIOFactory(server_context(ws.tls), False, factory), "wss"
         ep = endpoints.serverFromString(self.reactor, _endpoint_string(ws.host, ws.port))
         self.ws_port = yield ep.listen(listening)
@@ -152,6 +176,9 @@ class BrokerService(service.Service):
         if self.http_port is not None:
             h = self.http_port.getHost()
             info["monitoring"] = ["http://%s:%d" % (host(h.host), h.port)]
+        if self.https_port is not None:
+            h = self.https_port.getHost()
+            info.setdefault("monitoring", []).append("https://%s:%d" % (host(h.host), h.port))
         if self.ws_port is not None:
             h = self.ws_port.getHost()
             info["websocket"] = ["%s://%s:%d" % (self.ws_scheme, host(h.host), h.port)]
@@ -169,6 +196,8 @@ class BrokerService(service.Service):
             yield self.ws_port.stopListening()
         if self.http_port is not None:
             yield self.http_port.stopListening()
+        if self.https_port is not None:
+            yield self.https_port.stopListening()
         for client in list(broker.clients()):
             client.close("Server Shutdown")
         for plugin in reversed(broker.plugins):

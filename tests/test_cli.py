@@ -112,9 +112,7 @@ def test_ignored_flags_warn():
         (["extra"], 'unrecognized command: "extra"'),
         (["-js", "false"], 'unrecognized command: "false"'),  # booleans take no separate value
         (["--", "-p", "1"], 'unrecognized command: "-p"'),
-        (["-ms", "8443"], "-ms is not supported: natsbroker has no TLS"),
-        (["--https_port=8443"], "-https_port is not supported"),
-        (["--tlscert", "c.pem"], "-tlscert is not supported"),
+        (["-sl", "reload"], "-sl is not supported: send the signal with kill instead"),
     ],
 )
 def test_command_line_errors(argv, message):
@@ -132,9 +130,27 @@ def test_unknown_flag_exit_code(capsys):
 
 
 def test_unsupported_flag_exit_code(capsys):
-    assert main(["-ms", "8443"]) == 2
+    assert main(["--signal", "reload"]) == 2
     err = capsys.readouterr().err
-    assert err == "natsbroker: -ms is not supported: natsbroker has no TLS, so no HTTPS monitoring; use -m\n"
+    assert err == "natsbroker: -signal is not supported: send the signal with kill instead\n"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        # nats-server's words for TLS flags without a usable certificate/key.
+        (["--tls"], "natsbroker: TLS Server certificate must be present and valid\n"),
+        (["--tlsverify"], "natsbroker: TLS Server certificate must be present and valid\n"),
+        (["--tlscert", "c.pem"], "natsbroker: TLS Server private key must be present and valid\n"),
+        (["--tlscert", "/nonexistent.pem", "--tlskey", "k.pem"],
+         "natsbroker: error parsing X509 certificate/key pair: open /nonexistent.pem: "
+         "no such file or directory\n"),
+        (["-ms", "8443"], "natsbroker: Can't start monitoring: TLS cert and key required for HTTPS\n"),
+    ],
+)
+def test_tls_flag_errors(capsys, argv, message):
+    assert main(argv) == 1
+    assert capsys.readouterr().err == message
 
 
 @pytest.mark.parametrize("argv", [["-v"], ["--version"], ["version"], ["-h", "-v"]])

@@ -18,6 +18,7 @@ from zope.interface import implementer
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
+from natsbroker.tls import GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities
 
 log = Logger()
 
@@ -98,13 +99,58 @@ def parse_connect(arg, opts=None):
     return opts
 
 
-@implementer(IClient, interfaces.IPushProducer)
+class ClientListener:
+    """What a client port offers beyond plain TCP: its TLS (a
+    :class:`natsbroker.tls.ServerTLS` or None) and the INFO fields that follow."""
+
+    def __init__(self, tls=None, allow_non_tls=False):
+        self.tls = tls
+        self.allow_non_tls = allow_non_tls
+        self.info = {}
+        if tls is not None:
+            cfg = tls.config
+            # As nats-server: a mixed port says tls_available; TLS first
+            # says tls_required too (the INFO goes out inside the session).
+            if cfg.handshake_first or not allow_non_tls:
+                self.info["tls_required"] = True
+            if cfg.verify_clients:
+                self.info["tls_verify"] = True
+            if allow_non_tls:
+                self.info["tls_available"] = True
+
+    def fallback_info(self):
+        """INFO fields after a TLS-first port fell back to sending INFO first."""
+        info = dict(self.info)
+        if self.allow_non_tls:
+            info.pop("tls_required", None)
+        return info
+
+
+PLAIN = ClientListener()
+
+# TLS states of a connection before its first NATS byte.
+_TLS_PEEK = 1  # INFO sent; the first byte says TLS (0x16) or, if allowed, plaintext
+_TLS_FIRST = 2  # nothing sent; a ClientHello must come first
+_TLS_FIRST_FALLBACK = 3  # as _TLS_FIRST, but INFO goes out if the client stays silent
+_TLS_HANDSHAKE = 4  # OpenSSL is handshaking
+
+
+@implementer(IClient, interfaces.IPushProducer, interfaces.IHandshakeListener)
 class ClientProtocol(protocol.Protocol):
     """One client connection."""
 
-    def __init__(self, broker, authenticator):
+    def __init__(self, broker, authenticator, listener=PLAIN):
         self.broker = broker
         self.auth = authenticator
+        self.listener = listener
+        self.listener_info = listener.info
+        self._tls_wait = 0
+        self._tls_call = None
+        self._fallback_call = None
+        self.tls_version = ""
+        self.tls_cipher = ""
+        self.tls_peer_cert = None
+        self.tls_first = False
         cfg = broker.config
         self.parser = P.Parser(cfg.max_control_line, cfg.max_payload)
         self.cid = 0
@@ -177,7 +223,28 @@ class ClientProtocol(protocol.Protocol):
             return
         b.register(self)
         self._dispatch = self._build_dispatch()
-        self.transport.write(info)
+        tls = self.listener.tls
+        if tls is None:
+            self.transport.write(info)
+            self._start_timers()
+            return
+        # TLS: the timers start once the handshake is done, as nats-server's
+        # (an auth timeout must not write into a half-made TLS session).
+        cfg = tls.config
+        self._tls_call = b.reactor.callLater(cfg.timeout, self._tls_timeout)
+        if cfg.handshake_first:
+            if cfg.handshake_first_fallback > 0:
+                self._tls_wait = _TLS_FIRST_FALLBACK
+                self._fallback_call = b.reactor.callLater(
+                    cfg.handshake_first_fallback, self._tls_fallback)
+            else:
+                self._tls_wait = _TLS_FIRST
+        else:
+            self.transport.write(info)
+            self._tls_wait = _TLS_PEEK
+
+    def _start_timers(self):
+        b = self.broker
         reactor = b.reactor
         if self.auth.required:
             self._auth_call = reactor.callLater(b.config.auth_timeout, self._auth_timeout)
@@ -186,6 +253,91 @@ class ClientProtocol(protocol.Protocol):
             # rest every ping_interval.
             first = min(b.config.ping_interval, FIRST_PING_INTERVAL)
             self._ping_call = reactor.callLater(first, self._ping_timer)
+
+    # -- TLS ----------------------------------------------------------------
+
+    def _tls_begin(self, data):
+        """Hand the connection to OpenSSL, ``data`` (the ClientHello's first
+        bytes) included."""
+        first = self._tls_wait in (_TLS_FIRST, _TLS_FIRST_FALLBACK)
+        self._tls_wait = _TLS_HANDSHAKE
+        self._cancel_fallback()
+        self.transport.startTLS(self.listener.tls)
+        self.tls_first = first
+        if first:
+            # TLS first: INFO is the first thing said inside the session
+            # (OpenSSL holds it until the handshake is done).
+            self.transport.write(wire.info(self.broker.info_fields(self)))
+        self.transport.protocol.dataReceived(data)
+
+    def handshakeCompleted(self):
+        """IHandshakeListener: the TLS session is up."""
+        self._tls_wait = 0
+        self._cancel_tls_timer()
+        conn = self.transport.getHandle()
+        self.tls_version = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}.get(
+            conn.get_protocol_version_name(), conn.get_protocol_version_name())
+        name = conn.get_cipher_name() or ""
+        self.tls_cipher = GO_CIPHER_NAMES.get(name, name)
+        self.tls_peer_cert = conn.get_peer_certificate()
+        why = self.listener.tls.check_pinned(self.tls_peer_cert)
+        if why is not None:
+            log.error("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
+                      cid=self.cid, why=why)
+            self.close("TLS Handshake Failure")
+            return
+        log.debug("{peer} - cid:{cid} - TLS handshake complete", peer=self._peer(), cid=self.cid)
+        log.debug("{peer} - cid:{cid} - TLS version {v}, cipher suite {c}", peer=self._peer(),
+                  cid=self.cid, v=self.tls_version, c=self.tls_cipher)
+        self._start_timers()
+
+    def _tls_names(self):
+        # verify_and_map: the client is who its certificate says.
+        tls = self.listener.tls
+        if tls is None or not tls.config.verify_and_map or self.tls_peer_cert is None:
+            return None
+        return identities(self.tls_peer_cert)
+
+    def _tls_fallback(self):
+        # TLS first with a fallback: a silent client gets INFO first after all.
+        self._fallback_call = None
+        if self.closed or self._tls_wait != _TLS_FIRST_FALLBACK:
+            return
+        self.listener_info = self.listener.fallback_info()
+        self.transport.write(wire.info(self.broker.info_fields(self)))
+        self._tls_wait = _TLS_PEEK
+
+    def _tls_timeout(self):
+        self._tls_call = None
+        if self.closed or not self._tls_wait:
+            return
+        if self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls:
+            # Mixed port, silent client: nats-server takes it as plaintext.
+            self._tls_plaintext()
+            return
+        log.debug("{peer} - cid:{cid} - TLS handshake timeout", peer=self._peer(), cid=self.cid)
+        self.close("TLS Handshake Failure")
+        self.transport.abortConnection()
+
+    def _tls_plaintext(self):
+        self._tls_wait = 0
+        self._cancel_tls_timer()
+        self._start_timers()
+
+    def _cancel_tls_timer(self):
+        if self._tls_call is not None and self._tls_call.active():
+            self._tls_call.cancel()
+        self._tls_call = None
+
+    def _cancel_fallback(self):
+        if self._fallback_call is not None and self._fallback_call.active():
+            self._fallback_call.cancel()
+        self._fallback_call = None
+
+    def _tls_refuse(self, why):
+        log.debug("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
+                  cid=self.cid, why=why)
+        self.close("TLS Handshake Failure")
 
     def _build_dispatch(self):
         table = {
@@ -201,9 +353,21 @@ class ClientProtocol(protocol.Protocol):
         return table
 
     def connectionLost(self, reason=None):
+        if self._tls_wait and not self.closed and not (
+                self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls):
+            why = describe_handshake_error(reason) if self._tls_wait == _TLS_HANDSHAKE else "EOF"
+            if why.startswith("tls: first record"):
+                self._tls_refuse(why)
+            else:
+                log.error("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
+                          cid=self.cid, why=why)
+            self.close_reason = "TLS Handshake Failure"
         self.closed = True
+        self._tls_wait = 0
         if not self.close_reason:
             self.close_reason = "Client Closed"
+        self._cancel_tls_timer()
+        self._cancel_fallback()
         for c in (self._ping_call, self._auth_call, self._deadline_call):
             if c is not None and c.active():
                 c.cancel()
@@ -245,6 +409,17 @@ class ClientProtocol(protocol.Protocol):
     def dataReceived(self, data):
         if self.closed:
             return
+        if self._tls_wait:
+            if self._tls_wait == _TLS_HANDSHAKE:
+                return
+            if data[0] == TLS_HANDSHAKE_RECORD:
+                self._tls_begin(data)
+                return
+            if self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls:
+                self._tls_plaintext()  # a plaintext client on a mixed port
+            else:
+                self._tls_refuse("tls: first record does not look like a TLS handshake")
+                return
         self.last_activity = time.time()
         self._last_in = self.broker.reactor.seconds()
         if not self.connect_received and self.auth.required and not self._seen_bytes:
@@ -332,7 +507,7 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
             return
         if not self.connect_received and self.auth.required:
-            ok, user, perms = self.auth.authenticate(opts)
+            ok, user, perms = self.auth.authenticate(opts, self._tls_names())
             if not ok:
                 self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
                 return
@@ -373,10 +548,7 @@ class ClientProtocol(protocol.Protocol):
                 # with an INFO update confirming the connection and its
                 # account. It must come after the PONG: clients wait for that
                 # PONG before they accept async INFO.
-                fields = self.broker.info_fields(self)
-                fields["connect_info"] = True
-                fields["remote_account"] = "$G"
-                self.send(wire.info(fields))
+                self.send(wire.info(self.broker.info_fields(self, connect_info=True)))
 
     def _on_pong(self, op):
         self.pings_out = 0
@@ -417,6 +589,8 @@ class ClientProtocol(protocol.Protocol):
         self.flush()
         self.closed = True
         self.close_reason = reason
+        # A TLS transport shuts down only once no producer is registered.
+        self.transport.unregisterProducer()
         self.transport.loseConnection()
 
     def deliver(self, sub, subject, reply, hdr_len, raw):
@@ -599,11 +773,12 @@ class ClientFactory(protocol.Factory):
 
     noisy = False
 
-    def __init__(self, broker, authenticator):
+    def __init__(self, broker, authenticator, listener=PLAIN):
         self.broker = broker
         self.authenticator = authenticator
+        self.listener = listener
 
     def buildProtocol(self, addr):
-        p = ClientProtocol(self.broker, self.authenticator)
+        p = ClientProtocol(self.broker, self.authenticator, self.listener)
         p.factory = self
         return p

