@@ -203,7 +203,11 @@ class Broker:
             # A WebSocket client is told the WebSocket listener's address, and
             # the websocket block's own auth counts (as in nats-server).
             fields["host"], fields["port"] = ws.host, ws.port
-        if cfg.authorization.enabled or (ws is not None and ws.auth_override):
+        # As nats-server: a no_auth_user lets clients in without credentials,
+        # so the first INFO does not ask for them (the update after CONNECT,
+        # made from the server's own INFO, does).
+        if (cfg.authorization.enabled and not (cfg.no_auth_user and not connect_info)) or (
+                ws is not None and ws.auth_override):
             fields["auth_required"] = True
         listener = getattr(client, "listener_info", None)
         if listener:

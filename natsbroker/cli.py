@@ -331,6 +331,7 @@ def build_config(cl):
     config = configfile.apply_overrides(config, cl.overrides)
     if cl.tls_flags:
         config.tls = _tls_from_flags(cl.tls_flags)
+        config.tls_from_flags = True
     configfile.validate(config)
     return config, warnings + cl.warnings
 

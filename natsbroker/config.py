@@ -188,6 +188,8 @@ class ServerConfig:
     plugins: list = attrs.field(factory=list)
     # Config file this came from, for /varz and reloads.
     config_file: str = ""
+    # The tls block came from --tls* flags (a reload keeps it, as nats-server).
+    tls_from_flags: bool = False
 
     @property
     def auth_timeout(self):

@@ -573,6 +573,9 @@ def _open_row(c, now, auth, subs, detail):
         "in_bytes": c.in_bytes, "out_bytes": c.out_bytes,
         "subscriptions": len(c.subs),
     }, c.opts.name, c.opts.lang, c.opts.version, c.rtt)
+    tls_fields = getattr(c, "tls_fields", None)
+    if tls_fields is not None:
+        info.update(tls_fields(auth))
     if auth and c.user:
         info["authorized_user"] = c.user
     # "account" is shown only for accounts other than $G: never here.
@@ -602,6 +605,7 @@ def _closed_row(snap, now, auth, subs, detail):
         "in_bytes": snap.get("in_bytes", 0), "out_bytes": snap.get("out_bytes", 0),
         "subscriptions": snap.get("subscriptions", 0),
     }, snap.get("name"), snap.get("lang"), snap.get("version"), snap.get("rtt", 0.0))
+    info.update(snap.get("tls") or {})
     if auth and snap.get("user"):
         info["authorized_user"] = snap["user"]
     # A snapshot may carry full subscription details ("subs_detail": dicts in

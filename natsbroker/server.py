@@ -21,7 +21,8 @@ from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin
 from natsbroker.plugin import plugins_for
 from natsbroker.protocol.client import ClientFactory, ClientListener
-from natsbroker.tls import server_context
+from natsbroker.configfile import ConfigError, load_config
+from natsbroker.tls import TLSConfigError, server_context
 
 log = Logger()
 
@@ -55,6 +56,8 @@ class BrokerService(service.Service):
         self.https_port = None
         self.https_tls = None
         self.client_tls = None
+        self.client_listener = None
+        self.ws_tls = None
         self.ws_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
@@ -75,8 +78,8 @@ class BrokerService(service.Service):
         if self.client_tls is not None:
             log.info("TLS required for client connections" if not cfg.allow_non_tls
                      else "TLS available for client connections")
-        listener = ClientListener(self.client_tls, cfg.allow_non_tls)
-        factory = ClientFactory(broker, self.authenticator, listener)
+        self.client_listener = ClientListener(self.client_tls, cfg.allow_non_tls)
+        factory = ClientFactory(broker, self.authenticator, self.client_listener)
         specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
         specs += list(cfg.listen)
         for spec in specs:
@@ -122,7 +125,8 @@ class BrokerService(service.Service):
         if ws.tls is not None:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            listening, scheme = TLSMemoryBIOFactory(server_context(ws.tls), False, factory), "wss"
+            self.ws_tls = server_context(ws.tls)
+            listening, scheme = TLSMemoryBIOFactory(self.ws_tls, False, factory), "wss"
         ep = endpoints.serverFromString(self.reactor, _endpoint_string(ws.host, ws.port))
         self.ws_port = yield ep.listen(listening)
         factory.port = self.ws_port.getHost().port
@@ -184,6 +188,42 @@ class BrokerService(service.Service):
             info["websocket"] = ["%s://%s:%d" % (self.ws_scheme, host(h.host), h.port)]
         return info
 
+    def reload(self):
+        """SIGHUP: read the TLS certificates, keys and CA files again (and, with
+        a config file, its tls blocks). Other settings need a restart."""
+        log.info('Trapped "hangup" signal')
+        cfg = self.config
+        try:
+            fresh = cfg
+            if cfg.config_file:
+                fresh, _ = load_config(cfg.config_file)
+                if cfg.tls_from_flags:
+                    fresh.tls = cfg.tls
+            pairs = [(self.client_tls, fresh.tls), (self.https_tls, fresh.tls),
+                     (self.ws_tls, fresh.websocket.tls)]
+            built = []
+            for current, tls in pairs:
+                if current is None:
+                    continue
+                if tls is None:
+                    raise ConfigError("turning TLS off needs a restart")
+                if current is self.https_tls:
+                    tls = attrs.evolve(tls, verify=False, verify_and_map=False,
+                                       verify_cert_and_check_known_urls=False, pinned_certs=[])
+                built.append((current, server_context(tls)))
+        except (ConfigError, TLSConfigError) as e:
+            log.error("Failed to reload server configuration: {e}", e=e)
+            return False
+        for current, new in built:
+            current.adopt(new)
+        if built:
+            cfg.tls = fresh.tls
+            cfg.websocket.tls = fresh.websocket.tls
+            self.client_listener.refresh()
+            log.info("Reloaded: tls = enabled")
+        log.info("Reloaded server configuration")
+        return True
+
     @defer.inlineCallbacks
     def stopService(self):
         super().stopService()
@@ -233,9 +273,13 @@ def run(config):
     def shutdown(signum, frame):
         reactor.callFromThread(reactor.stop)
 
+    def hangup(signum, frame):
+        reactor.callFromThread(svc.reload)
+
     reactor.callWhenRunning(top.startService)
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
+    signal.signal(signal.SIGHUP, hangup)
     reactor.run(installSignalHandlers=False)
     return svc.exit_code

@@ -117,10 +117,12 @@ class ServerTLS:
     def serverConnectionForTLS(self, tlsProtocol):
         return SSL.Connection(self._context, None)
 
-    def reload(self):
-        """Read the certificate, key and CA files again (config reload)."""
-        self._context = _make_context(self.config)
-        log.info("Reloaded TLS certificates")
+    def adopt(self, other):
+        """Take ``other``'s settings and freshly read files (config reload):
+        connections accepted from now on use them, open ones keep theirs."""
+        self.config = other.config
+        self._context = other._context
+        self.pinned = other.pinned
 
     def check_pinned(self, cert):
         """None if ``cert`` (a pyOpenSSL X509 or None) passes pinned_certs,
@@ -281,3 +283,24 @@ def cert_not_after(path):
     except (OSError, ValueError):
         return None
     return cert.not_valid_after_utc.timestamp()
+
+
+def peer_certs(conn, leaf):
+    """/connz's tls_peer_certs: the chain the peer presented, leaf first,
+    each with its subject and the SHA-256 of its public key and of its DER."""
+    chain = [leaf]
+    for c in conn.get_peer_cert_chain() or []:
+        if c.to_cryptography() != leaf.to_cryptography():
+            chain.append(c)
+    out = []
+    for c in chain:
+        cc = c.to_cryptography()
+        out.append({"subject": go_subject(cc), "spki_sha256": spki_sha256(cc),
+                    "cert_sha256": hashlib.sha256(cc.public_bytes(Encoding.DER)).hexdigest()})
+    return out
+
+
+def go_subject(cert):
+    """Go's pkix.Name.String() of a certificate's subject: RFC 4514, most
+    specific first, as cryptography's rfc4514_string also writes it."""
+    return cert.subject.rfc4514_string()

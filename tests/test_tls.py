@@ -516,3 +516,91 @@ def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
     keys, fields = same(both(servers, run))
     assert fields["https_port"] == -1 and fields["tls_timeout"] == 1.5
     assert fields["tls_cert_not_after"].endswith("Z")
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_connz_tls_fields(pair, certs, first):
+    """/connz shows the TLS version, cipher, the peer's chain (auth=1) and
+    tls_first, open and closed, as nats-server does."""
+    import urllib.request
+    servers = pair("verify: true" + ("\n  handshake_first: true" if first else ""), "http_port: -1")
+
+    def run(s):
+        raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        if not first:
+            read_info(raw)
+        tls = client_context(certs, "alice").wrap_socket(raw, server_hostname="127.0.0.1")
+        tls.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
+        assert recv_all_until(tls, b"PONG\r\n")[0].endswith(b"PONG\r\n")
+        url = "http://127.0.0.1:%d/connz?auth=1&state=%s"
+        port = tls.getsockname()[1]
+
+        def tls_part(state):
+            conns = json.load(urllib.request.urlopen(url % (s.http_port, state), timeout=10))
+            c = [c for c in conns["connections"] if c["port"] == port]
+            return {k: v for k, v in c[0].items() if k.startswith("tls")} if c else None
+
+        opened = tls_part("open")
+        tls.close()
+        end = time.monotonic() + 10
+        closed = None
+        while closed is None and time.monotonic() < end:
+            closed = tls_part("closed")
+            time.sleep(0.05)
+        return opened, closed
+
+    opened, closed = same(both(servers, run))
+    assert opened["tls_version"] == "1.3" and opened["tls_peer_certs"][0]["subject"].startswith("CN=alice")
+    assert opened.get("tls_first", False) == first
+    # A closed connection keeps its TLS facts but not the peer's chain.
+    assert closed == {k: v for k, v in opened.items() if k != "tls_peer_certs"}
+
+
+def _served_cert_sha256(port):
+    """The SHA-256 of the certificate the server presents (INFO first)."""
+    import hashlib
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        read_info(sock)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        tls = ctx.wrap_socket(sock, server_hostname="127.0.0.1")
+        return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
+    finally:
+        sock.close()
+
+
+def test_sighup_rereads_certificates(tmp_path, certs):
+    """SIGHUP reads the certificate files again: new connections get the new
+    certificate; a reload that fails is logged in nats-server's words and
+    the server keeps serving with what it had."""
+    import hashlib
+    import shutil
+    import signal
+
+    cert, key = tmp_path / "live-cert.pem", tmp_path / "live-key.pem"
+    shutil.copy(certs["cert"], cert)
+    shutil.copy(certs["key"], key)
+    path = tmp_path / "reload.conf"
+    path.write_text('tls { cert_file: "%s", key_file: "%s" }\n' % (cert, key))
+    new = trustme.CA().issue_cert("127.0.0.1")
+    with ServerProcess("natsbroker", ["-c", str(path)]) as s:
+        before = _served_cert_sha256(s.port)
+        new.cert_chain_pems[0].write_to_path(str(cert))
+        new.private_key_pem.write_to_path(str(key))
+        want = hashlib.sha256(ssl.PEM_cert_to_DER_cert(new.cert_chain_pems[0].bytes().decode())).hexdigest()
+        assert before != want
+        s.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + 10
+        while _served_cert_sha256(s.port) != want and time.monotonic() < end:
+            time.sleep(0.05)
+        assert _served_cert_sha256(s.port) == want
+        path.write_text('tls { cert_file: "/nonexistent.pem", key_file: "%s" }\n' % key)
+        s.proc.send_signal(signal.SIGHUP)
+        end = time.monotonic() + 10
+        while "Failed to reload" not in s.log() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert ("Failed to reload server configuration: %s:1:0: error parsing X509 certificate/key "
+                "pair: open /nonexistent.pem: no such file or directory" % path) in s.log()
+        assert _served_cert_sha256(s.port) == want

@@ -18,7 +18,8 @@ from zope.interface import implementer
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
-from natsbroker.tls import GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities
+from natsbroker.tls import (GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities,
+                            peer_certs)
 
 log = Logger()
 
@@ -106,6 +107,11 @@ class ClientListener:
     def __init__(self, tls=None, allow_non_tls=False):
         self.tls = tls
         self.allow_non_tls = allow_non_tls
+        self.refresh()
+
+    def refresh(self):
+        """Recompute the INFO fields (after the TLS settings were reloaded)."""
+        tls, allow_non_tls = self.tls, self.allow_non_tls
         self.info = {}
         if tls is not None:
             cfg = tls.config
@@ -151,6 +157,7 @@ class ClientProtocol(protocol.Protocol):
         self.tls_cipher = ""
         self.tls_peer_cert = None
         self.tls_first = False
+        self._tls_snapshot = {}
         cfg = broker.config
         self.parser = P.Parser(cfg.max_control_line, cfg.max_payload)
         self.cid = 0
@@ -280,6 +287,8 @@ class ClientProtocol(protocol.Protocol):
         name = conn.get_cipher_name() or ""
         self.tls_cipher = GO_CIPHER_NAMES.get(name, name)
         self.tls_peer_cert = conn.get_peer_certificate()
+        # Kept for /connz?state=closed, without the peer chain (as nats-server).
+        self._tls_snapshot = self.tls_fields(auth=False)
         why = self.listener.tls.check_pinned(self.tls_peer_cert)
         if why is not None:
             log.error("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
@@ -290,6 +299,17 @@ class ClientProtocol(protocol.Protocol):
         log.debug("{peer} - cid:{cid} - TLS version {v}, cipher suite {c}", peer=self._peer(),
                   cid=self.cid, v=self.tls_version, c=self.tls_cipher)
         self._start_timers()
+
+    def tls_fields(self, auth=False):
+        """/connz's TLS fields (nats-server's ConnInfo order, omitempty)."""
+        if not self.tls_version:
+            return {}
+        out = {"tls_version": self.tls_version, "tls_cipher_suite": self.tls_cipher}
+        if auth and self.tls_peer_cert is not None:
+            out["tls_peer_certs"] = peer_certs(self.transport.getHandle(), self.tls_peer_cert)
+        if self.tls_first:
+            out["tls_first"] = True
+        return out
 
     def _tls_names(self):
         # verify_and_map: the client is who its certificate says.
@@ -401,6 +421,7 @@ class ClientProtocol(protocol.Protocol):
             "stop": time.time() if self.closed else None,
             "rtt": self.rtt,
             "subjects": [s.subject.decode(errors="replace") for s in self.subs.values()],
+            "tls": self._tls_snapshot,
             "subs_detail": [_sub_detail(s, self.cid) for s in self.subs.values()],
         }
 
