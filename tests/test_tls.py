@@ -604,3 +604,53 @@ def test_sighup_rereads_certificates(tmp_path, certs):
         assert ("Failed to reload server configuration: %s:1:0: error parsing X509 certificate/key "
                 "pair: open /nonexistent.pem: no such file or directory" % path) in s.log()
         assert _served_cert_sha256(s.port) == want
+
+
+def _wss_info(port, certs):
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import BytesMessage, Request
+    sock = client_context(certs).wrap_socket(
+        socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+    try:
+        ws = WSConnection(ConnectionType.CLIENT)
+        sock.sendall(ws.send(Request(host="127.0.0.1", target="/")))
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            ws.receive_data(sock.recv(65536))
+            for ev in ws.events():
+                if isinstance(ev, BytesMessage):
+                    return json.loads(bytes(ev.data).split(b"\r\n")[0][5:])
+        raise AssertionError("no INFO over wss")
+    finally:
+        sock.close()
+
+
+def test_websocket_over_tls(tmp_path, certs):
+    """wss://: the INFO (tls_required and tls_available, as nats-server) and
+    nats-py's pub/sub/request over it, on both servers."""
+    path = tmp_path / "wss.conf"
+    path.write_text('websocket { port: -1, tls { cert_file: "%(cert)s", key_file: "%(key)s" } }\n'
+                    % certs)
+
+    async def scenario(url):
+        nc = await nats.connect(url, tls=client_context(certs), allow_reconnect=False,
+                                connect_timeout=10)
+        sub = await nc.subscribe("wss.>")
+
+        async def echo(msg):
+            await msg.respond(msg.data[::-1])
+
+        await nc.subscribe("svc", cb=echo)
+        await nc.publish("wss.a", b"over tls", headers={"H": "1"})
+        msg = await sub.next_msg(timeout=10)
+        reply = await nc.request("svc", b"abc", timeout=10)
+        await nc.close()
+        return msg.data, dict(msg.headers), reply.data
+
+    out = {}
+    for kind in KINDS:
+        with ServerProcess(kind, ["-c", str(path)]) as s:
+            info = _wss_info(s.ws_port, certs)
+            got = asyncio.run(asyncio.wait_for(scenario("wss://127.0.0.1:%d" % s.ws_port), 60))
+            out[kind] = info_shape(info), got
+    assert same(out)[1] == (b"over tls", {"H": "1"}, b"cba")

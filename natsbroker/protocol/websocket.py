@@ -25,7 +25,7 @@ from wsproto.frame_protocol import Opcode
 from wsproto.utilities import generate_accept_token
 
 from natsbroker.auth import Authenticator, _password_ok, _resolve
-from natsbroker.protocol.client import ClientProtocol
+from natsbroker.protocol.client import PLAIN, ClientListener, ClientProtocol
 
 log = Logger()
 
@@ -484,6 +484,12 @@ class WebSocketFactory(protocol.Factory):
         self.auth_override = ws.auth_override
         self.host = ws.host
         self.port = ws.port  # the bound port once listening
+        # TLS (wss) is the listener's outer layer; the INFO says so, as
+        # nats-server's does (tls_required and tls_available).
+        self.listener = PLAIN
+        if ws.tls is not None:
+            self.listener = ClientListener()
+            self.listener.info = {"tls_required": True, "tls_available": True}
         self.allowed_origins = {}
         for origin in ws.allowed_origins:
             u = urllib.parse.urlsplit(origin)
@@ -491,7 +497,7 @@ class WebSocketFactory(protocol.Factory):
             self.allowed_origins[h] = (u.scheme, p)
 
     def build_client(self):
-        return ClientProtocol(self.broker, self.authenticator)
+        return ClientProtocol(self.broker, self.authenticator, self.listener)
 
     def buildProtocol(self, addr):
         return WebSocketProtocol(self)
