@@ -75,9 +75,6 @@ class BrokerService(service.Service):
         if cfg.websocket.enabled:
             yield self._listen_websocket()
         self.client_tls = server_context(cfg.tls) if cfg.tls is not None else None
-        if self.client_tls is not None:
-            log.info("TLS required for client connections" if not cfg.allow_non_tls
-                     else "TLS available for client connections")
         self.client_listener = ClientListener(self.client_tls, cfg.allow_non_tls)
         factory = ClientFactory(broker, self.authenticator, self.client_listener)
         specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
@@ -88,6 +85,14 @@ class BrokerService(service.Service):
             self.ports.append(port)
             log.info("Listening for client connections on {addr}",
                      addr=_describe(port.getHost()))
+        if self.client_tls is not None:
+            # nats-server's lines, which operators grep for.
+            if cfg.allow_non_tls and not cfg.tls.handshake_first:
+                log.info("TLS available for client connections")
+            else:
+                log.info("TLS required for client connections")
+            if cfg.tls.handshake_first and not cfg.tls.handshake_first_fallback:
+                log.warn('Clients that are not using "TLS Handshake First" option will fail to connect')
         tcp = [p for p in self.ports if hasattr(p.getHost(), "port")]
         if tcp:
             broker.port = tcp[0].getHost().port

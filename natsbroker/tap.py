@@ -21,6 +21,7 @@ _PARAMETERS = [
     ("port", "p", "Use port for clients (default: 4222; -1: random)."),
     ("name", "n", "Server name (default: auto)."),
     ("http_port", "m", "Use port for http monitoring (-1: random)."),
+    ("https_port", None, "Use port for https monitoring (-1: random); needs TLS."),
     ("client_advertise", None, "Client URL to advertise to other servers."),
     ("ports_file_dir", None, "Creates a ports file in the specified directory."),
     ("store_dir", None, "JetStream storage directory."),
@@ -28,6 +29,9 @@ _PARAMETERS = [
     ("pass", None, "Password required for connections."),
     ("auth", None, "Authorization token required for connections."),
     ("no_auth_user", None, "User for connections that send no credentials."),
+    ("tlscert", None, "Server certificate file (turns TLS on)."),
+    ("tlskey", None, "Private key for the server certificate."),
+    ("tlscacert", None, "Client certificate CA for verification."),
     ("cluster", None, "Cluster URL for solicited routes."),
     ("cluster_name", None, "Cluster name."),
     ("routes", None, "Routes to solicit and connect (comma-separated URLs)."),
@@ -36,6 +40,8 @@ _FLAGS = [
     ("jetstream", None, "Enable JetStream."),
     ("debug", "D", "Enable debugging output."),
     ("trace", "V", "Trace the raw protocol."),
+    ("tls", None, "Enable TLS, do not verify clients."),
+    ("tlsverify", None, "Enable TLS, verify client certificates."),
 ]
 
 

@@ -68,3 +68,68 @@ def test_stalled_reader_is_cut_and_memory_stays_bounded():
         stalled.close()
         healthy.close()
         pub.close()
+
+
+def test_stalled_tls_reader_is_cut_and_memory_stays_bounded(tmp_path):
+    """The same over TLS: the TLS layer passes the socket's back-pressure on,
+    so a stalled TLS subscriber is cut at max_pending too."""
+    import ssl
+
+    import trustme
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+    conf = tmp_path / "tls.conf"
+    conf.write_text('max_pending: 4MB\nmax_payload: 64KB\ntls { cert_file: "%s", key_file: "%s" }\n'
+                    % (tmp_path / "cert.pem", tmp_path / "key.pem"))
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+
+    def connect(server, rcvbuf=None):
+        raw = socket.socket()
+        if rcvbuf:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        raw.connect(("127.0.0.1", server.port))
+        raw.settimeout(10)
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += raw.recv(4096)
+        return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+
+    def until(sock, marker, limit=30):
+        got, end = b"", time.time() + limit
+        sock.settimeout(limit)
+        while marker not in got and time.time() < end:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+        return got
+
+    with ServerProcess("natsbroker", ["-c", str(conf)]) as server:
+        stalled = connect(server, rcvbuf=4096)
+        stalled.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
+        assert until(stalled, b"PONG\r\n").endswith(b"PONG\r\n")
+        healthy = connect(server)
+        healthy.sendall(b'CONNECT {"verbose":false}\r\nSUB other 1\r\nPING\r\n')
+        assert until(healthy, b"PONG\r\n").endswith(b"PONG\r\n")
+        pub = connect(server)
+        pub.sendall(b'CONNECT {"verbose":false}\r\n')
+        burst = (b"PUB flood 32768\r\n" + b"x" * 32768 + b"\r\n") * 64
+        for _ in range(20):  # 40 MiB
+            pub.sendall(burst)
+        pub.sendall(b"PUB other 2\r\nok\r\nPING\r\n")
+        assert until(pub, b"PONG\r\n").endswith(b"PONG\r\n")
+        assert until(healthy, b"ok\r\n") == b"MSG other 1 2\r\nok\r\n"
+        assert rss_bytes(server.proc.pid) < 150 * 1024 * 1024
+        # The stalled client is gone: reading on ends in EOF or a reset.
+        end = time.time() + 20
+        closed = False
+        while time.time() < end and not closed:
+            try:
+                closed = stalled.recv(1 << 20) == b""
+            except (ConnectionResetError, ssl.SSLError, OSError):
+                closed = True
+        assert closed
+        assert "Slow Consumer" in server.log()

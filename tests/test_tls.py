@@ -17,6 +17,7 @@ import subprocess
 import time
 
 import nats
+from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 import trustme
 
@@ -654,3 +655,34 @@ def test_websocket_over_tls(tmp_path, certs):
             got = asyncio.run(asyncio.wait_for(scenario("wss://127.0.0.1:%d" % s.ws_port), 60))
             out[kind] = info_shape(info), got
     assert same(out)[1] == (b"over tls", {"H": "1"}, b"cba")
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory, certs):
+    d = tmp_path_factory.mktemp("tls-fuzz")
+    path = conf(d, certs, "timeout: 0.5", "allow_non_tls: false")
+    with ServerProcess("natsbroker", ["-c", path]) as s:
+        yield s
+
+
+_HELLO_PREFIX = bytes.fromhex("160301")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(st.binary(min_size=1, max_size=600),
+                 st.binary(max_size=600).map(lambda b: _HELLO_PREFIX + b)))
+def test_garbage_on_tls_port_never_hurts(tls_broker, certs, data):
+    """Whatever arrives where a ClientHello should (random bytes, or a TLS
+    record header followed by random bytes), the connection ends without a
+    NATS byte beyond INFO, and a proper TLS client is served right after."""
+    sock = socket.create_connection(("127.0.0.1", tls_broker.port), timeout=10)
+    try:
+        read_info(sock)
+        sock.sendall(data)
+        out, _ = recv_all(sock, quiet=2.0)
+        assert b"MSG" not in out and b"PONG" not in out and b"+OK" not in out
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        sock.close()
+    assert info_first(tls_broker.port, certs)[2] == b"+OK\r\nPONG\r\n"
