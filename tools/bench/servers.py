@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .loadgen import HOST, BenchError, probe
+from .transports import read_ws_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,8 +90,10 @@ class Server:
         self.startup_timeout = startup_timeout
         self.store_parent = store_parent  # where fresh JetStream dirs go (None: $TMPDIR)
         self.port: int | None = None
+        self.ws_port: int | None = None  # WebSocket transport: from the ports file
         self.argv: list[str] = []
         self.server_args = None   # the scenario's args builder of the running process
+        self.transport = None     # transports.Transport of the running process (None: TCP)
         self.tmpdir: str | None = None  # fresh dir of the running process, removed on stop
         self.proc: subprocess.Popen | None = None
         self.info: dict = {}
@@ -99,21 +102,31 @@ class Server:
         self.starts = 0
 
     # -- lifecycle --------------------------------------------------------
-    def start(self, port: int | None = None, server_args=None) -> None:
+    def start(self, port: int | None = None, server_args=None, transport=None) -> None:
         """Start on ``port`` (default: a fresh free one).  ``server_args``:
         a scenario's ``(role, fresh_dir) -> (extra args, {file: text})``; a
         new empty temporary directory is made for every start (so every
-        JetStream run gets a fresh store) and removed when the server stops."""
+        JetStream run gets a fresh store) and removed when the server stops.
+        ``transport`` (transports.Transport, None: plain TCP) adds its config
+        file and ports file in that directory; the server is ready when it
+        answers over that transport."""
         self._remove_tmpdir()  # a leftover of a failed start
         self.port = port or free_ports(1)[0]
+        self.ws_port = None
         extra: list[str] = []
         self.server_args = server_args
-        if server_args is not None:
-            self.tmpdir = tempfile.mkdtemp(prefix=f"bench-{self.role}-js-",
+        self.transport = transport
+        if server_args is not None or transport is not None:
+            kind = "js" if server_args is not None else transport.kind
+            self.tmpdir = tempfile.mkdtemp(prefix=f"bench-{self.role}-{kind}-",
                                            dir=self.store_parent)
-            extra, files = server_args(self.role, Path(self.tmpdir))
-            for fname, text in files.items():
-                (Path(self.tmpdir) / fname).write_text(text)
+            for build in (server_args, transport and transport.server_args):
+                if build is None:
+                    continue
+                args, files = build(self.role, Path(self.tmpdir))
+                extra += args
+                for fname, text in files.items():
+                    (Path(self.tmpdir) / fname).write_text(text)
         self.argv = build_cmd(self.cmd_template, self.port, extra)
         self.starts += 1
         self.log.write(f"\n=== start #{self.starts}: {shlex.join(self.argv)}\n".encode())
@@ -129,8 +142,13 @@ class Server:
         self._wait_ready()
 
     def _wait_ready(self) -> None:
+        """Poll until the server answers PING on its client port (over TLS
+        for the TLS transport) and, for the WebSocket transport, until its
+        ports file names the WebSocket port and that port answers too."""
         deadline = time.monotonic() + self.startup_timeout
         last_err = "not tried"
+        tp = self.transport
+        client = tp.client if tp is not None and tp.kind == "tls" else None
         for _ in range(100_000):
             if self.proc.poll() is not None:
                 raise BenchError(f"{self.role} ({self.name}) exited with code "
@@ -138,7 +156,13 @@ class Server:
             if time.monotonic() > deadline:
                 break
             try:
-                self.info = probe(self.port, timeout=2.0)
+                self.info = probe(self.port, timeout=2.0, transport=client)
+                if tp is not None and tp.kind == "ws":
+                    self.ws_port = read_ws_port(self.tmpdir)
+                    if self.ws_port is None:
+                        raise BenchError(f'no "websocket" URL in a ports file in {self.tmpdir} '
+                                         f"yet")
+                    probe(self.ws_port, timeout=2.0, transport=tp.client)
                 return
             except BenchError as e:
                 last_err = str(e)
@@ -147,11 +171,20 @@ class Server:
                          f"{self.startup_timeout:.0f}s on port {self.port}: {last_err}\n"
                          f"{self.log_tail()}")
 
+    def client_port(self) -> int:
+        """The port the load generator connects to: the WebSocket port for
+        the WebSocket transport, else the client port."""
+        if self.transport is not None and self.transport.kind == "ws":
+            return self.ws_port
+        return self.port
+
     def alive(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             return False
         try:
-            probe(self.port, timeout=5.0)
+            tp = self.transport
+            probe(self.port, timeout=5.0,
+                  transport=tp.client if tp is not None and tp.kind == "tls" else None)
             return True
         except BenchError:
             return False
@@ -185,10 +218,11 @@ class Server:
         if d:
             shutil.rmtree(d, ignore_errors=True)
 
-    def restart(self, server_args=None) -> None:
-        """Stop, then start on a fresh port with ``server_args`` (see start)."""
+    def restart(self, server_args=None, transport=None) -> None:
+        """Stop, then start on a fresh port with ``server_args`` and
+        ``transport`` (see start)."""
         self.stop()
-        self.start(server_args=server_args)
+        self.start(server_args=server_args, transport=transport)
 
     @staticmethod
     def _signal(p: subprocess.Popen, sig: int) -> None:
