@@ -412,7 +412,7 @@ def _handshake_first(ld, v, at, out):
         return
     if isinstance(v, str):
         if v.lower() in ("auto", "auto_fallback"):
-            out.update(handshake_first=True, handshake_first_fallback=DEFAULT_TLS_FIRST_FALLBACK)
+            out.update(handshake_first=True, handshake_first_fallback=tls_module.DEFAULT_TLS_FIRST_FALLBACK)
             return
         try:
             out.update(handshake_first=True, handshake_first_fallback=conf.parse_duration(v))

@@ -130,7 +130,7 @@ class BrokerService(service.Service):
         if ws.tls is not None:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            self.ws_tls = server_context(ws.tls)
+            self.ws_tls = factory.tls = server_context(ws.tls)
             listening, scheme = TLSMemoryBIOFactory(self.ws_tls, False, factory), "wss"
         ep = endpoints.serverFromString(self.reactor, _endpoint_string(ws.host, ws.port))
         self.ws_port = yield ep.listen(listening)

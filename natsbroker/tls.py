@@ -74,6 +74,10 @@ CURVES = {
 _MIN_VERSIONS = {"1.2": SSL.TLS1_2_VERSION, "1.3": SSL.TLS1_3_VERSION}
 _HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
+# handshake_first: "auto": how long a silent client is waited for before INFO
+# goes out first after all (nats-server's DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY).
+DEFAULT_TLS_FIRST_FALLBACK = 0.05
+
 # The first byte of a TLS record carrying a handshake (a ClientHello).
 TLS_HANDSHAKE_RECORD = 0x16
 

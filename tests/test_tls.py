@@ -686,3 +686,72 @@ def test_garbage_on_tls_port_never_hurts(tls_broker, certs, data):
     finally:
         sock.close()
     assert info_first(tls_broker.port, certs)[2] == b"+OK\r\nPONG\r\n"
+
+
+def test_handshake_first_auto(pair, certs):
+    """"auto": TLS first, falling back to INFO first after nats-server's 50 ms."""
+    servers = pair("handshake_first: auto")
+    shape, out, _ = same(both(servers, lambda s: _tls_first(s.port, certs)))
+    assert out == b"+OK\r\nPONG\r\n"
+    def late(s):
+        info, version, out, closed = info_first(s.port, certs)
+        return info_shape(info), version, out, closed
+
+    _, version, out, _ = same(both(servers, late))
+    assert version == "TLSv1.3" and out == b"+OK\r\nPONG\r\n"
+
+
+def _wss_conversation(port, certs, who, payload):
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import BytesMessage, CloseConnection, Message, Request
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        sock = client_context(certs, who).wrap_socket(raw, server_hostname="127.0.0.1")
+    except (ssl.SSLError, OSError):
+        raw.close()
+        return b"<handshake failed>", None
+    ws = WSConnection(ConnectionType.CLIENT)
+    got, close = b"", None
+    try:
+        sock.sendall(ws.send(Request(host="127.0.0.1", target="/")))
+        sent = False
+        end = time.monotonic() + 10
+        while time.monotonic() < end and close is None and not got.endswith(b"PONG\r\n"):
+            try:
+                data = sock.recv(65536)
+            except (ssl.SSLError, OSError):
+                break
+            if not data:
+                break
+            ws.receive_data(data)
+            for ev in ws.events():
+                if isinstance(ev, BytesMessage):
+                    got += bytes(ev.data)
+                elif isinstance(ev, CloseConnection):
+                    close = ev.code
+            if got.startswith(b"INFO") and not sent:
+                got = got.split(b"\r\n", 1)[1]
+                sock.sendall(ws.send(Message(data=payload)))
+                sent = True
+        return got, close
+    finally:
+        sock.close()
+
+
+def test_wss_verify_and_map_and_pinned_certs(tmp_path, certs):
+    """The websocket tls block's verify_and_map and pinned_certs work as on
+    the client port, on both servers."""
+    path = tmp_path / "wss-map.conf"
+    path.write_text(
+        'authorization { users = [{user: "alice@example.com"}] }\n'
+        'websocket { port: -1\n  tls { cert_file: "%(cert)s", key_file: "%(key)s", ca_file: "%(ca)s"\n'
+        '    verify_and_map: true\n    pinned_certs: ["%(alice_spki)s"] } }\n' % certs)
+    payload = b'CONNECT {"verbose":true}\r\nPING\r\n'
+    out = {}
+    for kind in KINDS:
+        with ServerProcess(kind, ["-c", str(path)]) as s:
+            alice = _wss_conversation(s.ws_port, certs, "alice", payload)
+            bob = _wss_conversation(s.ws_port, certs, "bob", payload)
+            out[kind] = alice, bob[0].startswith(b"+OK") or b"PONG" in bob[0]
+    alice, bob_ok = same(out)
+    assert alice == (b"+OK\r\nPONG\r\n", None) and not bob_ok

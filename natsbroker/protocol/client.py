@@ -7,12 +7,14 @@ the output buffer flushed once per turn, and the slow-consumer limit. Message
 routing belongs to the broker and to the plugins that provide the handlers.
 """
 
+import functools
 import json
 import time
 
 import attrs
 from twisted.internet import interfaces, protocol
 from twisted.logger import Logger
+from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
@@ -158,6 +160,9 @@ class ClientProtocol(protocol.Protocol):
         self.tls_peer_cert = None
         self.tls_first = False
         self._tls_snapshot = {}
+        self._tls_conn = None
+        # verify_and_map: the user is the one the client certificate names.
+        self.tls_map = listener.tls is not None and listener.tls.config.verify_and_map
         cfg = broker.config
         self.parser = P.Parser(cfg.max_control_line, cfg.max_payload)
         self.cid = 0
@@ -270,6 +275,7 @@ class ClientProtocol(protocol.Protocol):
         self._tls_wait = _TLS_HANDSHAKE
         self._cancel_fallback()
         self.transport.startTLS(self.listener.tls)
+        self._write_now = _tls_write_now(self.transport)
         self.tls_first = first
         if first:
             # TLS first: INFO is the first thing said inside the session
@@ -281,14 +287,7 @@ class ClientProtocol(protocol.Protocol):
         """IHandshakeListener: the TLS session is up."""
         self._tls_wait = 0
         self._cancel_tls_timer()
-        conn = self.transport.getHandle()
-        self.tls_version = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}.get(
-            conn.get_protocol_version_name(), conn.get_protocol_version_name())
-        name = conn.get_cipher_name() or ""
-        self.tls_cipher = GO_CIPHER_NAMES.get(name, name)
-        self.tls_peer_cert = conn.get_peer_certificate()
-        # Kept for /connz?state=closed, without the peer chain (as nats-server).
-        self._tls_snapshot = self.tls_fields(auth=False)
+        self.tls_session(self.transport.getHandle())
         why = self.listener.tls.check_pinned(self.tls_peer_cert)
         if why is not None:
             log.error("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
@@ -300,21 +299,32 @@ class ClientProtocol(protocol.Protocol):
                   cid=self.cid, v=self.tls_version, c=self.tls_cipher)
         self._start_timers()
 
+    def tls_session(self, conn):
+        """Note what the TLS session (a pyOpenSSL Connection) is: version,
+        cipher and the peer's certificate."""
+        self._tls_conn = conn
+        version = conn.get_protocol_version_name()
+        self.tls_version = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}.get(version, version)
+        name = conn.get_cipher_name() or ""
+        self.tls_cipher = GO_CIPHER_NAMES.get(name, name)
+        self.tls_peer_cert = conn.get_peer_certificate()
+        # Kept for /connz?state=closed, without the peer chain (as nats-server).
+        self._tls_snapshot = self.tls_fields(auth=False)
+
     def tls_fields(self, auth=False):
         """/connz's TLS fields (nats-server's ConnInfo order, omitempty)."""
         if not self.tls_version:
             return {}
         out = {"tls_version": self.tls_version, "tls_cipher_suite": self.tls_cipher}
         if auth and self.tls_peer_cert is not None:
-            out["tls_peer_certs"] = peer_certs(self.transport.getHandle(), self.tls_peer_cert)
+            out["tls_peer_certs"] = peer_certs(self._tls_conn, self.tls_peer_cert)
         if self.tls_first:
             out["tls_first"] = True
         return out
 
     def _tls_names(self):
         # verify_and_map: the client is who its certificate says.
-        tls = self.listener.tls
-        if tls is None or not tls.config.verify_and_map or self.tls_peer_cert is None:
+        if not self.tls_map or self.tls_peer_cert is None:
             return None
         return identities(self.tls_peer_cert)
 
@@ -761,6 +771,25 @@ class ClientProtocol(protocol.Protocol):
             self._rtt_start = now
             self.send(wire.PING)
         self._ping_call = self.broker.reactor.callLater(cfg.ping_interval, self._ping_timer)
+
+
+def _tls_write_now(transport):
+    """The send-now fast path under TLS.
+
+    Twisted's TLS layer (BufferingTLSTransport) holds small writes until the
+    next reactor turn, with a callLater per write. We already write once per
+    turn, so the session writes straight through OpenSSL (the unbuffered
+    TLSMemoryBIOProtocol.write, set per instance exactly as Twisted sets the
+    buffered one) and the socket is flushed at once, as on a plain
+    connection. A Twisted without that layer keeps its own path."""
+    import os
+    tls = transport.protocol
+    do_write = getattr(transport, "doWrite", None)
+    if (do_write is None or os.environ.get("NATSBROKER_TLS_BUFFERED")
+            or not isinstance(tls, BufferingTLSTransport)):
+        return None
+    tls.write = functools.partial(TLSMemoryBIOProtocol.write, tls)
+    return do_write
 
 
 def _sub_detail(sub, cid):

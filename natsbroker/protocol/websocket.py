@@ -17,12 +17,14 @@ import urllib.parse
 
 import h11
 from twisted.internet import protocol
+from twisted.internet.interfaces import IHandshakeListener
 from twisted.logger import Logger
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
 from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import Opcode
 from wsproto.utilities import generate_accept_token
+from zope.interface import implementer
 
 from natsbroker.auth import Authenticator, _password_ok, _resolve
 from natsbroker.protocol.client import PLAIN, ClientListener, ClientProtocol
@@ -206,6 +208,7 @@ class WebSocketTransport:
         self._tcp.stopProducing()
 
 
+@implementer(IHandshakeListener)
 class WebSocketProtocol(protocol.Protocol):
     """One TCP connection on the websocket port: HTTP upgrade, then NATS."""
 
@@ -215,6 +218,7 @@ class WebSocketProtocol(protocol.Protocol):
         self.http = h11.Connection(h11.SERVER)
         self.ws = None  # wsproto Connection once upgraded
         self.client = None  # the ClientProtocol once upgraded
+        self._tls_conn = None  # wss: the TLS session once its handshake is done
         self.browser = False
         self._timer = None
         self._closing = False
@@ -350,6 +354,10 @@ class WebSocketProtocol(protocol.Protocol):
         self.jwt_cookie = self._cookie(h) if self.cfg.jwt_cookie else ""
         self.client = self.factory.build_client()
         self.client.websocket = self.factory
+        if self._tls_conn is not None:
+            # wss: the session's facts for /connz, and verify_and_map's names.
+            self.client.tls_session(self._tls_conn)
+            self.client.tls_map = self.factory.tls.config.verify_and_map
         self.client.makeConnection(WebSocketTransport(self))
         if self.cfg.auth_timeout and self.client._auth_call is not None:
             # The websocket block's authorization timeout replaces the server's.
@@ -449,6 +457,18 @@ class WebSocketProtocol(protocol.Protocol):
                 self.transport.write(ws.send(CloseConnection(code=code, reason=text[:MAX_CLOSE_REASON])))
         self.transport.loseConnection()
 
+    def handshakeCompleted(self):
+        """IHandshakeListener (wss): the TLS session is up; pinned_certs is
+        checked here, as on the client port."""
+        conn = self.transport.getHandle()
+        why = self.factory.tls.check_pinned(conn.get_peer_certificate())
+        if why is not None:
+            log.error("{peer} - TLS handshake error: {why}", peer=_describe(self.transport.getPeer()),
+                      why=why)
+            self.transport.abortConnection()
+            return
+        self._tls_conn = conn
+
     def connectionLost(self, reason=None):
         self._stop_timer()
         client = self.client
@@ -487,6 +507,7 @@ class WebSocketFactory(protocol.Factory):
         # TLS (wss) is the listener's outer layer; the INFO says so, as
         # nats-server's does (tls_required and tls_available).
         self.listener = PLAIN
+        self.tls = None  # wss: the ServerTLS, set by the server
         if ws.tls is not None:
             self.listener = ClientListener()
             self.listener.info = {"tls_required": True, "tls_available": True}
