@@ -185,3 +185,19 @@ def test_garbage_after_valid_ops_keeps_them(junk):
     p = Parser()
     ops = p.feed(b"PING\r\nSUB a 1\r\n" + junk)
     assert ops[:2] == [(P.OP_PING,), (P.OP_SUB, b"a", None, b"1")]
+
+
+def test_large_payload_in_many_reads():
+    """A payload arriving in many reads is collected, then delivered whole
+    with what follows it (the pieces are joined once, not on every read)."""
+    size = 8 * 1024 * 1024
+    payload = bytes(range(256)) * (size // 256)
+    data = b"PUB big r %d\r\n" % size + payload + b"\r\nPING\r\nPUB s 2\r\nok\r\n"
+    p = Parser(max_payload=16 * 1024 * 1024)
+    ops = []
+    for i in range(0, len(data), 65536):
+        got = p.feed(data[i:i + 65536])
+        if i + 65536 < len(b"PUB big r %d\r\n" % size) + size + 2:
+            assert got == []
+        ops += got
+    assert ops == [(P.OP_PUB, b"big", b"r", payload), (P.OP_PING,), (P.OP_PUB, b"s", None, b"ok")]

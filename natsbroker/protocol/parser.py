@@ -129,6 +129,12 @@ class Parser:
         self._ops = _CLIENT_OPS if client else _SERVER_OPS
         self._client = client
         self._buf = b""
+        # A large payload still arriving: its pieces, their total length, and
+        # the length (payload + CRLF) that completes it. Collected, not
+        # re-concatenated per read, so a message costs time linear in its size.
+        self._chunks = None
+        self._have = 0
+        self._need = 0
         # A parsed header waiting for its payload: (op tuple prefix, size).
         self._pending = None
         # A bare op (PING...) whose line is still open: its tail is dropped.
@@ -139,6 +145,13 @@ class Parser:
         """Parse ``data`` and return the list of complete ops it finishes."""
         if self.dead:
             return []
+        if self._chunks is not None:
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            data = b"".join(self._chunks)
+            self._chunks = None
         ops = []
         buf = self._buf + data if self._buf else data
         pos = 0
@@ -199,7 +212,14 @@ class Parser:
             self._buf = b""
             ops.append((OP_ERROR, e.message))
             return ops
-        self._buf = buf[pos:] if pos < n else b""
+        if self._pending is not None and n - pos < self._pending[1] + 2:
+            # Waiting for more of a payload: keep the pieces until it is whole.
+            self._chunks = [buf[pos:]] if pos else [buf]
+            self._have = n - pos
+            self._need = self._pending[1] + 2
+            self._buf = b""
+        else:
+            self._buf = buf[pos:] if pos < n else b""
         return ops
 
     def _op_at(self, buf, pos, end, complete):
