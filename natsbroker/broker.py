@@ -15,6 +15,7 @@ from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
+from natsbroker.ratelog import RateLimitedLog
 from natsbroker.interfaces import IBroker, IMessageSink
 from natsbroker.protocol import wire
 from natsbroker.subjects import Subscription, Sublist, subject_matches
@@ -110,6 +111,8 @@ class Broker:
         self.reactor = reactor
         self.config = config
         self.keys = ServerKeys()
+        # Failed logins and permission violations, bounded per second.
+        self.security_log = RateLimitedLog(self.reactor)
         self.server_id = self.keys.server_id
         self.server_name = config.server_name or self.server_id
         self.sublist = Sublist()

@@ -100,6 +100,15 @@ class IClient(IMessageSink):
     def close(reason):
         """Close the connection (``reason`` appears in /connz as nats-server's reasons do)."""
 
+    def permission_violation(subject, sid=None, queue=None):
+        """Refuse a publish to ``subject`` (``sid`` None) or a subscription
+        (with its ``sid`` and ``queue``): nats-server's -ERR to the client and
+        its ERR line in the server log, rate-limited."""
+
+    def log_prefix():
+        """nats-server's prefix for log lines about this client
+        (``host:port - cid:N`` and, once authenticated, its identity)."""
+
 
 class IBroker(Interface):
     """What the broker offers to plugins."""

@@ -147,6 +147,8 @@ class BrokerService(service.Service):
         log.info("Starting natsbroker {v} (nats-server {c} compatible)",
                  v=__version__, c=COMPAT_VERSION)
         log.info("Server ID: {id}", id=self.broker.server_id)
+        if _plaintext_passwords(self.config):
+            log.warn("Plaintext passwords detected, use nkeys or bcrypt")
         d = self._start()
         d.addCallbacks(self.ready.callback, self._failed)
         return d
@@ -257,6 +259,15 @@ class BrokerService(service.Service):
                 except OSError:
                     pass
         log.info("Server Exiting..")
+
+
+def _plaintext_passwords(config):
+    auth = config.authorization
+    passwords = [auth.password] + [u.password for u in auth.users]
+    ws = getattr(config, "websocket", None)
+    if ws is not None:
+        passwords.append(ws.password)
+    return any(p and not p.startswith("$2") for p in passwords)
 
 
 def make_service(config, reactor=None):

@@ -17,17 +17,6 @@ ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
 
 
-def pub_violation(subject):
-    return 'Permissions Violation for Publish to "%s"' % subject.decode(errors="replace")
-
-
-def sub_violation(subject, queue=None):
-    text = 'Permissions Violation for Subscription to "%s"' % subject.decode(errors="replace")
-    if queue:
-        text += ' using queue "%s"' % queue.decode(errors="replace")
-    return text
-
-
 @implementer(IBrokerPlugin, IClientOps)
 class PubSub:
     """Client-facing core NATS messaging."""
@@ -74,7 +63,7 @@ class PubSub:
                 client.send_err(ERR_INVALID_PUB_SUBJECT)
             perms = client.permissions
             if perms is not None and not perms.can_publish(subject):
-                client.send_err(pub_violation(subject))
+                client.permission_violation(subject)
                 return
             if client.verbose:
                 client.send(OK)
@@ -94,7 +83,7 @@ class PubSub:
                 client.send_err(ERR_INVALID_PUB_SUBJECT)
             perms = client.permissions
             if perms is not None and not perms.can_publish(subject):
-                client.send_err(pub_violation(subject))
+                client.permission_violation(subject)
                 return
             if client.verbose:
                 client.send(OK)
@@ -107,7 +96,7 @@ class PubSub:
                 return
             perms = client.permissions
             if perms is not None and not perms.can_subscribe(subject):
-                client.send_err(sub_violation(subject, queue))
+                client.permission_violation(subject, sid, queue)
                 return
             subs = client.subs
             if sid not in subs:

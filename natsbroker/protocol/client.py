@@ -17,6 +17,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
+from natsbroker.godur import format_duration
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
@@ -190,6 +191,7 @@ class ClientProtocol(protocol.Protocol):
         self._dirty = False
         self.paused = False
         self.pending_bytes = 0
+        self.pending_chunks = 0
         self.max_pending = cfg.max_pending
         self.trace = cfg.trace
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
@@ -512,8 +514,51 @@ class ClientProtocol(protocol.Protocol):
             self.user, self.permissions = user, perms
             self._connected()
             return True
-        self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+        self._auth_violation(ConnectOptions())
         return False
+
+    def _auth_violation(self, opts):
+        # nats-server's authViolation: the log line names what was tried
+        # (never the secret), then the -ERR and the close.
+        if opts.user:
+            what = " - User %s" % _go_quote(opts.user)
+        elif opts.auth_token:
+            what = ' - Token "[REDACTED]"'
+        else:
+            what = ""
+        self.broker.security_log.error(
+            "authentication", "{prefix} - authentication error{what}",
+            prefix=self.log_prefix(), what=what)
+        self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+
+    def log_prefix(self):
+        """nats-server's client prefix for log lines: address, cid and, once
+        authenticated, the account and identity."""
+        prefix = "%s:%s - cid:%d" % (self.host, self.port, self.cid)
+        if self.user:
+            prefix += ' - "$G/user:%s"' % self.user
+        elif self.connect_received and self.opts.auth_token and self.auth.required:
+            prefix += ' - "$G/token"'
+        return prefix
+
+    def permission_violation(self, subject, sid=None, queue=None):
+        """Refuse a publish (``sid`` None) or a subscription to ``subject``
+        as nats-server does: the -ERR to the client and an ERR log line
+        (rate-limited)."""
+        quoted = _go_quote(subject.decode(errors="replace"))
+        if sid is None:
+            self.send_err("Permissions Violation for Publish to %s" % quoted)
+            what = "Publish Violation - Subject %s" % quoted
+        elif queue:
+            q = _go_quote(queue.decode(errors="replace"))
+            self.send_err("Permissions Violation for Subscription to %s using queue %s" % (quoted, q))
+            what = "Subscription Violation - Subject %s, Queue: %s, SID %s" % (
+                quoted, q, sid.decode(errors="replace"))
+        else:
+            self.send_err("Permissions Violation for Subscription to %s" % quoted)
+            what = "Subscription Violation - Subject %s, SID %s" % (quoted, sid.decode(errors="replace"))
+        self.broker.security_log.error("permissions", "{prefix} - {what}",
+                                       prefix=self.log_prefix(), what=what)
 
     def _on_unhandled(self, op):
         if op[0] == P.OP_ERROR:
@@ -540,7 +585,7 @@ class ClientProtocol(protocol.Protocol):
         if not self.connect_received and self.auth.required:
             ok, user, perms = self.auth.authenticate(opts, self._tls_names())
             if not ok:
-                self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
+                self._auth_violation(opts)
                 return
             self.user = user
             self.permissions = perms
@@ -701,6 +746,7 @@ class ClientProtocol(protocol.Protocol):
             for chunk in out:
                 n += len(chunk)
             self.pending_bytes += n
+            self.pending_chunks += 1
             if self.pending_bytes > self.max_pending:
                 self._slow_consumer()
                 return
@@ -712,10 +758,16 @@ class ClientProtocol(protocol.Protocol):
             # An error is left for the reactor, which still has us as a writer.
             self._write_now()
 
-    def _slow_consumer(self):
+    def _slow_consumer(self, deadline=False):
         self.broker.stats.slow_consumers += 1
-        log.warn("{cid} - Slow Consumer Detected: MaxPending of {n} Exceeded",
-                 cid=self.cid, n=self.max_pending)
+        if deadline:
+            log.info("{prefix} - Slow Consumer Detected: WriteDeadline of {d} exceeded with "
+                     "{chunks} chunks of {n} total bytes.", prefix=self.log_prefix(),
+                     d=format_duration(self.broker.config.write_deadline),
+                     chunks=self.pending_chunks, n=self.pending_bytes)
+        else:
+            log.info("{prefix} - Slow Consumer Detected: MaxPending of {n} Exceeded",
+                     prefix=self.log_prefix(), n=self.max_pending)
         self.transport.write(wire.err(ERR_SLOW_CONSUMER))
         self.closed = True
         self.close_reason = "Slow Consumer (Pending Bytes)"
@@ -732,6 +784,7 @@ class ClientProtocol(protocol.Protocol):
     def resumeProducing(self):
         self.paused = False
         self.pending_bytes = 0
+        self.pending_chunks = 0
         if self._deadline_call is not None and self._deadline_call.active():
             self._deadline_call.cancel()
         self._deadline_call = None
@@ -742,7 +795,7 @@ class ClientProtocol(protocol.Protocol):
     def _write_deadline(self):
         self._deadline_call = None
         if self.paused and not self.closed:
-            self._slow_consumer()
+            self._slow_consumer(deadline=True)
             self.close_reason = "Slow Consumer (Write Deadline)"
 
     # -- timers -------------------------------------------------------------
@@ -790,6 +843,11 @@ def _tls_write_now(transport):
         return None
     tls.write = functools.partial(TLSMemoryBIOProtocol.write, tls)
     return do_write
+
+
+def _go_quote(text):
+    """Go's %q for the usual (printable) subjects and names."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _sub_detail(sub, cid):
