@@ -15,6 +15,8 @@ C = b'CONNECT {"verbose":false,"pedantic":false}\r\n'
 CV = b'CONNECT {"verbose":true,"pedantic":true}\r\n'
 CH = b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n'
 
+BIG = (bytes(range(256)) * 1563)[:400000]
+
 SCENARIOS = {
     # handshake and keepalive
     "ping": b"PING\r\n",
@@ -95,6 +97,13 @@ SCENARIOS = {
     "no-responders": b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB r 1\r\nPUB x r 2\r\nhi\r\nPING\r\n',
     "no-responders-wildcard-inbox": b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.abc.* 1\r\nPUB svc _INBOX.abc.1 2\r\nhi\r\nPING\r\n',
     "no-responders-not-asked": CH + b"SUB r 1\r\nPUB x r 2\r\nhi\r\nPING\r\n",
+    # Payloads big enough to take the large-message path (written as pieces).
+    "large-pub-reply": C + b"SUB big 1\r\nSUB big 2 1\r\nPUB big rep 400000\r\n" + BIG + b"\r\n"
+                       + b"PUB big 2\r\nok\r\nPING\r\n",
+    "large-hpub-headers": CH + b"SUB big 1\r\nHPUB big rep 18 400018\r\nNATS/1.0\r\nA: b\r\n\r\n"
+                          + BIG + b"\r\nPING\r\n",
+    "large-hpub-no-headers": C + b"SUB big 1\r\nHPUB big 18 400018\r\nNATS/1.0\r\nA: b\r\n\r\n"
+                             + BIG + b"\r\nPING\r\n",
 }
 
 SPLIT = {

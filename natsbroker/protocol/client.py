@@ -34,6 +34,10 @@ ERR_SLOW_CONSUMER = "Slow Consumer"
 ERR_BAD_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 
+# Payloads this large are queued and written as pieces of their own, not
+# copied into a MSG frame.
+LARGE_PAYLOAD = 256 * 1024
+
 # nats-server's first PING after connect, and how often it re-measures RTT.
 FIRST_PING_INTERVAL = 2.0
 RTT_MEASUREMENT_INTERVAL = 60.0
@@ -189,6 +193,7 @@ class ClientProtocol(protocol.Protocol):
         # Output queued this turn, and accounting for the slow-consumer limit.
         self._out = []
         self._dirty = False
+        self._large = False  # _out holds a large payload as a piece of its own
         self.paused = False
         self.pending_bytes = 0
         self.pending_chunks = 0
@@ -675,6 +680,9 @@ class ClientProtocol(protocol.Protocol):
         if reply and self._allow_responses:
             # allow_responses: receiving a request grants one reply to it.
             self.permissions.grant_response(reply)
+        if len(raw) >= LARGE_PAYLOAD:
+            self._deliver_large(sub, subject, reply, hdr_len, raw)
+            return
         if hdr_len:
             frame = self._frame_with_headers(sub, subject, reply, hdr_len, raw)
         else:
@@ -704,6 +712,28 @@ class ClientProtocol(protocol.Protocol):
                 self.remove_sub(sub)
             return
         self._out.append(frame)
+        self.out_msgs += 1
+        self.out_bytes += len(raw)
+        if not self._dirty:
+            self._dirty = True
+            self.broker.mark_dirty(self)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_sub(sub)
+
+    def _deliver_large(self, sub, subject, reply, hdr_len, raw):
+        # A big payload is not copied into a frame: the control line, the
+        # payload and the CRLF are queued as three pieces, written one by one
+        # (so Twisted sends the payload from the object itself).
+        if hdr_len and not self.headers:
+            raw, hdr_len = raw[hdr_len:], 0
+        r = b" " + reply if reply else b""
+        if hdr_len:
+            head = b"HMSG %s %s%s %d %d\r\n" % (subject, sub.sid, r, hdr_len, len(raw))
+        else:
+            head = b"MSG %s %s%s %d\r\n" % (subject, sub.sid, r, len(raw))
+        self._out.extend((head, raw, b"\r\n"))
+        self._large = True
         self.out_msgs += 1
         self.out_bytes += len(raw)
         if not self._dirty:
@@ -750,6 +780,10 @@ class ClientProtocol(protocol.Protocol):
             if self.pending_bytes > self.max_pending:
                 self._slow_consumer()
                 return
+        if self._large:
+            self._large = False
+            self._write_pieces(out)
+            return
         # One join here: Twisted would check every piece of a writeSequence.
         self.transport.write(b"".join(out))
         if not self.paused and self._write_now is not None:
@@ -757,6 +791,29 @@ class ClientProtocol(protocol.Protocol):
             # round trip per message, which is most of request-reply latency.
             # An error is left for the reactor, which still has us as a writer.
             self._write_now()
+
+    def _write_pieces(self, out):
+        # Small pieces are joined; each large one is written on its own after
+        # what precedes it was handed to the socket, so that Twisted keeps it
+        # as it is instead of joining it with the rest.
+        small = []
+        write, write_now = self.transport.write, self._write_now
+        for piece in out:
+            if len(piece) < LARGE_PAYLOAD:
+                small.append(piece)
+                continue
+            if small:
+                write(b"".join(small))
+                small = []
+                if write_now is not None and not self.paused:
+                    write_now()
+            write(piece)
+            if write_now is not None and not self.paused:
+                write_now()
+        if small:
+            write(b"".join(small))
+            if write_now is not None and not self.paused:
+                write_now()
 
     def _slow_consumer(self, deadline=False):
         self.broker.stats.slow_consumers += 1

@@ -13,6 +13,7 @@ nats-server (lower is better here), and the PING round trip p50/p99/max.
 """
 
 import argparse
+import multiprocessing
 import socket
 import statistics
 import sys
@@ -39,7 +40,10 @@ def _conn(port):
     return s
 
 
-def _pinger(port, stop, rtts):
+def _pinger(port, stop, out):
+    # A process of its own: a thread would share the GIL with the reader
+    # and the publisher and measure them, not the server.
+    rtts = []
     s = _conn(port)
     try:
         while not stop.is_set():
@@ -55,6 +59,7 @@ def _pinger(port, stop, rtts):
             time.sleep(0.001)
     finally:
         s.close()
+        out.put(rtts)
 
 
 def deliver_once(port, size):
@@ -97,14 +102,15 @@ def deliver_once(port, size):
 def measure(server, sizes, repeat):
     out = {}
     for size in sizes:
-        stop = threading.Event()
-        rtts = []
-        pinger = threading.Thread(target=_pinger, args=(server.client_port(), stop, rtts))
+        stop = multiprocessing.Event()
+        results = multiprocessing.Queue()
+        pinger = multiprocessing.Process(target=_pinger, args=(server.client_port(), stop, results))
         pinger.start()
+        time.sleep(0.2)  # let the pinger connect before the message goes
         times = [deliver_once(server.client_port(), size) for _ in range(repeat)]
         stop.set()
+        rtts = sorted(results.get(timeout=30))
         pinger.join(10)
-        rtts.sort()
         out[size] = (statistics.median(times), rtts)
     return out
 
