@@ -63,6 +63,7 @@ class StreamState:
     last_ts: int = 0
     num_subjects: int = 0
     num_deleted: int = 0  # interior gaps between first_seq and last_seq
+    lost: tuple = None  # (sequences, bytes) of acked messages lost to damage (file store)
 
 
 def msg_size(subject, hdr, data):
@@ -149,6 +150,18 @@ class StreamStore:
 
     def meta_keys(self, prefix=b""):
         raise NotImplementedError
+
+    def set_floor(self, key, values):
+        """Keep 4 ints under ``key`` (bytes) that must never go back, even if
+        the store is damaged (a consumer's delivered and ack floors); written
+        with the next commit. Stores without a high-water mark ignore it."""
+
+    def del_floor(self, key):
+        """Forget the floors under ``key``."""
+
+    def floor(self, key):
+        """The floors under ``key`` as found when the store was opened, or None."""
+        return None
 
 
 class Store:

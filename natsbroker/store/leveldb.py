@@ -4,6 +4,7 @@ Layout under the store's directory::
 
     <path>/streams/<name>/     the LevelDB database of stream <name>
     <path>/trash/<name>.<n>/   a deleted stream's database, being removed
+    <path>/quarantine/<name>-<time>/  a stream's files set aside on damage (kept)
 
 Keys of a stream database (``Q`` = 8-byte big-endian, ``I`` = 4-byte)::
 
@@ -57,6 +58,20 @@ LevelDB to compact the key's range so the table files holding the old bytes are
 rewritten (best effort: LevelDB has no in-place overwrite and the bytes may
 linger in its write-ahead log until it rotates).
 
+Damage (issue 12). Two small files next to LevelDB's own in each stream's
+directory keep what a damaged database must not take along:
+``NATSBROKER-HWM`` (:class:`HighWater`: first/last sequence, counts, consumers'
+delivered and ack floors; one ``pwrite`` per commit, no extra fsync) and
+``NATSBROKER-META`` (:class:`PinnedMeta`: the stream's and its consumers'
+configs, rewritten only when they change). On open, a database behind its
+high-water mark (a torn log) keeps ``last_seq`` at the mark: the lost range is
+a gap of deleted sequences, reported as ``lost`` in the state and logged, and
+no sequence is ever handed out twice; lost config records are put back. A
+directory with LevelDB files but no ``CURRENT`` is never opened (a fresh
+database over it would delete its tables as obsolete), and a stream that fails
+to open is moved, never deleted, to ``quarantine/<name>-<time>/`` and logged
+with how to repair it; the other streams open as usual.
+
 Deleting a stream closes its database and renames its directory into
 ``trash/`` at once (so the name is free again); the directory is removed in a
 thread and the Deferred fires when that is done. A reopened store empties
@@ -67,10 +82,12 @@ import os
 import shutil
 import struct
 import time
+import zlib
 from bisect import bisect_left, bisect_right
 
 import plyvel
 from twisted.internet import defer, threads
+from twisted.logger import Logger
 
 from natsbroker.store.base import file_msg_size, Store, StoredMsg
 from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
@@ -81,6 +98,25 @@ _I = struct.Struct(">I")
 _REC = struct.Struct(">QII")  # ts, len(subject), len(hdr)
 _STATE = struct.Struct(">QQQ")  # first_seq, last_seq, last_ts
 STATE_KEY = b"S"
+
+# The high-water mark file (see :class:`HighWater`), inside each stream's
+# LevelDB directory (LevelDB ignores file names it does not own).
+HWM_NAME = "NATSBROKER-HWM"
+HWM_MAGIC = b"NBHW"
+HWM_SLOT = 4096  # two slots, written alternately: a torn write spoils one
+_HWM_HDR = struct.Struct(">4sQII")  # magic, generation, len(body), crc32(body)
+_HWM_BODY = struct.Struct(">QQQQQ")  # first_seq, last_seq, last_ts, msgs, bytes
+_FLOOR = struct.Struct(">QQQQ")
+LOST_LIST_MAX = 1 << 20  # lost sequences listed one by one up to this many
+# The pinned meta file (see :class:`PinnedMeta`), next to it.
+META_NAME = "NATSBROKER-META"
+META_MAGIC = b"NBMT"
+_META_HDR = struct.Struct(">4sQII")  # magic, generation, len(body), crc32(body)
+META_GEN_KEY = b"G"  # -> Q(generation of the pinned meta the database holds)
+# Files that make a directory a LevelDB database with data in it.
+DATA_SUFFIXES = (".ldb", ".sst", ".log")
+
+log = Logger()
 
 GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
 RECENT_BYTES = 8 << 20  # keep the last commit's messages in memory up to this size
@@ -120,6 +156,153 @@ def _rev(db, start, stop, include_value=True):
         yield kv
 
 
+class HighWater:
+    """A stream's high-water mark, kept outside LevelDB so that damage to the
+    database (a torn write-ahead log, lost MANIFEST) cannot take it along.
+
+    Holds what must never go back: ``first_seq``, ``last_seq``/``last_ts``, the
+    message and byte counts they came with (to count what damage lost) and
+    named floors (consumers' delivered and ack floors). Written after every
+    commit that changed it, with one ``pwrite`` (no fsync: LevelDB's synced
+    write of the same commit is the durability point of the data; the mark is
+    in the page cache before the ack goes out, so it survives a process crash
+    and any damage to LevelDB's files, and reaches the disk with the kernel's
+    writeback, at every :meth:`LevelDBStore.sync_all` and on close). Two
+    4 KB slots with a generation and a CRC each are written alternately, so a
+    torn write of one leaves the other."""
+
+    __slots__ = ("path", "fd", "gen", "body")
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = None
+        self.gen = 0
+        self.body = None
+
+    def read(self):
+        """``(first, last, last_ts, msgs, bytes, {key: floors})`` of the newest
+        valid slot, or None."""
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read(2 * HWM_SLOT + 65536)
+        except FileNotFoundError:
+            return None
+        best = None
+        for off in (0, HWM_SLOT):
+            if len(raw) < off + _HWM_HDR.size:
+                continue
+            magic, gen, n, crc = _HWM_HDR.unpack_from(raw, off)
+            body = raw[off + _HWM_HDR.size:off + _HWM_HDR.size + n]
+            if magic != HWM_MAGIC or len(body) != n or zlib.crc32(body) != crc:
+                continue
+            if best is None or gen > best[0]:
+                best = (gen, body)
+        if best is None:
+            return None
+        self.gen, body = best
+        vals = _HWM_BODY.unpack_from(body)
+        floors = {}
+        i = _HWM_BODY.size
+        while i < len(body):
+            k = _I.unpack_from(body, i)[0]
+            key = body[i + 4:i + 4 + k]
+            i += 4 + k
+            floors[key] = _FLOOR.unpack_from(body, i)
+            i += _FLOOR.size
+        return vals + (floors,)
+
+    def write(self, first, last, last_ts, msgs, nbytes, floors):
+        body = _HWM_BODY.pack(first, last, last_ts, msgs, nbytes)
+        if floors:
+            body += b"".join(_I.pack(len(k)) + k + _FLOOR.pack(*v) for k, v in floors.items())
+        if body == self.body:
+            return
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.gen += 1
+        os.pwrite(self.fd, _HWM_HDR.pack(HWM_MAGIC, self.gen, len(body), zlib.crc32(body)) + body,
+                  (self.gen & 1) * HWM_SLOT)
+        self.body = body
+
+    def sync(self):
+        if self.fd is not None:
+            os.fsync(self.fd)
+
+    def close(self):
+        if self.fd is not None:
+            try:
+                os.fsync(self.fd)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+class PinnedMeta:
+    """A copy, outside LevelDB, of the meta records that define a stream (its
+    config, its consumers' configs: what the owner's ``pin_meta`` selects),
+    so that a torn log cannot make a stream or consumer vanish. Rewritten
+    (temporary file, fsync, rename) only by commits that change a pinned
+    record, i.e. API calls, never publishes. A generation, also stored in the
+    database with the records, tells on open whether the database lost some."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def read(self):
+        """``(generation, {key: value})`` or None."""
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        if len(raw) < _META_HDR.size:
+            return None
+        magic, gen, n, crc = _META_HDR.unpack_from(raw)
+        body = raw[_META_HDR.size:_META_HDR.size + n]
+        if magic != META_MAGIC or len(body) != n or zlib.crc32(body) != crc:
+            log.warn("{path}: damaged, ignored", path=self.path)
+            return None
+        out = {}
+        i = 0
+        while i < n:
+            k = _I.unpack_from(body, i)[0]
+            key = body[i + 4:i + 4 + k]
+            i += 4 + k
+            v = _I.unpack_from(body, i)[0]
+            out[key] = body[i + 4:i + 4 + v]
+            i += 4 + v
+        return gen, out
+
+    def write(self, gen, records, sync):
+        body = b"".join(_I.pack(len(k)) + k + _I.pack(len(v)) + v
+                        for k, v in sorted(records.items()))
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(_META_HDR.pack(META_MAGIC, gen, len(body), zlib.crc32(body)) + body)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        if sync:
+            fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def has_data_files(path):
+    """True if ``path`` holds LevelDB table, log or manifest files."""
+    for n in os.listdir(path):
+        if n.endswith(DATA_SUFFIXES) or n.startswith("MANIFEST-") or n in (HWM_NAME, META_NAME):
+            return True
+    return False
+
+
+class StoreDamaged(Exception):
+    """A stream's store cannot be opened as it is; nothing was changed."""
+
+
 def check_name(name):
     """Stream names become directory names: refuse anything path-like."""
     if (not isinstance(name, str) or not name or name in (".", "..") or ".." in name
@@ -154,6 +337,15 @@ class LevelDBStream(StreamBase):
         self._gc_pos = None  # next key to examine, None when no collection is due
         self._gc_call = None
         self._closed = False
+        self._hwm = HighWater(os.path.join(path, HWM_NAME))
+        self._floors = {}  # name -> 4 ints that must never go back (consumers)
+        self._hwm_floors = {}  # floors as found on open
+        self.lost = None  # (sequences, bytes) of acked messages damage took
+        self._pinned = PinnedMeta(os.path.join(path, META_NAME))
+        self._meta_gen = 0
+        self._pinned_dirty = False
+        self.repaired = False  # open found damage and raised the bookkeeping
+        self._side_failed = False
         self._load()
 
     # -- open ---------------------------------------------------------------
@@ -164,6 +356,40 @@ class LevelDBStream(StreamBase):
         first, last, last_ts = _STATE.unpack(rec) if rec else (0, 0, 0)
         for k, v in db.iterator(prefix=b"m"):
             self._meta[k[1:]] = v
+        g = db.get(META_GEN_KEY)
+        self._meta_gen = _Q.unpack(g)[0] if g else 0
+        pinned = self._pinned.read()
+        if pinned is not None and pinned[0] > self._meta_gen:
+            # The database lost pinned records (a torn log): put them back.
+            restored = []
+            for k, v in pinned[1].items():
+                if self._meta.get(k) != v:
+                    self._meta[k] = v
+                    self._ops[b"m" + k] = v
+                    restored.append(k.decode(errors="replace"))
+            self._meta_gen = pinned[0] - 1
+            self._pinned_dirty = True
+            self.repaired = True
+            log.warn("JetStream stream {name}: store lost {n} config record(s) (damaged "
+                     "log); restored from {path}: {keys}", name=self.name, n=len(restored),
+                     path=self._pinned.path, keys=", ".join(restored))
+            self._mark_dirty()
+        # Sequences never go back: a high-water mark above what the database
+        # holds means committed writes were lost (torn log); the lost range
+        # stays used up and shows as deleted sequences.
+        hw = self._hwm.read()
+        db_last = last
+        if hw is not None:
+            hfirst, hlast, hts, hmsgs, hbytes, self._hwm_floors = hw
+            self._floors = dict(self._hwm_floors)
+            if hlast > last or hfirst > first:
+                self.repaired = True
+                if hlast > last:
+                    last, last_ts = hlast, hts
+                if hfirst > first:
+                    first = hfirst  # removals were lost: what is below is garbage
+                if not first:
+                    first = 1
         span = last - first + 1 if first else 0
         present = bytearray((span + 7) >> 3) if span > 0 else bytearray()
         subjects = {}
@@ -219,6 +445,21 @@ class LevelDBStream(StreamBase):
             dels = SeqSet.from_bits(first, inv, popcount(inv))
             dels.clear_below(self._first)
             self._deleted = dels
+        if self.repaired:
+            if not n and self._first <= last:
+                self._first = last + 1
+            lost_n = max(0, hmsgs - n)
+            if lost_n:
+                lo = db_last + 1
+                hi = min(last, lo + LOST_LIST_MAX - 1)
+                seqs = [s for s in range(lo, hi + 1)] if hi >= lo else []
+                self.lost = (seqs, max(0, hbytes - nbytes))
+            log.warn("JetStream stream {name}: store holds sequences up to {db_last} but "
+                     "{hlast} were stored before (high-water mark): {lost} acked message(s) "
+                     "lost to damage; last sequence kept at {hlast}, the lost range is a gap "
+                     "(deleted sequences), no sequence will be reused",
+                     name=self.name, db_last=db_last, hlast=last, lost=lost_n)
+            self._mark_dirty()  # the next commit stores the raised state record
         self._committed_last = last
         if garbage:
             self._start_gc()
@@ -276,9 +517,11 @@ class LevelDBStream(StreamBase):
             self._park(c[0])
             v = c[1]
         else:
-            v = self._db.get(b"d" + _Q.pack(seq))
+            # Checksums verified: damage raises rather than serving wrong bytes.
+            v = self._db.get(b"d" + _Q.pack(seq), verify_checksums=True)
             if seq - 1 == self._last_read:
-                self._park(self._db.iterator(start=b"d" + _Q.pack(seq + 1), stop=b"e"))
+                self._park(self._db.iterator(start=b"d" + _Q.pack(seq + 1), stop=b"e",
+                                             verify_checksums=True))
         self._last_read = seq
         self._last_val = v
         return v
@@ -516,7 +759,8 @@ class LevelDBStream(StreamBase):
         cl = self._committed_last
         if s <= cl:
             exists = self._exists
-            for k, v in self._db.iterator(start=_dkey(s), stop=_dkey(cl + 1)):
+            for k, v in self._db.iterator(start=_dkey(s), stop=_dkey(cl + 1),
+                                          verify_checksums=True):
                 seq = _Q.unpack_from(k, 1)[0]
                 if exists(seq):
                     yield _unpack(seq, v)
@@ -539,17 +783,45 @@ class LevelDBStream(StreamBase):
             if exists(seq):
                 yield _unpack(seq, v)
 
+    def state(self):
+        st = super().state()
+        if self.lost is not None:
+            st.lost = self.lost
+        return st
+
+    # -- floors -------------------------------------------------------------
+
+    def set_floor(self, key, values):
+        """Record 4 ints under ``key`` (a consumer's delivered and ack floors)
+        in the high-water mark with the next commit."""
+        self._floors[key] = tuple(values)
+        self._mark_dirty()
+
+    def del_floor(self, key):
+        if self._floors.pop(key, None) is not None:
+            self._mark_dirty()
+
+    def floor(self, key):
+        """The floors stored under ``key`` found on open, or None."""
+        return self._hwm_floors.get(key)
+
     # -- meta ---------------------------------------------------------------
 
     def put_meta(self, key, value):
         self._meta[key] = value
         self._ops[b"m" + key] = value
+        pin = self._owner.pin_meta
+        if pin is not None and pin(key):
+            self._pinned_dirty = True
         self._mark_dirty()
 
     def del_meta(self, key):
         existed = self._meta.pop(key, None) is not None
         if existed:
             self._ops[b"m" + key] = None
+            pin = self._owner.pin_meta
+            if pin is not None and pin(key):
+                self._pinned_dirty = True
             self._mark_dirty()
         return existed
 
@@ -578,7 +850,26 @@ class LevelDBStream(StreamBase):
                 p = pfxs[subj] = b"s" + ipack(len(subj)) + subj
             put(p + sk, ipack(self.msg_size(subj, hdr, data)))
         put(STATE_KEY, _STATE.pack(self._first, self._last, self._last_ts))
+        pinned = self._pinned_dirty
+        if pinned:
+            self._meta_gen += 1
+            put(META_GEN_KEY, _Q.pack(self._meta_gen))
         wb.write()
+        # The copies outside LevelDB are a safety net: failing them never
+        # fails a write that LevelDB took (logged once per stream).
+        try:
+            self._hwm.write(self._first, self._last, self._last_ts, self._msgs, self._bytes,
+                            self._floors)
+            if pinned:
+                self._pinned_dirty = False
+                pin = self._owner.pin_meta
+                self._pinned.write(self._meta_gen,
+                                   {k: v for k, v in self._meta.items() if pin(k)}, sync)
+        except OSError as e:
+            if not self._side_failed:
+                self._side_failed = True
+                log.warn("JetStream stream {name}: cannot write {hwm} or {meta}: {e}",
+                         name=self.name, hwm=HWM_NAME, meta=META_NAME, e=e)
         self._recent = self._staged if self._staged_bytes <= RECENT_BYTES else {}
         self._staged = {}
         self._staged_subj = {}
@@ -654,7 +945,10 @@ class LevelDBStream(StreamBase):
                 pass
             self._gc_call = None
         self._cursors = {}
-        self._db.close()
+        try:
+            self._hwm.close()
+        finally:
+            self._db.close()
 
 
 class LevelDBStore(Store):
@@ -668,8 +962,9 @@ class LevelDBStore(Store):
     runs the timer, background collection and thread work; with a
     ``twisted.internet.task.Clock`` thread work runs inline (tests)."""
 
-    def __init__(self, path, sync=True, reactor=None, sync_interval=None):
+    def __init__(self, path, sync=True, reactor=None, sync_interval=None, pin_meta=None):
         self.path = os.path.abspath(path)
+        self.pin_meta = pin_meta  # key -> True: the meta record is kept in PinnedMeta too
         self.sync = sync
         self.sync_interval = sync_interval
         self._sync_call = None
@@ -678,12 +973,23 @@ class LevelDBStore(Store):
         self._dirty_streams = set()
         self._streams_dir = os.path.join(self.path, "streams")
         self._trash_dir = os.path.join(self.path, "trash")
+        self._quarantine_dir = os.path.join(self.path, "quarantine")
         self._closed = False
+        self.quarantined = {}  # stream name -> (directory it was moved to, why)
         os.makedirs(self._streams_dir, exist_ok=True)
         for name in sorted(os.listdir(self._streams_dir)):
             p = os.path.join(self._streams_dir, name)
-            if os.path.isdir(p):
-                self._streams[name] = LevelDBStream(self, name, p, self._open_db(p))
+            if not os.path.isdir(p):
+                continue
+            try:
+                st = self._open_stream(name, p)
+            except Exception as e:
+                # One damaged stream never stops the others: keep its files aside.
+                self.quarantine_stream(name, str(e), path=p)
+                continue
+            self._streams[name] = st
+            if st.repaired:
+                st._commit(self.sync)  # the raised state record, durable at once
         if os.path.isdir(self._trash_dir) and os.listdir(self._trash_dir):
             self._in_thread(self.empty_trash)
         if sync_interval and not sync:
@@ -701,6 +1007,7 @@ class LevelDBStore(Store):
         self.commit()
         for st in self._streams.values():
             st._db.put(STATE_KEY, _STATE.pack(st._first, st._last, st._last_ts), sync=True)
+            st._hwm.sync()
 
     @property
     def reactor(self):
@@ -719,9 +1026,55 @@ class LevelDBStore(Store):
         return defer.maybeDeferred(f, *args)
 
     @staticmethod
-    def _open_db(path):
-        return plyvel.DB(path, create_if_missing=True, max_open_files=128,
-                         bloom_filter_bits=10)
+    def _open_db(path, create=False):
+        """Open the LevelDB database in ``path``. Only a new stream creates
+        one: a directory with table or log files but no CURRENT is a damaged
+        database (a fresh one over it would delete those files as obsolete)."""
+        if not create and not os.path.exists(os.path.join(path, "CURRENT")):
+            if has_data_files(path):
+                raise StoreDamaged(
+                    "LevelDB files but no CURRENT file (MANIFEST/CURRENT deleted or lost): %s"
+                    % ", ".join(sorted(os.listdir(path))[:20]))
+            create = True  # empty: a stream created just before a crash
+        return plyvel.DB(path, create_if_missing=create, paranoid_checks=True,
+                         max_open_files=128, bloom_filter_bits=10)
+
+    def _open_stream(self, name, path):
+        db = self._open_db(path)
+        try:
+            return LevelDBStream(self, name, path, db)
+        except BaseException:
+            db.close()
+            raise
+
+    def quarantine_stream(self, name, why, path=None):
+        """Move a stream's directory to ``quarantine/<name>-<timestamp>/`` (never
+        delete it) and log what was found and how to repair it. The stream is
+        closed first if it is open. Returns the new directory."""
+        st = self._streams.pop(name, None)
+        if st is not None:
+            self._dirty_streams.discard(st)
+            st._close()
+            path = st._path
+        if path is None:
+            path = os.path.join(self._streams_dir, name)
+        os.makedirs(self._quarantine_dir, exist_ok=True)
+        base = os.path.join(self._quarantine_dir, "%s-%s" % (
+            name, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())))
+        dest = base
+        n = 1
+        while os.path.exists(dest):
+            n += 1
+            dest = "%s.%d" % (base, n)
+        os.rename(path, dest)
+        self._fsync_dir(self._streams_dir)
+        self.quarantined[name] = (dest, why)
+        log.warn("JetStream stream {name} is offline: {why}. Its files were moved, nothing "
+                 "deleted, to {dest}. To repair: stop the server, run LevelDB's repair on that "
+                 "directory (python -c \"import plyvel; plyvel.repair_db('{dest}')\"), check it, "
+                 "move it back to {back} and start the server",
+                 name=name, why=why, dest=dest, back=os.path.join(self._streams_dir, name))
+        return dest
 
     def _fsync_dir(self, path):
         if self.sync:
@@ -737,7 +1090,7 @@ class LevelDBStore(Store):
             raise ValueError("stream %r exists" % (name,))
         p = os.path.join(self._streams_dir, name)
         os.mkdir(p)
-        st = LevelDBStream(self, name, p, self._open_db(p))
+        st = LevelDBStream(self, name, p, self._open_db(p, create=True))
         self._fsync_dir(self._streams_dir)
         st._mark_dirty()  # the next commit writes its state record
         self._streams[name] = st

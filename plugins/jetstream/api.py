@@ -202,6 +202,8 @@ def _state(stream, subjects_filter=None, deleted_details=False):
                           consumer_count=len(stream.consumers))
     if deleted_details and st.num_deleted:
         state.deleted = stream.store.deleted()
+    if st.lost is not None:
+        state.lost = M.LostStreamData(msgs=list(st.lost[0]) or None, bytes=st.lost[1])
     if subjects_filter:
         counts = stream.store.subject_counts(subjects_filter.encode())
         state.subjects = {k.decode(errors="replace"): v for k, v in counts.items()} or None

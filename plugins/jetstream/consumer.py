@@ -15,6 +15,8 @@ import collections
 import json
 import os
 
+from twisted.logger import Logger
+
 from natsbroker.godur import parse_duration
 from natsbroker.subjects import subject_matches
 
@@ -23,6 +25,8 @@ from plugins.jetstream import models as M
 
 NANOS = 1_000_000_000
 META_PREFIX = b"c."
+
+log = Logger()
 
 # Pull requests' status lines, as nats-server sends them.
 _PENDING_T = b"Nats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n\r\n"
@@ -193,6 +197,7 @@ class Consumer:
             self.select_start()
         else:
             self.restore(state)
+        self._raise_to_floor()
         self.npc = self.compute_pending()
         stream, name = self.stream.name.encode(), self.name.encode()
         if not self.ack_none:
@@ -246,6 +251,32 @@ class Consumer:
             "lss": list(self.lss) if self.lss else None,
             "lss_resume": self.lss_resume,
         }, separators=(",", ":")).encode()
+
+    def _raise_to_floor(self):
+        """Delivered and ack floors never go back: the store's high-water mark
+        keeps them beyond damage that took the newer state record with it."""
+        f = self.stream.store.floor(self.name.encode())
+        if not f:
+            return
+        dd, ds, ad, asf = f
+        before = (self.dseq - 1, self.sseq - 1, self.adflr, self.asflr)
+        if ds + 1 > self.sseq:
+            self.sseq = ds + 1
+        if dd + 1 > self.dseq:
+            self.dseq = dd + 1
+        if asf > self.asflr:
+            self.asflr = asf
+            self.adflr = max(self.adflr, ad)
+            for s in [s for s in self.pending if s <= asf]:
+                del self.pending[s]
+                self.rdc.pop(s, None)
+        after = (self.dseq - 1, self.sseq - 1, self.adflr, self.asflr)
+        if after != before:
+            log.warn("JetStream consumer {s} > {c}: stored state was behind its high-water mark "
+                     "(damaged store); delivered {b0}/{b1} -> {a0}/{a1}, ack floor {b2}/{b3} -> "
+                     "{a2}/{a3} (consumer/stream sequences)", s=self.stream.name, c=self.name,
+                     b0=before[0], b1=before[1], b2=before[2], b3=before[3],
+                     a0=after[0], a1=after[1], a2=after[2], a3=after[3])
 
     def restore(self, raw):
         st = json.loads(raw)

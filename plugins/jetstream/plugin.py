@@ -41,6 +41,13 @@ META_CONFIG = b"config"
 META_CREATED = b"created"
 
 
+def pinned_meta(key):
+    """Meta records the file store also keeps outside LevelDB (they define the
+    stream and its consumers; written by API calls only): not consumer state."""
+    return key in (META_CONFIG, META_CREATED) or (
+        key.startswith(b"c.") and (key.endswith(b".config") or key.endswith(b".created")))
+
+
 @implementer(IBrokerPlugin, IStreamEvents)
 class JetStream:
     name = "jetstream"
@@ -75,7 +82,7 @@ class JetStream:
         os.makedirs(root, exist_ok=True)
         # Durable unless a positive sync_interval asks for lazy syncing.
         sync = self.js.sync_always or self.js.sync_interval <= 0
-        self.file_store = LevelDBStore(root, sync=sync)
+        self.file_store = LevelDBStore(root, sync=sync, pin_meta=pinned_meta)
         self.memory_store = MemoryStore()
         if not sync:
             from twisted.internet.task import LoopingCall
@@ -83,7 +90,12 @@ class JetStream:
             self._lazy_sync.clock = broker.reactor
             self._lazy_sync.start(self.js.sync_interval, now=False)
         for name in self.file_store.stream_names():
-            self._load(name, self.file_store)
+            try:
+                self._load(name, self.file_store)
+            except Exception:
+                # One stream that fails to load never stops the others.
+                log.failure("JetStream stream {name} could not be loaded; skipped", name=name)
+                self.streams.pop(name, None)
         snapshot.cleanup_orphans(self)
         self.sourcing = Sourcing(self)  # mirrors and sources
         self.sourcing.start()
@@ -193,7 +205,9 @@ class JetStream:
             for c in dirty:
                 c.dirty = False
                 if not c.closed:
-                    c.stream.store.put_meta(consumer_key(c.name, b"state"), c.state_json())
+                    ss = c.stream.store
+                    ss.put_meta(consumer_key(c.name, b"state"), c.state_json())
+                    ss.set_floor(c.name.encode(), (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr))
         # Sync when something waits on it (acks, API replies) or messages were
         # stored (consumers deliver only what is on disk); consumer progress
         # alone is written without waiting for the disk.
@@ -344,6 +358,7 @@ class JetStream:
             del stream.consumers[c.name]
         for part in (b"config", b"state", b"created"):
             stream.store.del_meta(consumer_key(c.name, part))
+        stream.store.del_floor(c.name.encode())
         self._dirty_consumers.discard(c)
         self._lazy_consumers.discard(c)
         if stream.config.retention == "interest":

@@ -672,14 +672,21 @@ def release_name(js, name):
 
 
 def cleanup_orphans(js):
-    """Plugin start (after loading streams): delete store streams without a
-    config -- left by restores the server never finished."""
+    """Plugin start (after loading streams): store streams without a config
+    (left by restores the server never finished, or a damaged store) are
+    never deleted by guesswork: file streams are moved to the quarantine
+    directory (and logged there); memory streams hold nothing after a start."""
     for store in (js.file_store, js.memory_store):
         for name in store.stream_names():
             if name not in js.streams:
                 ss = store.stream(name)
                 if ss is not None and ss.get_meta(b"config") is None:
-                    store.delete_stream(name)
+                    if hasattr(store, "quarantine_stream"):
+                        st = ss.state()
+                        store.quarantine_stream(name, "no stream config found (%d message(s), "
+                                                "last sequence %d)" % (st.msgs, st.last_seq))
+                    else:
+                        store.delete_stream(name)
 
 
 ROUTES = {
