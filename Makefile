@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz venv bench clean js client313
+.PHONY: run test fuzz venv bench soak clean js client313
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,11 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench
+
+# Crash-loop soak of JetStream (SIGKILL every 2-6 s for 10 minutes, then checks): not in `make test`.
+SOAK_MINUTES ?= 10
+soak: $(STAMP)
+	$(BIN)/python -m tools.soak --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) $(CLIENT313) build *.egg-info $(JS)/node_modules $(JS)/build
