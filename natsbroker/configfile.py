@@ -194,8 +194,11 @@ class _Loader:
     def __init__(self):
         self.warnings = []
 
-    def block(self, m, table, where):
-        """Check the map ``m`` against ``table``; return its overrides."""
+    def block(self, m, table, where, unknown=None):
+        """Check the map ``m`` against ``table``; return its overrides.
+
+        An unknown key is warned about, or with ``unknown`` (a message with
+        ``{key}``) refused, as nats-server refuses them in some blocks."""
         if not isinstance(m, dict):
             raise BadValue(f"expected a map, got {_show(m)}")
         out = {}
@@ -204,6 +207,8 @@ class _Loader:
             at = _Where(*positions[key]) if key in positions else where
             handler = table.get(key.lower())  # nats-server matches keys case-insensitively
             if handler is None:
+                if unknown is not None:
+                    raise ConfigError(f"{at}: " + unknown.format(key=key))
                 self.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
                 continue
             try:
@@ -369,21 +374,7 @@ def _websocket(ld, v, at, out):
 def _tls_block(ld, v, at):
     """A ``tls { }`` block (client port, websocket): nats-server refuses
     unknown keys here, and checks the certificate files while reading."""
-    if not isinstance(v, dict):
-        raise BadValue(f"expected a map, got {_show(v)}")
-    out = {}
-    positions = getattr(v, "positions", {})
-    for key, value in v.items():
-        kat = _Where(*positions[key]) if key in positions else at
-        handler = _TLS.get(key.lower())
-        if handler is None:
-            raise ConfigError(f'{kat}: error parsing tls config, unknown field "{key}"')
-        try:
-            handler(ld, value, kat, out)
-        except BadValue as e:
-            raise ConfigError(f'{kat}: invalid value for "{key}": {e}') from None
-        except tls_module.TLSConfigError as e:
-            raise ConfigError(f"{kat}: {e}") from None
+    out = ld.block(v, _TLS, at, unknown='error parsing tls config, unknown field "{key}"')
     cfg = _converter.structure(out, TLSConfig)
     try:
         # As nats-server: the files are loaded now, so -t and start-up fail
@@ -398,7 +389,10 @@ def _tls_checked(field, check):
     """A tls key whose values nats-server checks while reading the block."""
     def handle(ld, v, at, out):
         value = check(v)
-        tls_module.check_block_values(TLSConfig(**{field: value}))
+        try:
+            tls_module.check_block_values(TLSConfig(**{field: value}))
+        except tls_module.TLSConfigError as e:
+            raise ConfigError(f"{at}: {e}") from None
         out[field] = value
 
     return handle

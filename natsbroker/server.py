@@ -106,11 +106,7 @@ class BrokerService(service.Service):
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
             from natsbroker.monitor import make_site
-            # The client port's certificate; monitoring asks for no client
-            # certificate (nats-server clears ClientAuth for HTTPS).
-            self.https_tls = server_context(attrs.evolve(
-                cfg.tls, verify=False, verify_and_map=False,
-                verify_cert_and_check_known_urls=False, pinned_certs=[]))
+            self.https_tls = server_context(_https_tls(cfg.tls))
             ep = endpoints.serverFromString(
                 self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.https_port))
             self.https_port = yield ep.listen(
@@ -215,8 +211,7 @@ class BrokerService(service.Service):
                 if tls is None:
                     raise ConfigError("turning TLS off needs a restart")
                 if current is self.https_tls:
-                    tls = attrs.evolve(tls, verify=False, verify_and_map=False,
-                                       verify_cert_and_check_known_urls=False, pinned_certs=[])
+                    tls = _https_tls(tls)
                 built.append((current, server_context(tls)))
         except (ConfigError, TLSConfigError) as e:
             log.error("Failed to reload server configuration: {e}", e=e)
@@ -259,6 +254,13 @@ class BrokerService(service.Service):
                 except OSError:
                     pass
         log.info("Server Exiting..")
+
+
+def _https_tls(tls):
+    # Monitoring uses the client port's certificate but asks for no client
+    # certificate (nats-server clears ClientAuth for HTTPS).
+    return attrs.evolve(tls, verify=False, verify_and_map=False,
+                        verify_cert_and_check_known_urls=False, pinned_certs=[])
 
 
 def _plaintext_passwords(config):

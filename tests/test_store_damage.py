@@ -80,6 +80,15 @@ def _wait_log(server, *needles, timeout=10):
         time.sleep(0.05)
 
 
+def _filled(store, consumer_acks=0):
+    """A store filled by :func:`_fill` on a broker that is stopped again."""
+    server = _server(store)
+    try:
+        return asyncio.run(_fill(server, consumer_acks))
+    finally:
+        server.stop()
+
+
 async def _fill(server, consumer_acks=0):
     nc = await nats.connect(server.url, connect_timeout=10)
     js = nc.jetstream()
@@ -119,11 +128,7 @@ async def _other_serves(nc):
 
 def test_torn_log_never_reuses_a_sequence(tmp_path):
     store = str(tmp_path / "store")
-    server = _server(store)
-    try:
-        acked, info, cinfo = asyncio.run(_fill(server, consumer_acks=950))
-    finally:
-        server.stop()
+    acked, info, cinfo = _filled(store, consumer_acks=950)
     assert len(acked) == 1000
     old_last = info["state"]["last_seq"]
     assert old_last == 1000
@@ -183,11 +188,7 @@ def test_torn_log_never_reuses_a_sequence(tmp_path):
 
 def test_missing_manifest_quarantines_and_deletes_nothing(tmp_path):
     store = str(tmp_path / "store")
-    server = _server(store)
-    try:
-        asyncio.run(_fill(server))
-    finally:
-        server.stop()
+    _filled(store)
     sdir = _stream_dir(store, "S")
     for p in glob.glob(os.path.join(sdir, "MANIFEST-*")) + [os.path.join(sdir, "CURRENT")]:
         os.remove(p)
@@ -221,11 +222,7 @@ def test_missing_manifest_quarantines_and_deletes_nothing(tmp_path):
 
 def test_missing_config_quarantines_instead_of_deleting(tmp_path):
     store = str(tmp_path / "store")
-    server = _server(store)
-    try:
-        asyncio.run(_fill(server))
-    finally:
-        server.stop()
+    _filled(store)
     sdir = _stream_dir(store, "S")
     db = plyvel.DB(sdir)
     db.delete(b"mconfig", sync=True)

@@ -56,23 +56,27 @@ def _start(kind, conf, tmp_dir, extra=()):
     return ServerProcess(kind, ["-c", path, *extra]).start()
 
 
+def _both_servers(tmp_path_factory, name, conf):
+    """Both servers with ``conf``, stopped when the fixture ends."""
+    d = str(tmp_path_factory.mktemp(name))
+    servers = {}
+    try:
+        for k in KINDS:
+            servers[k] = _start(k, conf, d)
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("ws-plain"))
-    servers = {k: _start(k, PLAIN_CONF, d) for k in KINDS}
-    yield servers
-    for s in servers.values():
-        s.stop()
+    yield from _both_servers(tmp_path_factory, "ws-plain", PLAIN_CONF)
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("ws-guarded"))
-    conf = GUARDED_CONF % {"dummy": 1234}
-    servers = {k: _start(k, conf, d) for k in KINDS}
-    yield servers
-    for s in servers.values():
-        s.stop()
+    yield from _both_servers(tmp_path_factory, "ws-guarded", GUARDED_CONF % {"dummy": 1234})
 
 
 # -- a raw WebSocket client --------------------------------------------------------
@@ -531,8 +535,7 @@ def js_broker(tmp_path_factory):
 
 
 def test_nats_py_over_websocket(js_broker):
-    pytest.importorskip("aiohttp")
-    import nats
+    import nats  # ws:// needs aiohttp (test extra): without it the connect fails
 
     async def main():
         url = "ws://127.0.0.1:%d" % js_broker.ws_port
@@ -579,11 +582,7 @@ websocket {
 
 @pytest.fixture(scope="module")
 def override(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("ws-override"))
-    servers = {k: _start(k, OVERRIDE_CONF, d) for k in KINDS}
-    yield servers
-    for s in servers.values():
-        s.stop()
+    yield from _both_servers(tmp_path_factory, "ws-override", OVERRIDE_CONF)
 
 
 def test_websocket_authorization_block(override):

@@ -9,6 +9,7 @@ routing belongs to the broker and to the plugins that provide the handlers.
 
 import functools
 import json
+import os
 import time
 
 import attrs
@@ -681,10 +682,10 @@ class ClientProtocol(protocol.Protocol):
             # allow_responses: receiving a request grants one reply to it.
             self.permissions.grant_response(reply)
         if len(raw) >= LARGE_PAYLOAD:
-            self._deliver_large(sub, subject, reply, hdr_len, raw)
-            return
-        if hdr_len:
-            frame = self._frame_with_headers(sub, subject, reply, hdr_len, raw)
+            self._out.extend(self._large_pieces(sub, subject, reply, hdr_len, raw))
+            self._large = True
+        elif hdr_len:
+            self._out.append(self._frame_with_headers(sub, subject, reply, hdr_len, raw))
         else:
             # The frame is "MSG <subject> " + sid + " [reply] <size>\r\n<payload>\r\n";
             # head and tail are built once per message for all subscribers.
@@ -711,7 +712,6 @@ class ClientProtocol(protocol.Protocol):
             if sub.max_msgs and sub.delivered >= sub.max_msgs:
                 self.remove_sub(sub)
             return
-        self._out.append(frame)
         self.out_msgs += 1
         self.out_bytes += len(raw)
         if not self._dirty:
@@ -721,7 +721,7 @@ class ClientProtocol(protocol.Protocol):
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_sub(sub)
 
-    def _deliver_large(self, sub, subject, reply, hdr_len, raw):
+    def _large_pieces(self, sub, subject, reply, hdr_len, raw):
         # A big payload is not copied into a frame: the control line, the
         # payload and the CRLF are queued as three pieces, written one by one
         # (so Twisted sends the payload from the object itself).
@@ -732,16 +732,7 @@ class ClientProtocol(protocol.Protocol):
             head = b"HMSG %s %s%s %d %d\r\n" % (subject, sub.sid, r, hdr_len, len(raw))
         else:
             head = b"MSG %s %s%s %d\r\n" % (subject, sub.sid, r, len(raw))
-        self._out.extend((head, raw, b"\r\n"))
-        self._large = True
-        self.out_msgs += 1
-        self.out_bytes += len(raw)
-        if not self._dirty:
-            self._dirty = True
-            self.broker.mark_dirty(self)
-        sub.delivered += 1
-        if sub.max_msgs and sub.delivered >= sub.max_msgs:
-            self.remove_sub(sub)
+        return head, raw, b"\r\n"
 
     def _frame_with_headers(self, sub, subject, reply, hdr_len, raw):
         if self.headers:
@@ -785,7 +776,10 @@ class ClientProtocol(protocol.Protocol):
             self._write_pieces(out)
             return
         # One join here: Twisted would check every piece of a writeSequence.
-        self.transport.write(b"".join(out))
+        self._write(b"".join(out))
+
+    def _write(self, data):
+        self.transport.write(data)
         if not self.paused and self._write_now is not None:
             # Send now instead of on the reactor's next turn: saves a poll
             # round trip per message, which is most of request-reply latency.
@@ -797,23 +791,16 @@ class ClientProtocol(protocol.Protocol):
         # what precedes it was handed to the socket, so that Twisted keeps it
         # as it is instead of joining it with the rest.
         small = []
-        write, write_now = self.transport.write, self._write_now
         for piece in out:
             if len(piece) < LARGE_PAYLOAD:
                 small.append(piece)
                 continue
             if small:
-                write(b"".join(small))
+                self._write(b"".join(small))
                 small = []
-                if write_now is not None and not self.paused:
-                    write_now()
-            write(piece)
-            if write_now is not None and not self.paused:
-                write_now()
+            self._write(piece)
         if small:
-            write(b"".join(small))
-            if write_now is not None and not self.paused:
-                write_now()
+            self._write(b"".join(small))
 
     def _slow_consumer(self, deadline=False):
         self.broker.stats.slow_consumers += 1
@@ -892,7 +879,6 @@ def _tls_write_now(transport):
     TLSMemoryBIOProtocol.write, set per instance exactly as Twisted sets the
     buffered one) and the socket is flushed at once, as on a plain
     connection. A Twisted without that layer keeps its own path."""
-    import os
     tls = transport.protocol
     do_write = getattr(transport, "doWrite", None)
     if (do_write is None or os.environ.get("NATSBROKER_TLS_BUFFERED")
