@@ -98,7 +98,14 @@ class InternalSink:
         self.callback = callback
 
     def deliver(self, sub, subject, reply, hdr_len, raw):
-        self.callback(sub, subject, reply, hdr_len, raw)
+        try:
+            self.callback(sub, subject, reply, hdr_len, raw)
+        except Exception:
+            # A plugin's fault is logged; it never reaches the publishing
+            # client's connection nor the other subscribers of the subject.
+            log.failure("plugin subscription {sub}: delivery of {subject} failed",
+                        sub=sub.subject.decode(errors="replace"),
+                        subject=subject.decode(errors="replace"))
 
 
 @implementer(IBroker)

@@ -8,6 +8,7 @@ messages even across gaps, subject purges with seq=1 remove nothing.
 """
 
 import os
+import zlib
 import shutil
 import signal
 import subprocess
@@ -1141,8 +1142,12 @@ def test_leveldb_raw_layout_is_documented(ldb):
     ldb.store.close()
     db = plyvel.DB(os.path.join(ldb.path, "streams", "S"))
     one = (1).to_bytes(8, "big")
-    assert db.get(b"d" + one) == ((7).to_bytes(8, "big") + (2).to_bytes(4, "big")
-                                  + (1).to_bytes(4, "big") + b"abhdata")
+    seed = one + (7).to_bytes(8, "big") + (2).to_bytes(4, "big") + (1).to_bytes(4, "big")
+    crc = zlib.crc32(b"abhdata", zlib.crc32(seed))
+    assert db.get(b"d" + one) == ((7).to_bytes(8, "big") + (0x80000002).to_bytes(4, "big")
+                                  + (1).to_bytes(4, "big") + crc.to_bytes(4, "big")
+                                  + b"abhdata")
+    assert db.get(b"F") == b"\x02"
     assert (db.get(b"s" + (2).to_bytes(4, "big") + b"ab" + one)
             == file_msg_size(b"ab", b"h", b"data").to_bytes(4, "big"))
     assert db.get(b"mk") == b"v"

@@ -8,10 +8,23 @@ Layout under the store's directory::
 
 Keys of a stream database (``Q`` = 8-byte big-endian, ``I`` = 4-byte)::
 
-    b"d" Q(seq)                        -> Q(ts) I(len subject) I(len hdr) subject hdr data
+    b"d" Q(seq)                        -> Q(ts) I(len subject | 1<<31) I(len hdr) I(crc)
+                                          subject hdr data
     b"s" I(len subject) subject Q(seq) -> I(msg_size)        per-subject index
     b"m" key                           -> value              meta (config, consumers)
     b"S"                               -> Q(first_seq) Q(last_seq) Q(last_ts)
+    b"F"                               -> b"\\x02": every record carries a checksum
+
+``crc`` is zlib's CRC-32 of ``Q(seq) Q(ts) I(len subject) I(len hdr)`` followed
+by subject, hdr and data, so damage LevelDB's own block checksums miss (bytes
+in its log, a block it does not verify, a record under the wrong key) is still
+caught on read (:func:`verify_record`). Records written before checksums
+existed (``Q(ts) I(len subject) I(len hdr)``, top bit clear) are read as they
+are in stores without ``b"F"``; in a store with it, such a record is damage.
+A record that fails is never served: it leaves the in-memory bookkeeping as a
+lost message (a gap for readers, counted in ``lost``), the log names stream,
+sequence and the file holding it, and it stays on disk for
+``natsbroker-admin verify``/``repair``.
 
 The length-prefixed subject keeps one subject's index entries contiguous and in
 sequence order whatever bytes subjects hold, so a literal subject's first/last
@@ -95,7 +108,12 @@ from natsbroker.subjects import subject_matches
 
 _Q = struct.Struct(">Q")
 _I = struct.Struct(">I")
-_REC = struct.Struct(">QII")  # ts, len(subject), len(hdr)
+_REC = struct.Struct(">QII")  # ts, len(subject), len(hdr): a record without a checksum
+_REC2 = struct.Struct(">QIII")  # ts, len(subject) | CRC_FLAG, len(hdr), crc32
+_SEED = struct.Struct(">QQII")  # seq, ts, len(subject), len(hdr): the checksum's seed
+CRC_FLAG = 0x80000000  # in the subject length: the record carries a checksum
+FORMAT_KEY = b"F"  # -> format byte; b"\x02": every record must carry a checksum
+FORMAT_CRC = b"\x02"
 _STATE = struct.Struct(">QQQ")  # first_seq, last_seq, last_ts
 STATE_KEY = b"S"
 
@@ -132,18 +150,139 @@ def _ipfx(subject):
     return b"s" + _I.pack(len(subject)) + subject
 
 
-def _unpack(seq, v):
+class RecordDamaged(Exception):
+    """A stored record failed verification (``why`` says how)."""
+
+    def __init__(self, seq, why):
+        super().__init__(why)
+        self.seq = seq
+        self.why = why
+
+
+def pack_record(seq, ts, subject, hdr, data):
+    """The stored value of a message: header, subject, headers, payload. The
+    checksum covers the sequence, timestamp and lengths (so bytes moved across
+    a boundary or a record under the wrong key are caught) and every byte of
+    subject, headers and payload."""
+    ls = len(subject)
+    lh = len(hdr)
+    crc = zlib.crc32(data, zlib.crc32(hdr, zlib.crc32(subject, zlib.crc32(
+        _SEED.pack(seq, ts, ls, lh)))))
+    return _REC2.pack(ts, ls | CRC_FLAG, lh, crc) + subject + hdr + data
+
+
+def unpack_record(seq, v, strict=True):
+    """The :class:`StoredMsg` in record ``v`` of ``seq``, verified; raises
+    :class:`RecordDamaged`. ``strict``: a record without a checksum is damage
+    (stores written since records carry one); otherwise it is accepted as
+    written by an older natsbroker."""
+    s, a, b, ts = verify_record(seq, v, strict)
+    return StoredMsg(seq, v[s:a], v[a:b], v[b:], ts)
+
+
+def verify_record(seq, v, strict=True):
+    """Check record ``v`` of ``seq`` without copying it; returns the offsets
+    ``(subject, headers, payload)`` and the timestamp, or raises
+    :class:`RecordDamaged`."""
+    n = len(v)
+    if n < 16:
+        raise RecordDamaged(seq, "record truncated to %d bytes" % n)
     ts, ls, lh = _REC.unpack_from(v)
+    if ls & CRC_FLAG:
+        if n < 20:
+            raise RecordDamaged(seq, "record truncated to %d bytes" % n)
+        ls &= ~CRC_FLAG
+        a = 20 + ls
+        b = a + lh
+        if b > n:
+            raise RecordDamaged(seq, "record lengths exceed its size")
+        mv = memoryview(v)
+        crc = zlib.crc32(mv[b:], zlib.crc32(mv[20:b], zlib.crc32(_SEED.pack(seq, ts, ls, lh))))
+        if crc != _I.unpack_from(v, 16)[0]:
+            raise RecordDamaged(seq, "checksum mismatch")
+        return 20, a, b, ts
+    if strict:
+        raise RecordDamaged(seq, "record without a checksum")
     a = 16 + ls
     b = a + lh
-    return StoredMsg(seq, v[16:a], v[a:b], v[b:], ts)
+    if b > n:
+        raise RecordDamaged(seq, "record lengths exceed its size")
+    return 16, a, b, ts
 
 
-def _rev(db, start, stop, include_value=True):
+def record_layout(v):
+    """``(offset of the subject, len(subject), len(hdr))`` of a record, unverified."""
+    ts, ls, lh = _REC.unpack_from(v)
+    if ls & CRC_FLAG:
+        return 20, ls & ~CRC_FLAG, lh
+    return 16, ls, lh
+
+
+_SST_LINE = None
+
+
+def _unescape(text):
+    # LevelDB's EscapeString: printable ASCII as is, anything else as \xNN.
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text.startswith("\\x", i) and i + 4 <= len(text):
+            try:
+                out.append(int(text[i + 2:i + 4], 16))
+                i += 4
+                continue
+            except ValueError:
+                pass
+        out.append(ord(text[i]) & 0xFF)
+        i += 1
+    return bytes(out)
+
+
+def error_text(e):
+    """LevelDB's message of a plyvel error (plyvel passes it as bytes)."""
+    if e.args and isinstance(e.args[0], bytes):
+        return e.args[0].decode(errors="replace")
+    return str(e) or type(e).__name__
+
+
+def locate_key(db, path, key):
+    """The file(s) that may hold ``key``: table files whose key range covers
+    it (LevelDB's ``leveldb.sstables`` property, newest level first; a range
+    spans every key kind, so more than one may), else the newest write-ahead
+    log (the key is in the memtable)."""
+    global _SST_LINE
+    if _SST_LINE is None:
+        import re
+        _SST_LINE = re.compile(r"^\s*(\d+):\d+\['(.*)' @ \d+ : \d+ \.\. '(.*)' @ \d+ : \d+\]$")
+    try:
+        text = db.get_property(b"leveldb.sstables").decode("latin-1")
+    except Exception:
+        text = ""
+    found = []
+    for line in text.splitlines():
+        m = _SST_LINE.match(line)
+        if m and _unescape(m.group(2)) <= key <= _unescape(m.group(3)):
+            n = int(m.group(1))
+            name = "%06d.ldb" % n
+            if not os.path.exists(os.path.join(path, name)):
+                name = "%06d.sst" % n
+            found.append(os.path.join(path, name))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        return "one of " + ", ".join(found)
+    try:
+        logs = sorted(n for n in os.listdir(path) if n.endswith(".log"))
+    except OSError:
+        logs = []
+    return os.path.join(path, logs[-1]) if logs else path
+
+
+def _rev(db, start, stop, include_value=True, verify=False):
     """Entries with start <= key < stop, descending. (plyvel 1.5's
     ``iterator(start=, stop=, reverse=True)`` skips ranges holding a single key,
     so seek and step back by hand.)"""
-    it = db.iterator(include_value=include_value)
+    it = db.iterator(include_value=include_value, verify_checksums=verify)
     it.seek(stop)
     prev = it.prev
     while True:
@@ -299,6 +438,11 @@ def has_data_files(path):
     return False
 
 
+class _Gone(Exception):
+    """Raised inside the stream when a record read turns out damaged: it has
+    just left the bookkeeping, so the read is retried (and skips it)."""
+
+
 class StoreDamaged(Exception):
     """A stream's store cannot be opened as it is; nothing was changed."""
 
@@ -345,6 +489,9 @@ class LevelDBStream(StreamBase):
         self._meta_gen = 0
         self._pinned_dirty = False
         self.repaired = False  # open found damage and raised the bookkeeping
+        self.damaged = {}  # seq -> why, records found damaged since open (not served)
+        self._damaged_subj = {}  # seq -> the damaged record's subject (index), or None
+        self._strict = True  # every record must carry a checksum (see _load)
         self._side_failed = False
         self._load()
 
@@ -356,6 +503,15 @@ class LevelDBStream(StreamBase):
         first, last, last_ts = _STATE.unpack(rec) if rec else (0, 0, 0)
         for k, v in db.iterator(prefix=b"m"):
             self._meta[k[1:]] = v
+        if db.get(FORMAT_KEY) != FORMAT_CRC:
+            # Written by a natsbroker whose records carried no checksum: those
+            # are accepted as they are; new records carry one.
+            for _ in db.iterator(prefix=b"d", include_value=False):
+                self._strict = False
+                break
+            if self._strict:
+                self._ops[FORMAT_KEY] = FORMAT_CRC
+                self._mark_dirty()
         g = db.get(META_GEN_KEY)
         self._meta_gen = _Q.unpack(g)[0] if g else 0
         pinned = self._pinned.read()
@@ -499,8 +655,114 @@ class LevelDBStream(StreamBase):
         if m is None:
             m = self._recent.get(seq)
             if m is None:
-                m = _unpack(seq, self._read(seq))
+                try:
+                    v = self._read(seq)
+                    if v is None:
+                        raise RecordDamaged(seq, "record missing")
+                    m = unpack_record(seq, v, self._strict)
+                except RecordDamaged as e:
+                    self._damage(seq, e.why, v)
+                    raise _Gone()
+                except plyvel.CorruptionError as e:
+                    self._damage(seq, error_text(e), None)
+                    raise _Gone()
         return m
+
+    # Public reads: a record found damaged is never returned; it has left the
+    # bookkeeping (see _damage), so the read is tried again and passes it.
+
+    def load(self, seq):
+        try:
+            return super().load(seq)
+        except _Gone:
+            return None
+
+    def load_last(self, filter_subject=None):
+        while True:
+            try:
+                return super().load_last(filter_subject)
+            except _Gone:
+                continue
+
+    def state(self):
+        while True:
+            try:
+                st = super().state()
+                break
+            except _Gone:
+                continue
+        if self.lost is not None:
+            st.lost = self.lost
+        return st
+
+    def damage_of(self, seq):
+        """Why ``seq`` is not served (its record failed verification), or None."""
+        return self.damaged.get(seq)
+
+    def damaged_since(self, seq, filter_subject=None):
+        """``(seq, why)`` of a damaged record above ``seq`` whose subject
+        matches ``filter_subject`` (or is unknown), or None."""
+        for s, why in self.damaged.items():
+            if s > seq:
+                subj = self._damaged_subj.get(s)
+                if (filter_subject is None or subj is None
+                        or subject_matches(filter_subject, subj)):
+                    return s, why
+        return None
+
+    def _damage(self, seq, why, v):
+        """The committed record of ``seq`` failed verification: it is never
+        served. It leaves the in-memory bookkeeping as a lost message (counted
+        in ``lost``, a gap for readers), nothing is written or deleted (the
+        record stays for ``natsbroker-admin verify``/``repair``), and the log
+        names the stream, the sequence and the file."""
+        self._cursors = {}
+        self._last_read = -1
+        self._last_val = None
+        if seq in self.damaged or not self._exists(seq):
+            return
+        self.damaged[seq] = why
+        where = locate_key(self._db, self._path, _dkey(seq))
+        entry = self._index_of(seq, v)
+        size = 0
+        self._damaged_subj[seq] = None
+        if entry is not None:
+            subj, size = entry
+            self._damaged_subj[seq] = subj
+            self._unindex(subj, seq)
+            self._bytes -= size
+        self._msgs -= 1
+        if seq == self._first:
+            self._advance_first()
+        else:
+            self._deleted.add(seq)
+        seqs, nbytes = self.lost if self.lost is not None else ([], 0)
+        if len(seqs) < LOST_LIST_MAX:
+            seqs = list(seqs) + [seq]
+        self.lost = (seqs, nbytes + size)
+        self._match_cache.clear()
+        log.error("JetStream stream {name}: message sequence {seq} is damaged ({why}) in {file}; "
+                  "it is not served and counts as lost. natsbroker-admin verify lists every "
+                  "damaged record, natsbroker-admin repair keeps what verifies",
+                  name=self.name, seq=seq, why=why, file=where)
+
+    def _index_of(self, seq, v):
+        """``(subject, size)`` of ``seq``'s index entry: looked up under the
+        subject the record names, else found by a pass over the index."""
+        sk = _Q.pack(seq)
+        try:
+            if v is not None and len(v) >= 16:
+                off, ls, _ = record_layout(v)
+                subj = bytes(v[off:off + ls])
+                size = self._db.get(_ipfx(subj) + sk)
+                if size is not None and len(size) == 4:
+                    return subj, _I.unpack(size)[0]
+            for k, size in self._db.iterator(prefix=b"s"):
+                if k.endswith(sk) and len(k) == 13 + _I.unpack_from(k, 1)[0]:
+                    return k[5:-8], _I.unpack(size)[0] if len(size) == 4 else 0
+        except plyvel.Error:
+            pass
+        return None
 
     def _read(self, seq):
         """The committed record of ``seq``. A reader going forward through the
@@ -519,7 +781,7 @@ class LevelDBStream(StreamBase):
         else:
             # Checksums verified: damage raises rather than serving wrong bytes.
             v = self._db.get(b"d" + _Q.pack(seq), verify_checksums=True)
-            if seq - 1 == self._last_read:
+            if seq - 1 == self._last_read and v is not None:
                 self._park(self._db.iterator(start=b"d" + _Q.pack(seq + 1), stop=b"e",
                                              verify_checksums=True))
         self._last_read = seq
@@ -528,14 +790,17 @@ class LevelDBStream(StreamBase):
 
     def _park(self, it):
         exists = self._exists
-        for k, v in it:
-            s = _Q.unpack_from(k, 1)[0]
-            if exists(s):
-                cursors = self._cursors
-                if cursors and len(cursors) >= CURSORS:
-                    del cursors[next(iter(cursors))]
-                cursors[s] = (it, v)
-                return
+        try:
+            for k, v in it:
+                s = _Q.unpack_from(k, 1)[0]
+                if exists(s):
+                    cursors = self._cursors
+                    if cursors and len(cursors) >= CURSORS:
+                        del cursors[next(iter(cursors))]
+                    cursors[s] = (it, v)
+                    return
+        except plyvel.CorruptionError:
+            pass  # no cursor: the next read is a point get, which names the damage
 
     def _drop(self, seq, erase, m=None):
         sm = self._staged.pop(seq, None)
@@ -557,21 +822,37 @@ class LevelDBStream(StreamBase):
                 subj = m.subject
                 size = self.msg_size(subj, m.hdr, m.data)
             else:
-                v = self._read(seq)
-                _, ls, lh = _REC.unpack_from(v)
-                # The record is 16 bytes of header, then subject, hdr and data;
-                # memoryview slices give their lengths without copying them.
-                a = 16 + ls
-                mv = memoryview(v)
-                subj = v[16:a]
-                size = self.msg_size(subj, mv[a:a + lh], mv[a + lh:])
+                try:
+                    v = self._read(seq)
+                    if v is None:
+                        raise RecordDamaged(seq, "record missing")
+                    off, a, b, _ = verify_record(seq, v, self._strict)
+                    # The record is a header, then subject, hdr and data;
+                    # memoryview slices give their lengths without copying them.
+                    mv = memoryview(v)
+                    subj = v[off:a]
+                    size = self.msg_size(subj, mv[a:b], mv[b:])
+                except (RecordDamaged, plyvel.CorruptionError):
+                    # Removing a record that cannot be read: its index entry
+                    # says what to take out of the bookkeeping.
+                    entry = self._index_of(seq, None)
+                    if entry is None:
+                        raise
+                    subj, size = entry
             sk = _Q.pack(seq)
             dk = b"d" + sk
             self._ops[dk] = None
             self._ops[b"s" + _I.pack(len(subj)) + subj + sk] = None
             if erase:
                 self._erased.append(dk)
-        info = self._subjects[subj]
+        self._unindex(subj, seq)
+        return size
+
+    def _unindex(self, subj, seq):
+        """Take ``seq`` out of ``subj``'s in-memory entry."""
+        info = self._subjects.get(subj)
+        if info is None:
+            return
         n = info[0] = info[0] - 1
         if not n:
             del self._subjects[subj]
@@ -586,7 +867,6 @@ class LevelDBStream(StreamBase):
         if not self._dirty:
             self._dirty = True
             self._owner._dirty_streams.add(self)
-        return size
 
     def _drop_all(self):
         self._subjects = {}
@@ -635,6 +915,13 @@ class LevelDBStream(StreamBase):
         return remove, self._bytes - kbytes
 
     def load_next(self, seq, filter_subject=None):
+        while True:
+            try:
+                return self._load_next(seq, filter_subject)
+            except _Gone:
+                continue
+
+    def _load_next(self, seq, filter_subject):
         # A consumer walks forward and its filter usually matches the next
         # message: try that one before seeking the index (a seek costs an
         # iterator; for a literal subject only when it is most of the stream).
@@ -759,15 +1046,41 @@ class LevelDBStream(StreamBase):
         cl = self._committed_last
         if s <= cl:
             exists = self._exists
-            for k, v in self._db.iterator(start=_dkey(s), stop=_dkey(cl + 1),
-                                          verify_checksums=True):
+            strict = self._strict
+            it = self._db.iterator(start=_dkey(s), stop=_dkey(cl + 1), verify_checksums=True)
+            while True:
+                try:
+                    k, v = next(it)
+                except StopIteration:
+                    break
+                except plyvel.CorruptionError:
+                    # A damaged block ends the iterator: go on record by record.
+                    s = self._next_existing(s)
+                    while s and s <= cl:
+                        m = self._get_or_none(s)
+                        if m is not None:
+                            yield m
+                        s = self._next_existing(s + 1)
+                    break
                 seq = _Q.unpack_from(k, 1)[0]
                 if exists(seq):
-                    yield _unpack(seq, v)
+                    try:
+                        m = unpack_record(seq, v, strict)
+                    except RecordDamaged as e:
+                        self._damage(seq, e.why, v)
+                    else:
+                        yield m
+                s = seq + 1
             s = self._next_existing(cl + 1)
         while s:
             yield self._staged[s]
             s = self._next_existing(s + 1)
+
+    def _get_or_none(self, seq):
+        try:
+            return self._get(seq)
+        except _Gone:
+            return None
 
     def _scan_rev(self, stop):
         s = self._prev_existing(stop)
@@ -778,10 +1091,30 @@ class LevelDBStream(StreamBase):
         if not s:
             return
         exists = self._exists
-        for k, v in _rev(self._db, _dkey(self._first), _dkey(s + 1)):
+        strict = self._strict
+        it = _rev(self._db, _dkey(self._first), _dkey(s + 1), verify=True)
+        while True:
+            try:
+                k, v = next(it)
+            except StopIteration:
+                return
+            except plyvel.CorruptionError:
+                s = self._prev_existing(s)
+                while s:
+                    m = self._get_or_none(s)
+                    if m is not None:
+                        yield m
+                    s = self._prev_existing(s - 1)
+                return
             seq = _Q.unpack_from(k, 1)[0]
             if exists(seq):
-                yield _unpack(seq, v)
+                try:
+                    m = unpack_record(seq, v, strict)
+                except RecordDamaged as e:
+                    self._damage(seq, e.why, v)
+                else:
+                    yield m
+            s = seq - 1
 
     def state(self):
         st = super().state()
@@ -837,14 +1170,14 @@ class LevelDBStream(StreamBase):
                 put(k, v)
         qpack = _Q.pack
         ipack = _I.pack
-        rpack = _REC.pack
+        pack = pack_record
         pfxs = {}
         for seq, m in self._staged.items():
             subj = m.subject
             hdr = m.hdr
             data = m.data
             sk = qpack(seq)
-            put(b"d" + sk, rpack(m.ts, len(subj), len(hdr)) + subj + hdr + data)
+            put(b"d" + sk, pack(seq, m.ts, subj, hdr, data))
             p = pfxs.get(subj)
             if p is None:
                 p = pfxs[subj] = b"s" + ipack(len(subj)) + subj
@@ -976,6 +1309,7 @@ class LevelDBStore(Store):
         self._quarantine_dir = os.path.join(self.path, "quarantine")
         self._closed = False
         self.quarantined = {}  # stream name -> (directory it was moved to, why)
+        self.offline = {}  # stream name -> why its store could not be opened
         os.makedirs(self._streams_dir, exist_ok=True)
         for name in sorted(os.listdir(self._streams_dir)):
             p = os.path.join(self._streams_dir, name)
@@ -984,8 +1318,9 @@ class LevelDBStore(Store):
             try:
                 st = self._open_stream(name, p)
             except Exception as e:
-                # One damaged stream never stops the others: keep its files aside.
-                self.quarantine_stream(name, str(e), path=p)
+                # One damaged stream never stops the others; its files stay
+                # where they are, untouched, for natsbroker-admin repair.
+                self._set_offline(name, p, e)
                 continue
             self._streams[name] = st
             if st.repaired:
@@ -1047,6 +1382,25 @@ class LevelDBStore(Store):
             db.close()
             raise
 
+    def _set_offline(self, name, path, e):
+        why = error_text(e)
+        if isinstance(e, plyvel.IOError) and "lock" in why.lower():
+            why = "store locked by another process: %s" % why
+        self.offline[name] = why
+        log.error("JetStream stream {name} is offline: {why}. Its files in {path} are left as "
+                  "they are. To repair: stop the server, run natsbroker-admin verify {store} "
+                  "--stream {name} to see the damage, then natsbroker-admin repair {store} "
+                  "--stream {name} (it keeps a copy of the files as they were) and start the "
+                  "server again", name=name, why=why, path=path, store=self.path)
+
+    def delete_offline(self, name):
+        """Delete an offline stream's files (an explicit STREAM.DELETE)."""
+        if self.offline.pop(name, None) is None:
+            return defer.succeed(False)
+        if name in self._streams:  # opened, but its owner could not load it
+            return self.delete_stream(name)
+        return self._trash(name, os.path.join(self._streams_dir, name))
+
     def quarantine_stream(self, name, why, path=None):
         """Move a stream's directory to ``quarantine/<name>-<timestamp>/`` (never
         delete it) and log what was found and how to repair it. The stream is
@@ -1086,7 +1440,7 @@ class LevelDBStore(Store):
 
     def create_stream(self, name):
         check_name(name)
-        if name in self._streams:
+        if name in self._streams or name in self.offline:
             raise ValueError("stream %r exists" % (name,))
         p = os.path.join(self._streams_dir, name)
         os.mkdir(p)
@@ -1108,9 +1462,13 @@ class LevelDBStore(Store):
             return defer.succeed(False)
         self._dirty_streams.discard(st)
         st._close()
+        return self._trash(name, st._path)
+
+    def _trash(self, name, path):
+        # Renamed at once (the name is free again), removed in a thread.
         os.makedirs(self._trash_dir, exist_ok=True)
         dest = os.path.join(self._trash_dir, "%s.%d" % (name, time.time_ns()))
-        os.rename(st._path, dest)
+        os.rename(path, dest)
         d = self._in_thread(shutil.rmtree, dest, True)
         d.addCallback(lambda _: True)
         return d

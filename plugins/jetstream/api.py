@@ -8,10 +8,14 @@ nats-server's.
 
 import base64
 
+from twisted.logger import Logger
 
 from plugins.jetstream import consumer_api
+from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
+
+log = Logger()
 
 TYPE = "io.nats.jetstream.api.v1.%s"
 
@@ -85,6 +89,17 @@ def handle(js, subject, reply, body):
         resp.update(_ERROR_EXTRAS.get(kind, {}))
         js.respond(reply, resp)
         return
+    except Exception as e:
+        # A fault (a store read that failed, a bug) answers this request with
+        # an error and is logged; it never reaches the requester's connection.
+        log.failure("JetStream API {subject}: request failed", subject=subject.decode(
+            errors="replace"))
+        js.api_errors += 1
+        resp = {"type": TYPE % kind, "error": E.stream_general("%s: %s" % (
+            type(e).__name__, e)).to_json()}
+        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        js.respond(reply, resp)
+        return
     if result is None:
         return
     if kind == "stream_msg_get_response":
@@ -143,6 +158,9 @@ def account_info(js, args, body):
 def _stream(js, name):
     s = js.streams.get(name)
     if s is None:
+        why = js.offline.get(name)
+        if why is not None:
+            raise E.stream_offline_reason(why)
         raise M.stream_not_found()
     return s
 
@@ -172,6 +190,8 @@ def stream_create(js, args, body):
         if M.stream_config_json(existing.config) == M.stream_config_json(cfg):
             return _info(js, existing, did_create=True)
         raise M.stream_name_exist()
+    if name in js.offline:
+        raise E.stream_offline_reason(js.offline[name])
     rmem, rsto = js.reserved()
     M.check_resources(cfg, max_memory=js.js.max_memory_store, max_storage=js.js.max_file_store,
                       reserved_memory=rmem, reserved_storage=rsto)
@@ -252,6 +272,9 @@ def stream_info(js, args, body):
 
 
 def stream_delete(js, args, body):
+    if args[0] in js.offline and args[0] not in js.streams:
+        js.file_store.delete_offline(args[0])  # an explicit request: its files go
+        return {"success": True}
     stream = _stream(js, args[0])
     js.delete_stream(stream)
     return {"success": True, "_after_commit": True}
@@ -274,8 +297,11 @@ def stream_purge(js, args, body):
     return {"success": True, "purged": n, "_after_commit": True}
 
 
-def _names(js, subject):
-    names = sorted(js.streams)
+def _names(js, subject, offline=True):
+    names = set(js.streams)
+    if offline and not subject:
+        names.update(js.offline)  # their subjects are not known
+    names = sorted(names)
     if subject:
         names = [n for n in names if M.subjects_overlap(js.streams[n].config.subjects, [subject])]
     return names
@@ -292,11 +318,14 @@ def stream_names(js, args, body):
 
 def stream_list(js, args, body):
     req = _req(body, M.StreamListRequest)
-    names = _names(js, req.subject)
+    names = _names(js, req.subject, offline=False)
     offset = max(req.offset or 0, 0)
     page = names[offset:offset + M.JS_API_LIST_LIMIT]
-    return {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
-            "streams": [_info(js, js.streams[n]) for n in page]}
+    out = {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
+           "streams": [_info(js, js.streams[n]) for n in page]}
+    if js.offline and not offset:
+        out["offline"] = dict(sorted(js.offline.items()))  # nats-server's field
+    return out
 
 
 def _msg_json(msg):
@@ -312,16 +341,46 @@ def _msg_json(msg):
 def _find_msg(stream, req):
     store = stream.store
     if req.last_by_subj:
-        msg = store.load_last(req.last_by_subj.encode())
+        return _last_msg(stream, req.last_by_subj.encode())
     elif req.next_by_subj:
         msg = store.load_next(req.seq or 0, req.next_by_subj.encode())
     elif req.seq:
         msg = store.load(req.seq)
+        if msg is None:
+            _check_damage(stream, req.seq)
     else:
         raise M.bad_request()
     if msg is None:
         raise M.no_message_found()
     return msg
+
+
+def _last_msg(stream, subject):
+    """The newest message on ``subject``; if a newer one was found damaged,
+    an error: an older revision must not pass for the current one (KV)."""
+    store = stream.store
+    msg = store.load_last(subject)
+    damaged = getattr(store, "damaged_since", None)
+    if damaged is not None:
+        hit = damaged(msg.seq if msg is not None else 0, subject)
+        if hit is not None:
+            raise _damage_error(stream, *hit)
+    if msg is None:
+        raise M.no_message_found()
+    return msg
+
+
+def _check_damage(stream, seq):
+    damage_of = getattr(stream.store, "damage_of", None)
+    why = damage_of(seq) if damage_of is not None else None
+    if why is not None:
+        raise _damage_error(stream, seq, why)
+
+
+def _damage_error(stream, seq, why):
+    # nats-server's store-failure error (503/10077), naming what was found.
+    return E.stream_store_failed("message %d in stream %s is damaged in the store (%s)"
+                                 % (seq, stream.name, why))
 
 
 def stream_msg_get(js, args, body):
@@ -389,13 +448,18 @@ def direct_get(js, stream, subject, reply, body):
         if last_subject:
             if not M.is_empty_request(body):
                 raise M.bad_request()
-            msg = stream.store.load_last(last_subject)
+            msg = _last_msg(stream, last_subject)
         else:
             req = _req(body, M.MsgGetRequest)
             msg = _find_msg(stream, req)
     except M.ApiError as e:
         if e.err_code == M.no_message_found().err_code:
             js.broker.publish(reply, b"", headers=b"NATS/1.0 404 Message Not Found\r\n\r\n")
+        elif e.err_code == E.stream_store_failed("").err_code:
+            # Damage named in the status line (not 503: clients read that
+            # as "no responders").
+            js.broker.publish(reply, b"", headers=b"NATS/1.0 500 %s\r\n\r\n"
+                              % e.description.encode())
         else:
             js.broker.publish(reply, b"", headers=b"NATS/1.0 408 Malformed Request\r\n\r\n")
         return

@@ -71,6 +71,7 @@ class JetStream:
         self.api_errors = 0
         self.file_store = None
         self.memory_store = None
+        self.offline = {}  # stream name -> why it is offline
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -89,13 +90,21 @@ class JetStream:
             self._lazy_sync = LoopingCall(self.file_store.sync_all)
             self._lazy_sync.clock = broker.reactor
             self._lazy_sync.start(self.js.sync_interval, now=False)
+        # Streams whose store could not be opened: known by name, answered
+        # with "stream is offline" (10194), listed, deletable, never recreated
+        # over their files.
+        self.offline = self.file_store.offline
         for name in self.file_store.stream_names():
             try:
                 self._load(name, self.file_store)
-            except Exception:
+            except Exception as e:
                 # One stream that fails to load never stops the others.
-                log.failure("JetStream stream {name} could not be loaded; skipped", name=name)
+                log.failure("JetStream stream {name} could not be loaded; it is offline",
+                            name=name)
                 self.streams.pop(name, None)
+                self.offline[name] = "could not be loaded: %s" % (e,)
+        for name, why in sorted(self.offline.items()):
+            self.stream_offline(name, why)
         snapshot.cleanup_orphans(self)
         self.sourcing = Sourcing(self)  # mirrors and sources
         self.sourcing.start()
@@ -286,6 +295,12 @@ class JetStream:
                 "timestamp": M.rfc3339(now_ns())}
         body.update(event)
         self.broker.publish(subject, M.go_json_dumps(body).encode())
+
+    def stream_offline(self, name, why):
+        """Advisory: a stream is offline (its store failed to open or load)."""
+        self.advise("$JS.EVENT.ADVISORY.STREAM.OFFLINE.%s" % name,
+                    {"type": "io.nats.jetstream.advisory.v1.stream_offline", "stream": name,
+                     "reason": why})
 
     def stream_action(self, name, action):
         self.advise("$JS.EVENT.ADVISORY.STREAM.%s.%s" % (
@@ -509,7 +524,7 @@ class JetStream:
 
     def jsz(self, request):
         mem, sto = self.usage()
-        return {
+        out = {
             "server_id": self.broker.server_id,
             "now": M.rfc3339(now_ns()),
             "config": {"max_memory": self.js.max_memory_store, "max_storage": self.js.max_file_store,
@@ -521,10 +536,17 @@ class JetStream:
             "bytes": mem + sto,
             "api": {"total": self.api_total, "errors": self.api_errors},
         }
+        if self.offline:
+            # Not a nats-server field: streams whose store is damaged.
+            out["offline_streams"] = dict(sorted(self.offline.items()))
+        return out
 
     def healthz(self, opts):
         """/healthz's JetStream part: streams named in the query must exist."""
         name = opts.get("stream") if hasattr(opts, "get") else None
+        if name and name in self.offline:
+            return {"status": "unavailable", "status_code": 503,
+                    "error": "JetStream stream '$G > %s' is offline: %s" % (name, self.offline[name])}
         if name and name not in self.streams:
             return {"status": "unavailable", "status_code": 503,
                     "error": "JetStream stream '$G > %s' could not be found" % name}
