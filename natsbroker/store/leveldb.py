@@ -137,6 +137,7 @@ DATA_SUFFIXES = (".ldb", ".sst", ".log")
 log = Logger()
 
 GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
+WRITE_RETRY = 1.0  # seconds between attempts to write to a stream whose last write failed
 RECENT_BYTES = 8 << 20  # keep the last commit's messages in memory up to this size
 CURSORS = 4  # parked iterators for sequential reads
 BULK_MIN = 4096  # purges below a sequence removing more than this may rebuild from the kept side
@@ -490,6 +491,8 @@ class LevelDBStream(StreamBase):
         self._pinned_dirty = False
         self.repaired = False  # open found damage and raised the bookkeeping
         self.damaged = {}  # seq -> why, records found damaged since open (not served)
+        self.write_error = None  # LevelDB's message while writes fail (disk full, EIO)
+        self._retry_call = None
         self._damaged_subj = {}  # seq -> the damaged record's subject (index), or None
         self._strict = True  # every record must carry a checksum (see _load)
         self._side_failed = False
@@ -1218,6 +1221,61 @@ class LevelDBStream(StreamBase):
             keys, self._erased = self._erased, []
             self._owner._call_later(0, self._compact_keys, keys)
 
+    def _write_failed(self, e):
+        """A commit's write failed (nothing of it is in the database: a
+        LevelDB write batch is all or nothing). Its new messages are given up:
+        their sequences become gaps (never handed out again; their publishers
+        get an error instead of an ack) and they are never served. Removals,
+        meta and state records stay staged, to be written with the next
+        successful commit: they are what clients were told. Until then the
+        stream refuses publishes (see :attr:`write_error`) and a timer tries
+        the write again; logged once per failure and once on recovery.
+        Returns the sequences given up."""
+        failed = sorted(self._staged)
+        for seq in failed:
+            self._remove_existing(seq)
+        self._staged_bytes = 0
+        if self.write_error is None:
+            log.error("JetStream stream {name}: store write failed: {e}. Publishes to it fail "
+                      "until writes succeed again (retried every {t:g}s); {n} unacknowledged "
+                      "message(s) not stored", name=self.name, e=error_text(e), t=WRITE_RETRY,
+                      n=len(failed))
+        self.write_error = error_text(e)
+        self._dirty = True
+        if self._retry_call is None and not self._closed:
+            self._retry_call = self._owner._call_later(WRITE_RETRY, self._retry_write)
+        return failed
+
+    def _retry_write(self):
+        self._retry_call = None
+        if self._closed or self.write_error is None:
+            return
+        try:
+            # Never append after the failed write's torn record in the current
+            # write-ahead log (its recovery would drop whatever follows): a
+            # memtable flush moves LevelDB to a new log first (errors here are
+            # LevelDB's background error, which the write below then reports).
+            self._db.compact_range(start=b"\xff\xff", stop=b"\xff\xff\x00")
+            try:
+                self._commit(self._owner.sync)
+            except plyvel.Error:
+                # LevelDB may keep a failed sync's error for good: reopen
+                # (recovering its log) once there is room, then try again.
+                self._reopen()
+                self._commit(self._owner.sync)
+        except (plyvel.Error, OSError) as e:
+            self.write_error = error_text(e)
+            self._retry_call = self._owner._call_later(WRITE_RETRY, self._retry_write)
+            return
+        log.info("JetStream stream {name}: store writes succeed again", name=self.name)
+        self.write_error = None
+
+    def _reopen(self):
+        self._cursors = {}
+        self._last_read = -1
+        self._db.close()
+        self._db = self._owner._open_db(self._path)
+
     def _start_gc(self):
         """Collect every key below the (committed) first sequence."""
         self._gc_floor = self._first
@@ -1271,12 +1329,13 @@ class LevelDBStream(StreamBase):
         if self._closed:
             return
         self._closed = True
-        if self._gc_call is not None:
-            try:
-                self._gc_call.cancel()
-            except Exception:
-                pass
-            self._gc_call = None
+        for call in (self._gc_call, self._retry_call):
+            if call is not None:
+                try:
+                    call.cancel()
+                except Exception:
+                    pass
+        self._gc_call = self._retry_call = None
         self._cursors = {}
         try:
             self._hwm.close()
@@ -1308,6 +1367,7 @@ class LevelDBStore(Store):
         self._trash_dir = os.path.join(self.path, "trash")
         self._quarantine_dir = os.path.join(self.path, "quarantine")
         self._closed = False
+        self.failed = {}  # stream -> sequences the last commit gave up (write failed)
         self.quarantined = {}  # stream name -> (directory it was moved to, why)
         self.offline = {}  # stream name -> why its store could not be opened
         os.makedirs(self._streams_dir, exist_ok=True)
@@ -1341,8 +1401,9 @@ class LevelDBStore(Store):
         (everything written with ``sync=False`` so far becomes durable)."""
         self.commit()
         for st in self._streams.values():
-            st._db.put(STATE_KEY, _STATE.pack(st._first, st._last, st._last_ts), sync=True)
-            st._hwm.sync()
+            if st.write_error is None:
+                st._db.put(STATE_KEY, _STATE.pack(st._first, st._last, st._last_ts), sync=True)
+                st._hwm.sync()
 
     @property
     def reactor(self):
@@ -1482,13 +1543,20 @@ class LevelDBStore(Store):
     def commit(self, sync=True):
         """Write every staged batch; ``sync=False`` skips the fsync for a turn
         whose writes back no acknowledgement (consumer progress, expiry)."""
+        self.failed = {}
         if not self._dirty_streams:
             return
         streams, self._dirty_streams = self._dirty_streams, set()
         sync = self.sync and sync
         for i, st in enumerate(streams):
+            if st.write_error is not None:
+                continue  # its retry timer writes it
             try:
                 st._commit(sync)
+            except plyvel.Error as e:
+                # Disk full, I/O error: this stream's batch is not written;
+                # the others' are.
+                self.failed[st] = (st._write_failed(e), st.write_error)
             except BaseException:
                 self._dirty_streams.update(s for s in streams if s._dirty)
                 raise

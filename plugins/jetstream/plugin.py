@@ -22,6 +22,7 @@ from natsbroker.store.memory import MemoryStore
 
 from plugins.jetstream import api
 from plugins.jetstream import consumer_models as CM
+from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
@@ -59,7 +60,7 @@ class JetStream:
         self.streams = {}
         self._subs = {}  # stream name -> [Subscription]
         self._api_subs = []
-        self._acks = []  # (reply, payload) waiting for the commit
+        self._acks = []  # (reply, payload, (store, seq) of a publish or None) waiting for the commit
         self._after_commit = []  # callables run once the commit is done
         self._commit_call = None
         self._dirty_consumers = set()  # consumers whose state the commit writes
@@ -191,14 +192,20 @@ class JetStream:
     def publish(self, stream, subject, reply, hdr, data):
         self._stored = True
         try:
+            failing = getattr(stream.store, "write_error", None)
+            if failing is not None:
+                # The store cannot write (disk full, I/O error): refused
+                # before anything is staged, as nats-server answers a failed store.
+                raise E.stream_store_failed(failing)
             seq, dup = stream.accept(subject, hdr, data)
         except M.ApiError as e:
             if reply:
-                self._acks.append((reply, api.pub_ack_error(stream.name, e)))
+                self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
                 self.schedule_commit()
             return
         if reply:
-            self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain)))
+            self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain),
+                               None if dup else (stream, seq)))
         self.schedule_commit()
 
     def schedule_commit(self):
@@ -222,6 +229,9 @@ class JetStream:
         # alone is written without waiting for the disk.
         self.file_store.commit(sync=bool(self._acks) or self._stored)
         self._stored = False
+        failed = self.file_store.failed
+        if failed:
+            self._give_up(failed)
         if self._after_commit:
             after, self._after_commit = self._after_commit, []
             for fn in after:
@@ -234,7 +244,7 @@ class JetStream:
         # One batch: the acks are written out now, not on yet another turn.
         self.broker.begin()
         try:
-            for reply, payload in acks:
+            for reply, payload, _ in acks:
                 publish(reply, payload)
             for c in kicked:
                 c.run()
@@ -253,8 +263,29 @@ class JetStream:
     def reply_after_commit(self, reply, payload):
         """An API answer that depends on staged writes goes out after the commit."""
         if reply:
-            self._acks.append((reply, payload))
+            self._acks.append((reply, payload, None))
         self.schedule_commit()
+
+    def _give_up(self, failed):
+        """The commit could not write some streams (see LevelDBStream._write_failed):
+        their new messages are not stored, so their publishers get the store's
+        error instead of an ack, and their message ids leave the de-duplication
+        window (a retry is a new message)."""
+        by_store = {}
+        for st, (seqs, why) in failed.items():
+            by_store[st] = (set(seqs), why)
+        for stream in self.streams.values():
+            hit = by_store.get(stream.store)
+            if hit is not None:
+                stream.forget(hit[0])
+        acks = self._acks
+        for i, (reply, payload, pub) in enumerate(acks):
+            if pub is not None:
+                stream, seq = pub
+                hit = by_store.get(stream.store)
+                if hit is not None and seq in hit[0]:
+                    acks[i] = (reply, api.pub_ack_error(stream.name, E.stream_store_failed(
+                        hit[1])), None)
 
     # -- API ---------------------------------------------------------------------
 

@@ -346,6 +346,17 @@ class Stream:
         for cb in self.on_stored:
             cb(msg)
 
+    def forget(self, seqs):
+        """Messages given up after a failed store write (``seqs``, never
+        acknowledged): their ids leave the de-duplication window so a retry is
+        stored, and consumers count pending messages again."""
+        for key in [k for k, (seq, _) in self._dedupe.items() if seq in seqs]:
+            del self._dedupe[key]
+        if self._last_msg_id is not None and self._last_msg_id not in self._dedupe:
+            self._last_msg_id = next(reversed(self._dedupe), None)
+        for c in self.consumers.values():
+            c.npc = c.compute_pending()
+
     def _trim_dedupe(self):
         window = self.config.duplicate_window
         if not self._dedupe:
