@@ -13,6 +13,8 @@ import os
 import random
 import struct
 import time
+import urllib.error
+import urllib.request
 
 import nats
 import plyvel
@@ -203,8 +205,19 @@ def test_missing_manifest_takes_the_stream_offline_and_touches_nothing(tmp_path)
     before = _listing(sdir)
     assert any(n.endswith((".ldb", ".log")) for n in before)
 
-    again = _server(store)
+    again = ServerProcess("natsbroker", ["-js", "-sd", store, "-m", "-1"]).start()
     try:
+        jsz = json.loads(urllib.request.urlopen(
+            "http://127.0.0.1:%d/jsz" % again.http_port, timeout=10).read())
+        assert jsz["streams"] == 1 and "CURRENT" in jsz["offline_streams"]["S"], jsz
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/healthz?account=$G&stream=S"
+                                   % again.http_port, timeout=10)
+            raise AssertionError("healthz said ok for an offline stream")
+        except urllib.error.HTTPError as e:
+            assert e.code == 503
+            assert "is offline" in json.loads(e.read())["error"]
+
         async def check():
             nc = await nats.connect(again.url, connect_timeout=10)
             r = await nc.request("$JS.API.STREAM.INFO.S", b"", timeout=10)
@@ -593,5 +606,50 @@ def test_store_reads_records_written_before_checksums(tmp_path):
     try:
         assert db.get(b"F") is None  # still a store with records of both kinds
         unpack_record(4, db.get(b"d" + (4).to_bytes(8, "big")))  # the new one has a checksum
+    finally:
+        db.close()
+
+
+def test_store_deleted_consumer_stays_deleted_after_a_torn_log(tmp_path):
+    """The database lost the commit that deleted a pinned record (a consumer's
+    config): the pinned copy, newer, says it is gone, so it stays gone."""
+    path = str(tmp_path / "st")
+    pin = lambda k: k.endswith(b".config")  # noqa: E731
+    s = LevelDBStore(path, pin_meta=pin)
+    st = s.create_stream("T")
+    st.put_meta(b"config", b"{}")
+    st.put_meta(b"c.A.config", b"a")
+    st.put_meta(b"c.B.config", b"b")
+    s.commit()
+    s.close()
+    sdir = os.path.join(path, "streams", "T")
+    db = plyvel.DB(sdir)
+    before = {k: v for k, v in db.iterator(prefix=b"m")}
+    gen = db.get(b"G")
+    db.close()
+
+    s = LevelDBStore(path, pin_meta=pin)
+    s.stream("T").del_meta(b"c.A.config")
+    s.commit()
+    s.close()
+    # The database as it was before that commit (its log entry lost).
+    db = plyvel.DB(sdir)
+    for k, v in before.items():
+        db.put(k, v)
+    db.put(b"G", gen, sync=True)
+    db.close()
+
+    s = LevelDBStore(path, pin_meta=pin)
+    try:
+        st = s.stream("T")
+        assert st.get_meta(b"c.A.config") is None
+        assert st.get_meta(b"c.B.config") == b"b"
+        assert st.repaired
+        s.commit()
+    finally:
+        s.close()
+    db = plyvel.DB(sdir)
+    try:
+        assert db.get(b"mc.A.config") is None
     finally:
         db.close()

@@ -526,11 +526,19 @@ class LevelDBStream(StreamBase):
                     self._meta[k] = v
                     self._ops[b"m" + k] = v
                     restored.append(k.decode(errors="replace"))
+            # ... and records deleted since (a deleted consumer) stay deleted.
+            pin = self._owner.pin_meta
+            for k in [k for k in self._meta if pin is not None and pin(k)
+                      and k not in pinned[1]]:
+                del self._meta[k]
+                self._ops[b"m" + k] = None
+                restored.append("-" + k.decode(errors="replace"))
             self._meta_gen = pinned[0] - 1
             self._pinned_dirty = True
             self.repaired = True
-            log.warn("JetStream stream {name}: store lost {n} config record(s) (damaged "
-                     "log); restored from {path}: {keys}", name=self.name, n=len(restored),
+            log.warn("JetStream stream {name}: store lost {n} config record change(s) "
+                     "(damaged log); put back from {path}: {keys} (- deleted since)",
+                     name=self.name, n=len(restored),
                      path=self._pinned.path, keys=", ".join(restored))
             self._mark_dirty()
         # Sequences never go back: a high-water mark above what the database
