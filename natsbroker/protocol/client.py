@@ -39,6 +39,13 @@ ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 # copied into a MSG frame.
 LARGE_PAYLOAD = 256 * 1024
 
+# Twisted reads (bufferSize, 64 KiB) and sends (SEND_LIMIT, 128 KiB) in small
+# steps, one per reactor turn: ~1500 turns for a 60 MiB message. For a large
+# payload a connection reads and sends up to this much per turn instead. A
+# turn of 1 MiB takes about a millisecond; much more, and the other clients'
+# PINGs would wait behind it.
+LARGE_IO = 1024 * 1024
+
 # nats-server's first PING after connect, and how often it re-measures RTT.
 FIRST_PING_INTERVAL = 2.0
 RTT_MEASUREMENT_INTERVAL = 60.0
@@ -195,6 +202,8 @@ class ClientProtocol(protocol.Protocol):
         self._out = []
         self._dirty = False
         self._large = False  # _out holds a large payload as a piece of its own
+        # Output from a large payload on, waiting for the transport to drain.
+        self._held = None
         self.paused = False
         self.pending_bytes = 0
         self.pending_chunks = 0
@@ -212,6 +221,9 @@ class ClientProtocol(protocol.Protocol):
         self._dispatch = {}
         self._msg_memo = broker.msg_memo
         self._write_now = None
+        # The transport's own read size (None: not a Twisted FileDescriptor,
+        # e.g. WebSocket), raised while a large payload is arriving.
+        self._read_size = None
         self._allow_responses = False
 
     # -- connection lifecycle ---------------------------------------------
@@ -234,6 +246,9 @@ class ClientProtocol(protocol.Protocol):
         self.transport.registerProducer(self, True)
         # Plain TCP/UNIX transports are FileDescriptors that can write at once.
         self._write_now = getattr(self.transport, "doWrite", None)
+        size = getattr(self.transport, "bufferSize", None)
+        if isinstance(size, int):
+            self._read_size = size
         info = wire.info(b.info_fields(self))
         if b.shutting_down or b.num_clients >= b.config.max_connections:
             self.transport.write(info + wire.err(ERR_MAX_CONNECTIONS))
@@ -411,6 +426,7 @@ class ClientProtocol(protocol.Protocol):
                 c.cancel()
         self._ping_call = self._auth_call = self._deadline_call = None
         self._out = []
+        self._held = None
         b = self.broker
         if b._clients.get(self.cid) is self:
             b.unregister(self)
@@ -465,7 +481,12 @@ class ClientProtocol(protocol.Protocol):
             self._seen_bytes = True
             if data[:1] not in (b"C", b"c") and not self._first_op_not_connect():
                 return
-        ops = self.parser.feed(data)
+        parser = self.parser
+        ops = parser.feed(data)
+        if self._read_size is not None:
+            wanted = parser.payload_wanted
+            if wanted or self.transport.bufferSize != self._read_size:
+                self._size_reads(wanted)
         if not ops:
             return
         if self.trace:
@@ -484,6 +505,13 @@ class ClientProtocol(protocol.Protocol):
                     break
         finally:
             b.end()
+
+    def _size_reads(self, wanted):
+        # Read what the payload still needs, up to LARGE_IO, in one recv; the
+        # usual size otherwise. (For this connection bufferSize is also how
+        # much of its own output Twisted holds before pausing us: more, only
+        # while it sends us a large payload.)
+        self.transport.bufferSize = min(max(wanted, self._read_size), LARGE_IO)
 
     def _trace_in(self, ops):
         # -V: what the client sent, in nats-server's trace shape.
@@ -660,6 +688,7 @@ class ClientProtocol(protocol.Protocol):
             return
         if close:
             self.flush()
+            self._release_held()
             self.transport.write(wire.err(message))
             self.close(reason)
         else:
@@ -669,6 +698,7 @@ class ClientProtocol(protocol.Protocol):
         if self.closed:
             return
         self.flush()
+        self._release_held()
         self.closed = True
         self.close_reason = reason
         # A TLS transport shuts down only once no producer is registered.
@@ -771,6 +801,11 @@ class ClientProtocol(protocol.Protocol):
             if self.pending_bytes > self.max_pending:
                 self._slow_consumer()
                 return
+        if self._held is not None:
+            # Queued behind a held large payload, in order.
+            self._held.extend(out)
+            self._large = False
+            return
         if self._large:
             self._large = False
             self._write_pieces(out)
@@ -787,20 +822,41 @@ class ClientProtocol(protocol.Protocol):
             self._write_now()
 
     def _write_pieces(self, out):
-        # Small pieces are joined; each large one is written on its own after
-        # what precedes it was handed to the socket, so that Twisted keeps it
-        # as it is instead of joining it with the rest.
+        # Small pieces are joined. A large one must be alone in Twisted's
+        # buffer when it is sent: behind unsent output Twisted joins it with
+        # that (a copy of the payload in one go, tens of ms for 60 MiB). So it
+        # is written and sent at once after what precedes it was handed to
+        # the socket; if the transport has paused us (it still holds output),
+        # it waits here, with all that follows, until resumeProducing says
+        # that output is gone. (Less than bufferSize left unsent does not
+        # pause us: then Twisted joins, once.)
         small = []
-        for piece in out:
+        transport = self.transport
+        for i, piece in enumerate(out):
             if len(piece) < LARGE_PAYLOAD:
                 small.append(piece)
                 continue
             if small:
                 self._write(b"".join(small))
                 small = []
-            self._write(piece)
+            if self.paused:
+                self._held = out[i:]
+                return
+            if getattr(transport, "SEND_LIMIT", LARGE_IO) < LARGE_IO:
+                transport.SEND_LIMIT = LARGE_IO
+            transport.write(piece)
+            if self._write_now is not None:
+                self._write_now()
         if small:
             self._write(b"".join(small))
+
+    def _release_held(self):
+        # Closing: Twisted sends what it holds before it closes, so the held
+        # output goes to it now (joined with the rest: the copy is a one-off).
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.transport.writeSequence(held)
 
     def _slow_consumer(self, deadline=False):
         self.broker.stats.slow_consumers += 1
@@ -832,6 +888,14 @@ class ClientProtocol(protocol.Protocol):
         if self._deadline_call is not None and self._deadline_call.active():
             self._deadline_call.cancel()
         self._deadline_call = None
+        held = self._held
+        if held is not None and not self.closed:
+            # Twisted's buffer is empty: the next large payload can go.
+            self._held = None
+            self._write_pieces(held)
+            if self._held is not None:
+                # Still ours, not Twisted's, but waiting all the same.
+                self.pending_bytes = sum(len(p) for p in self._held)
 
     def stopProducing(self):
         pass
