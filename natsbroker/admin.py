@@ -1,8 +1,16 @@
-"""``natsbroker-admin``: back up and restore JetStream streams over the network.
+"""``natsbroker-admin``: back up and restore JetStream streams over the network,
+verify and repair a stopped server's file store.
 
     natsbroker-admin backup STREAM DIR [--server URL]
     natsbroker-admin restore DIR [--server URL] [--stream NAME]
-    natsbroker-admin verify DIR
+    natsbroker-admin verify DIR                     (a backup directory)
+    natsbroker-admin verify STORE_DIR [--stream NAME] [--json]
+    natsbroker-admin repair STORE_DIR (--stream NAME | --all) [--yes] [--json]
+
+``verify`` tells a backup directory (``backup.json``/``manifest.json`` in it)
+from a store; store checks and repairs are :mod:`natsbroker.store.check`'s.
+Exit status: 0 all verifies, 1 damage found (or an operation failed), 2 usage
+errors and a store in use by a running server.
 
 ``backup`` asks the server for a snapshot (``$JS.API.STREAM.SNAPSHOT``),
 receives its chunks (acknowledging each one: the server's flow control) and
@@ -48,6 +56,10 @@ DEFAULT_CHUNK = 128 * 1024
 
 class AdminError(Exception):
     """A failure to report (no traceback)."""
+
+
+class UsageError(AdminError):
+    """Exit status 2: the command line names nothing this tool can work on."""
 
 
 # -- progress ------------------------------------------------------------------
@@ -442,8 +454,17 @@ async def restore(args, out=sys.stderr):
     return 0
 
 
+def is_backup_dir(d):
+    return any(os.path.exists(os.path.join(d, n)) for n in (META_FILE, MANIFEST_FILE))
+
+
 def verify(args, out=sys.stderr):
     d = args.dir
+    if not is_backup_dir(d) and os.path.isdir(d):
+        return verify_store(args)
+    if args.stream or args.json:
+        raise UsageError("%s: --stream and --json are for stores, this is a backup directory"
+                         % d)
     _read_json(os.path.join(d, META_FILE), META_FILE)
     manifest_path = os.path.join(d, MANIFEST_FILE)
     manifest = _read_json(manifest_path, MANIFEST_FILE) if os.path.exists(manifest_path) else None
@@ -456,6 +477,95 @@ def verify(args, out=sys.stderr):
         line += ", %d messages, %d consumers" % (reader.messages, reader.consumers)
     print(line + ": OK", file=out)
     return 0
+
+
+# -- the store of a stopped server ------------------------------------------------------
+
+def _select(args, need_choice):
+    """``(streams, quarantined, single)``: the
+    :class:`~natsbroker.store.check.StreamDir` the command line names, the
+    store's quarantined directories, and whether DIR is one stream's directory
+    (no --stream needed)."""
+    from natsbroker.store import check
+    try:
+        streams, quarantined = check.find_streams(args.dir)
+    except check.CheckError as e:
+        raise UsageError("%s; nor a backup directory (no %s)" % (e, META_FILE)) from None
+    single = len(streams) == 1 and streams[0].path == os.path.abspath(args.dir)
+    if args.stream:
+        chosen = [s for s in streams if s.name == args.stream]
+        if not chosen:
+            raise UsageError("%s: no stream %s (streams: %s)" % (
+                args.dir, args.stream, ", ".join(s.name for s in streams) or "none"))
+        return chosen, [], single
+    if need_choice and not single and not getattr(args, "all", False):
+        raise UsageError("name the stream to repair with --stream NAME, or use --all "
+                         "(streams: %s)" % (", ".join(s.name for s in streams) or "none"))
+    return streams, quarantined, single
+
+
+def _print_json(value, out):
+    json.dump(value, out, indent=2)
+    out.write("\n")
+
+
+def verify_store(args, out=sys.stdout):
+    """``verify STORE_DIR``: 0 when every stream verifies, 1 on damage."""
+    from natsbroker.store import check
+    streams, quarantined, single = _select(args, False)
+    reports = [check.verify_stream(sd) for sd in streams]
+    ok = all(r.ok for r in reports)
+    if args.json:
+        _print_json({"path": os.path.abspath(args.dir), "ok": ok,
+                     "streams": [r.as_json() for r in reports],
+                     "quarantined": quarantined}, out)
+        return 0 if ok else 1
+    for r in reports:
+        print("\n".join(r.lines()), file=out)
+    for q in quarantined:
+        print("quarantined: %s (not examined: verify it by naming the directory)" % q, file=out)
+    bad = [r.name for r in reports if not r.ok]
+    if bad:
+        hint = ("natsbroker-admin repair %s" % args.dir if single else
+                "; ".join("natsbroker-admin repair %s --stream %s" % (args.dir, n) for n in bad))
+        print("%d of %d stream(s) damaged: %s. To repair (server stopped): %s"
+              % (len(bad), len(reports), ", ".join(bad), hint), file=out)
+        return 1
+    print("%d stream(s) verified: OK" % len(reports), file=out)
+    return 0
+
+
+def _confirm(streams, out):
+    """Ask on a terminal; anything else must say --yes."""
+    names = ", ".join(s.name for s in streams)
+    if not sys.stdin.isatty():
+        raise UsageError("repair of %s: add --yes to confirm (stdin is not a terminal)" % names)
+    out.write("Repair stream(s) %s? The server must be stopped; a full copy of each "
+              "stream's files is kept under quarantine/. [y/N] " % names)
+    out.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def repair_store(args, out=sys.stdout):
+    """``repair STORE_DIR``: 0 when every repaired stream verifies afterwards."""
+    from natsbroker.store import check
+    streams, _, _ = _select(args, True)
+    if not streams:
+        raise UsageError("%s: no streams" % args.dir)
+    if not args.yes and not _confirm(streams, out):
+        print("nothing done", file=out)
+        return 1
+    reports = []
+    for sd in streams:
+        rep = check.repair_stream(sd)
+        reports.append(rep)
+        if not args.json:
+            print("\n".join(rep.lines()), file=out)
+    ok = all(r.ok for r in reports)
+    if args.json:
+        _print_json({"path": os.path.abspath(args.dir), "ok": ok,
+                     "streams": [r.as_json() for r in reports]}, out)
+    return 0 if ok else 1
 
 
 # -- command line ------------------------------------------------------------------
@@ -478,8 +588,9 @@ _seconds = _positive_of(float)
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="natsbroker-admin",
-                                description="Back up and restore JetStream streams.")
+    p = argparse.ArgumentParser(
+        prog="natsbroker-admin",
+        description="Back up, restore, verify and repair JetStream streams.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -502,22 +613,43 @@ def parser():
     r.add_argument("dir", metavar="DIR")
     r.add_argument("--stream", help="restore under this name instead of the original")
     common(r)
-    v = sub.add_parser("verify", help="check a backup directory without a server")
-    v.add_argument("dir", metavar="DIR")
+    v = sub.add_parser("verify", help="check a backup directory, or a stopped server's store")
+    v.add_argument("dir", metavar="DIR", help="a backup directory, or a store: the server's "
+                   "store_dir, its jetstream/ directory or one stream's directory")
+    v.add_argument("--stream", help="only this stream of the store")
+    v.add_argument("--json", action="store_true", help="a machine-readable report (stores)")
+    rp = sub.add_parser("repair", help="repair streams of a stopped server's store, keeping "
+                        "what verifies (a full copy of the files is kept first)")
+    rp.add_argument("dir", metavar="STORE_DIR")
+    which = rp.add_mutually_exclusive_group()
+    which.add_argument("--stream", help="the stream to repair")
+    which.add_argument("--all", action="store_true", help="every stream of the store")
+    rp.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    rp.add_argument("--json", action="store_true", help="a machine-readable report")
     return p
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    from natsbroker.store.check import StoreInUse
     try:
         if args.command == "backup":
             return asyncio.run(backup(args))
         if args.command == "restore":
             return asyncio.run(restore(args))
+        if args.command == "repair":
+            return repair_store(args)
         return verify(args)
+    except UsageError as e:
+        print("natsbroker-admin: error: %s" % e, file=sys.stderr)
+        return 2
     except AdminError as e:
         print("natsbroker-admin: error: %s" % e, file=sys.stderr)
         return 1
+    except StoreInUse as e:
+        print("natsbroker-admin: error: store is in use (is the server running?): %s" % e.path,
+              file=sys.stderr)
+        return 2
     except Exception as e:
         if not type(e).__module__.startswith("nats."):
             raise
