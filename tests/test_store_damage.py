@@ -653,3 +653,29 @@ def test_store_deleted_consumer_stays_deleted_after_a_torn_log(tmp_path):
         assert db.get(b"mc.A.config") is None
     finally:
         db.close()
+
+
+def test_store_lost_state_record_collects_nothing(tmp_path):
+    """Without its state record (and without the high-water mark) a stream's
+    range comes from its records: none of them is taken for garbage."""
+    path, sdir = _raw_store(tmp_path, n=30)
+    os.remove(os.path.join(sdir, HWM_NAME))
+    db = plyvel.DB(sdir)
+    db.delete(b"S", sync=True)
+    db.close()
+    s = LevelDBStore(path)
+    try:
+        st = s.stream("T")
+        state = st.state()
+        assert (state.msgs, state.first_seq, state.last_seq, state.last_ts) == (30, 1, 30, 30)
+        assert st.collect() is True
+        assert st.load(1).data == b"payload-1"
+        assert st.append(b"t.x", b"", b"next", 31) == 31
+        s.commit()
+    finally:
+        s.close()
+    db = plyvel.DB(sdir)
+    try:
+        assert sum(1 for _ in db.iterator(prefix=b"d")) == 31
+    finally:
+        db.close()

@@ -503,7 +503,10 @@ class LevelDBStream(StreamBase):
     def _load(self):
         db = self._db
         rec = db.get(STATE_KEY)
-        first, last, last_ts = _STATE.unpack(rec) if rec else (0, 0, 0)
+        if rec is not None and len(rec) == _STATE.size:
+            first, last, last_ts = _STATE.unpack(rec)
+        else:
+            first, last, last_ts = self._range_of_records(rec)
         for k, v in db.iterator(prefix=b"m"):
             self._meta[k[1:]] = v
         if db.get(FORMAT_KEY) != FORMAT_CRC:
@@ -630,6 +633,29 @@ class LevelDBStream(StreamBase):
         self._committed_last = last
         if garbage:
             self._start_gc()
+
+    def _range_of_records(self, rec):
+        """``(first, last, last_ts)`` from the message records themselves, for
+        a database whose state record is missing or damaged: without it every
+        record would look like garbage above ``last_seq`` 0 and be collected."""
+        db = self._db
+        first = last = last_ts = 0
+        for k in db.iterator(prefix=b"d", include_value=False):
+            first = _Q.unpack_from(k, 1)[0]
+            break
+        for k, v in _rev(db, b"d", b"e"):
+            last = _Q.unpack_from(k, 1)[0]
+            try:
+                last_ts = verify_record(last, v, False)[3]
+            except RecordDamaged:
+                pass
+            break
+        if first or rec is not None:
+            log.warn("JetStream stream {name}: state record {what}; range taken from the "
+                     "message records: {first}..{last}", name=self.name,
+                     what="missing" if rec is None else "damaged", first=first, last=last)
+            self._mark_dirty()
+        return first, last, last_ts
 
     # -- storage hooks ----------------------------------------------------
 
