@@ -12,8 +12,12 @@ The syntax follows nats-server's ``conf/lex.go`` and ``conf/parse.go``::
 
 Values come back as plain Python objects: ``str``, ``int``, ``float``,
 ``bool``, ``datetime`` (UTC), ``list`` and :class:`ConfMap` (a ``dict`` that
-also remembers where each key was written).  This module is stdlib-only so it
-can be used before any reactor exists.
+also remembers where each key was written).  This module is stdlib-only (and
+:mod:`natsbroker.fatal`, which is too) so it can be used before any reactor
+exists.
+
+A :class:`ConfError` also knows how nats-server words it (``Parse error on line
+N: '...'``, with nats-server's line numbering), for the command line to print.
 """
 
 from __future__ import annotations
@@ -24,18 +28,38 @@ import os
 import re
 from fractions import Fraction
 
+from natsbroker.fatal import read_file_error
+
 __all__ = ["ConfError", "ConfMap", "parse_string", "parse_file", "parse_size", "parse_duration"]
 
 
 class ConfError(Exception):
-    """A syntax or resolution error at a 1-based ``line``/``col`` of ``filename``."""
+    """A syntax or resolution error at a 1-based ``line``/``col`` of ``filename``.
 
-    def __init__(self, filename: str, line: int, col: int, message: str):
+    ``str()`` is ``file:line:col: message``; :meth:`nats_text` is the same
+    error the way nats-server reports it, which tools match on."""
+
+    def __init__(self, filename: str, line: int, col: int, message: str, *,
+                 nats_line: int | None = None, nats_message: str | None = None):
         super().__init__(f"{filename}:{line}:{col}: {message}")
         self.filename = filename
         self.line = line
         self.col = col
         self.message = message
+        # nats-server's lexer counts the line it has read up to: for a value
+        # left open, the last line; for a stray newline, the line after it.
+        self.nats_line = line if nats_line is None else nats_line
+        self.nats_message = nats_message  # its words, where it has its own
+        self.includes: list[str] = []  # include names, outermost first, leading here
+
+    def nats_text(self) -> str:
+        """``Parse error on line N: '<message>'`` (or nats-server's own words
+        for a missing variable or include), after one ``error parsing include
+        file 'X', `` per include on the way, and our ``(file:line:col)``."""
+        text = self.nats_message or f"Parse error on line {self.nats_line}: '{self.message}'"
+        for name in reversed(self.includes):
+            text = f"error parsing include file '{name}', {text}"
+        return f"{text} ({self.filename}:{self.line}:{self.col})"
 
 
 class ConfMap(dict):
@@ -91,9 +115,14 @@ def parse_file(path) -> ConfMap:
     Raises :class:`ConfError` for syntax errors (including in included files)
     and ``OSError`` if ``path`` itself cannot be read."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8-sig") as f:
-        text = f.read()
-    return _Parser(text, path, includes=(os.path.realpath(path),)).parse_document()
+    return _Parser(_read(path), path, includes=(os.path.realpath(path),)).parse_document()
+
+
+def _read(path: str) -> str:
+    # nats-server takes the bytes as they are; bytes that are not UTF-8 become
+    # U+FFFD, which is also what it sends for them in JSON (INFO, /varz).
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        return f.read()
 
 
 def parse_size(value) -> int:
@@ -178,8 +207,17 @@ class _Parser:
         line = bisect.bisect_right(self.line_starts, at)
         return line, at - self.line_starts[line - 1] + 1
 
-    def error(self, message: str, at: int | None = None) -> ConfError:
-        return ConfError(self.filename, *self.where(self.i if at is None else at), message)
+    def error(self, message: str, at: int | None = None, *, eof: bool = False,
+              nats_message: str | None = None) -> ConfError:
+        """The error ``message`` at offset ``at`` (default: the read offset);
+        ``eof`` for a value left open, which nats-server finds at the end."""
+        at = self.i if at is None else at
+        if eof:
+            nats_line = self.where(self.n)[0]
+        else:
+            nats_line = self.where(at + 1 if self.text[at : at + 1] == "\n" else at)[0]
+        return ConfError(self.filename, *self.where(at), message, nats_line=nats_line,
+                         nats_message=nats_message)
 
     def peek(self) -> str:
         return self.text[self.i : self.i + 1]  # "" at end of input
@@ -234,7 +272,7 @@ class _Parser:
             c = self.peek()
             if not c:
                 if close:
-                    raise self.error("unterminated map: missing '}'", opened_at)
+                    raise self.error("unterminated map: missing '}'", opened_at, eof=True)
                 break
             if close and c == close:
                 self.i += 1
@@ -273,7 +311,7 @@ class _Parser:
             # Quoted keys are taken verbatim; lex.go does not process escapes in them.
             end = self.text.find(c, start + 1)
             if end < 0:
-                raise self.error("unterminated quoted key", start)
+                raise self.error("unterminated quoted key", start, eof=True)
             self.i = end + 1
             return self.text[start + 1 : end], True
         while self.i < self.n and self.text[self.i] not in _KEY_END:
@@ -287,7 +325,7 @@ class _Parser:
         if c in ('"', "'"):
             end = self.text.find(c, at + 1)
             if end < 0:
-                raise self.error("unterminated include file name", at)
+                raise self.error("unterminated include file name", at, eof=True)
             path, self.i = self.text[at + 1 : end], end + 1
         else:
             while self.i < self.n and self.text[self.i] not in " \t\r\n;}":
@@ -300,13 +338,18 @@ class _Parser:
         if real in self.includes:
             raise self.error(f"include cycle: {path!r} is already being parsed", at)
         try:
-            with open(full, encoding="utf-8-sig") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise self.error(f"cannot read include file {path!r}: {getattr(e, 'strerror', None) or e}", at) from e
+            text = _read(full)
+        except OSError as e:
+            raise self.error(f"cannot read include file {path!r}: {e.strerror or e}", at,
+                             nats_message=f"error parsing include file '{path}', "
+                             + read_file_error(os.path.normpath(full), e)) from e
         # Included files are parsed on their own (they cannot see our
         # variables), then their keys are merged into the current map.
-        sub = _Parser(text, full, self.includes + (real,), self.env_stack).parse_document()
+        try:
+            sub = _Parser(text, full, self.includes + (real,), self.env_stack).parse_document()
+        except ConfError as e:
+            e.includes.insert(0, path)
+            raise
         for key, value in sub.items():
             m[key] = value
             m.positions[key] = sub.positions[key]
@@ -329,14 +372,14 @@ class _Parser:
         if c == "'":
             end = self.text.find("'", start + 1)  # single quotes are raw
             if end < 0:
-                raise self.error("unterminated string", start)
+                raise self.error("unterminated string", start, eof=True)
             self.i = end + 1
             return self.text[start + 1 : end]
         if c == "(":
             # A "( ... )" block is raw text ending at a ')' alone at the start of a line.
             end = _BLOCK_END_RE.search(self.text, start)
             if not end:
-                raise self.error("unterminated block: missing ')' on a line of its own", start)
+                raise self.error("unterminated block: missing ')' on a line of its own", start, eof=True)
             self.i = end.end()
             return self.text[start + 1 : end.start() + 1]
         return self.parse_bare()
@@ -349,7 +392,7 @@ class _Parser:
             self.skip_blank()
             c = self.peek()
             if not c:
-                raise self.error("unterminated array: missing ']'", start)
+                raise self.error("unterminated array: missing ']'", start, eof=True)
             if c == "]":
                 self.i += 1
                 return items
@@ -363,7 +406,7 @@ class _Parser:
             if c == ",":
                 self.i += 1
             elif not c:
-                raise self.error("unterminated array: missing ']'", start)
+                raise self.error("unterminated array: missing ']'", start, eof=True)
             elif c not in "\r\n]":
                 raise self.error(f"expected ',' or ']' after array element, found {c!r}")
 
@@ -373,7 +416,7 @@ class _Parser:
         out = []
         while True:
             if self.i >= self.n:
-                raise self.error("unterminated string", start)
+                raise self.error("unterminated string", start, eof=True)
             c = self.text[self.i]
             if c == '"':
                 self.i += 1
@@ -408,7 +451,7 @@ class _Parser:
                 raise self.error("invalid \\u escape: unpaired surrogate", at)
             return chr(code)
         if not c:
-            raise self.error("incomplete escape sequence", at)
+            raise self.error("incomplete escape sequence", at, eof=True)
         raise self.error(f"invalid escape sequence '\\{c}' (allowed: \\t \\n \\r \\\" \\\\ \\xXX \\uXXXX)", at)
 
     def parse_bare(self):
@@ -483,5 +526,11 @@ class _Parser:
             try:
                 return sub.parse_document()["pk"]
             except ConfError as e:
-                raise self.error(f"cannot parse environment variable {name!r}: {e.message}", at) from e
-        raise self.error(f"unknown variable ${name}: not defined in an enclosing block or the environment", at)
+                raise self.error(f"cannot parse environment variable {name!r}: {e.message}", at,
+                                 nats_message=self._no_variable(name, at)) from e
+        raise self.error(f"unknown variable ${name}: not defined in an enclosing block or the environment", at,
+                         nats_message=self._no_variable(name, at))
+
+    def _no_variable(self, name: str, at: int) -> str:
+        # parse.go: an environment value that does not parse is not found either.
+        return f"variable reference for '{name}' on line {self.where(at)[0]} can not be found"

@@ -27,6 +27,7 @@ import cattrs
 from natsbroker import conf
 from natsbroker import tls as tls_module
 from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, TLSConfig, User
+from natsbroker.fatal import read_file_error
 from natsbroker.subjects import is_valid_subject
 
 __all__ = [
@@ -643,15 +644,16 @@ def load_config(path, config=None):
     a fresh :class:`ServerConfig`).
 
     Returns ``(config, warnings)``; the given config is not modified.  Raises
-    :class:`ConfigError` for an unreadable file, a syntax error or a bad value,
-    its message starting with ``file:line:col``.
+    :class:`ConfigError` in nats-server's words: ``open FILE: <Go's text>`` for
+    an unreadable file, ``Parse error on line N: '...' (file:line:col)`` for a
+    syntax error, ``file:line:col: ...`` for a bad value.
     """
     try:
         tree = conf.parse_file(path)
     except OSError as e:
-        raise ConfigError(f"cannot read configuration file {os.fspath(path)!r}: {e.strerror or e}") from e
+        raise ConfigError(read_file_error(path, e)) from e
     except conf.ConfError as e:
-        raise ConfigError(str(e)) from e
+        raise ConfigError(e.nats_text()) from e
     loader = _Loader()
     try:
         overrides = loader.block(tree, _SERVER, _Where(os.fspath(path), 1, 1))

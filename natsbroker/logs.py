@@ -24,8 +24,14 @@ class NatsLineObserver:
         self.stream = stream
         self.logtime = logtime
         self.pid = os.getpid()
+        self.closed = False
 
     def __call__(self, event):
+        if self.closed:
+            return
+        # A failed start's [FTL] line (``nats_fatal``) is the last line, as
+        # nats-server exits right after it: the shutdown that follows is not news.
+        self.closed = bool(event.get("nats_fatal"))
         text = formatEvent(event)
         failure = event.get("log_failure")
         if failure is not None:

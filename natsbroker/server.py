@@ -8,20 +8,23 @@ import json
 import os
 import signal
 import sys
+import time
 
 import attrs
 
 from twisted.application import service
 from twisted.internet import defer, endpoints
+from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
 
 from natsbroker import COMPAT_VERSION, __version__
 from natsbroker.auth import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin
-from natsbroker.plugin import plugins_for
+from natsbroker.plugin import PluginLoadError, plugins_for
 from natsbroker.protocol.client import ClientFactory, ClientListener
 from natsbroker.configfile import ConfigError, load_config
+from natsbroker.fatal import StartupError, go_strerror, join_host_port, listen_error, path_error
 from natsbroker.tls import TLSConfigError, server_context
 
 log = Logger()
@@ -35,12 +38,27 @@ def _endpoint_string(host, port):
 
 def _describe(addr):
     if hasattr(addr, "port"):
-        return "%s:%d" % (addr.host, addr.port)
+        return join_host_port(addr.host, addr.port)  # [::1]:4222, as nats-server
     return str(getattr(addr, "name", addr))
 
 
+# What nats-server says when it cannot listen, per listener.
+def _client_listen_error(host, port, err):
+    return 'Error listening on port: %s, "%s"' % (join_host_port(host, port),
+                                                 listen_error(host, port, err))
+
+
+def _monitor_listen_error(host, port, err):
+    return "Can't start monitoring: can't listen to the monitor port: " + listen_error(host, port, err)
+
+
+def _websocket_listen_error(host, port, err):
+    return "Unable to listen for websocket connections: " + listen_error(host, port, err)
+
+
 class BrokerService(service.Service):
-    """Runs one Broker: starts its plugins, then listens; stops in reverse."""
+    """Runs one Broker: binds its ports, starts its plugins, then accepts
+    clients; stops in reverse.  A start that fails logs one [FTL] line."""
 
     name = "natsbroker"
 
@@ -61,30 +79,102 @@ class BrokerService(service.Service):
         self.ws_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
+        self._written = []  # files this server wrote, removed when it stops
+        self._started = []  # plugins started, stopped in reverse
+        self._start_failed = False
 
     @defer.inlineCallbacks
     def _start(self):
         cfg = self.config
         broker = self.broker
-        for plugin in plugins_for(cfg):
+        try:
+            plugins = plugins_for(cfg)
+        except PluginLoadError as e:
+            raise StartupError(str(e)) from None  # the operator's to fix, like a bad config
+        for plugin in plugins:
             if not IBrokerPlugin.providedBy(plugin):
-                raise TypeError("%r does not provide IBrokerPlugin" % (plugin,))
+                raise StartupError("%r does not provide IBrokerPlugin" % (plugin,))
             broker.add_plugin(plugin)
+        self._write_pid_file()
+        # Every port is bound before a plugin starts, but accepts nobody until
+        # they all have: a port in use stops the start before anything is
+        # written (JetStream's store directory), and no client sees a server
+        # without its JetStream.
+        yield self._bind()
         for plugin in broker.plugins:
             yield defer.maybeDeferred(plugin.start, broker)
+            self._started.append(plugin)
+        self._accept()
+        self._write_ports_file()
+        log.info("Server is ready")
+        return self
+
+    @defer.inlineCallbacks
+    def _bind(self):
+        """Bind every listener, in nats-server's order (monitoring, websocket,
+        clients), each paused; a port that cannot be had is a StartupError."""
+        cfg = self.config
+        broker = self.broker
+        monitor_host = cfg.http_host or cfg.host
+        if cfg.http_port:
+            from natsbroker.monitor import make_site
+            self.http_port = yield self._listen(monitor_host, cfg.http_port, make_site(broker),
+                                                _monitor_listen_error)
+        if cfg.https_port:
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+
+            from natsbroker.monitor import make_site
+            self.https_tls = server_context(_https_tls(cfg.tls))
+            self.https_port = yield self._listen(
+                monitor_host, cfg.https_port, TLSMemoryBIOFactory(self.https_tls, False, make_site(broker)),
+                _monitor_listen_error)
         if cfg.websocket.enabled:
             yield self._listen_websocket()
         self.client_tls = server_context(cfg.tls) if cfg.tls is not None else None
         self.client_listener = ClientListener(self.client_tls, cfg.allow_non_tls)
         factory = ClientFactory(broker, self.authenticator, self.client_listener)
-        specs = [_endpoint_string(cfg.host, cfg.port)] if cfg.port != 0 or not cfg.listen else []
-        specs += list(cfg.listen)
-        for spec in specs:
-            ep = endpoints.serverFromString(self.reactor, spec)
-            port = yield ep.listen(factory)
-            self.ports.append(port)
-            log.info("Listening for client connections on {addr}",
-                     addr=_describe(port.getHost()))
+        if cfg.port != 0 or not cfg.listen:
+            self.ports.append((yield self._listen(cfg.host, cfg.port, factory, _client_listen_error)))
+        for spec in cfg.listen:
+            self.ports.append((yield self._listen_spec(spec, factory)))
+        tcp = [p for p in self.ports if hasattr(p.getHost(), "port")]
+        if tcp:
+            broker.port = tcp[0].getHost().port
+
+    @defer.inlineCallbacks
+    def _listen(self, host, port, factory, error):
+        port = 0 if port == -1 else port
+        ep = endpoints.serverFromString(self.reactor, _endpoint_string(host, port))
+        try:
+            listening = yield ep.listen(factory)
+        except CannotListenError as e:
+            raise StartupError(error(host, port, e.socketError)) from None
+        _pause(listening)
+        return listening
+
+    @defer.inlineCallbacks
+    def _listen_spec(self, spec, factory):
+        # A twistd --listen endpoint: no nats-server words for it, only Go's errno text.
+        try:
+            listening = yield endpoints.serverFromString(self.reactor, spec).listen(factory)
+        except CannotListenError as e:
+            raise StartupError("Error listening on %s: %s" % (spec, go_strerror(e.socketError))) from None
+        _pause(listening)
+        return listening
+
+    def _accept(self):
+        """Let the bound listeners accept, and say so as nats-server does."""
+        cfg = self.config
+        for port in [self.ws_port] + self.ports + [self.http_port, self.https_port]:
+            if port is not None:
+                _resume(port)
+        if self.ws_port is not None:
+            log.info("Listening for websocket clients on {scheme}://{host}:{port}",
+                     scheme=self.ws_scheme, host=cfg.websocket.host, port=self.ws_port.getHost().port)
+            if self.ws_scheme == "ws":
+                log.warn("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+        for port in self.ports:
+            log.info("Listening for client connections on {addr}", addr=_describe(port.getHost()))
         if self.client_tls is not None:
             # nats-server's lines, which operators grep for.
             if cfg.allow_non_tls and not cfg.tls.handshake_first:
@@ -93,28 +183,10 @@ class BrokerService(service.Service):
                 log.info("TLS required for client connections")
             if cfg.tls.handshake_first and not cfg.tls.handshake_first_fallback:
                 log.warn('Clients that are not using "TLS Handshake First" option will fail to connect')
-        tcp = [p for p in self.ports if hasattr(p.getHost(), "port")]
-        if tcp:
-            broker.port = tcp[0].getHost().port
-        if cfg.http_port:
-            from natsbroker.monitor import make_site
-            ep = endpoints.serverFromString(
-                self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.http_port))
-            self.http_port = yield ep.listen(make_site(broker))
+        if self.http_port is not None:
             log.info("Starting http monitor on {addr}", addr=_describe(self.http_port.getHost()))
-        if cfg.https_port:
-            from twisted.protocols.tls import TLSMemoryBIOFactory
-
-            from natsbroker.monitor import make_site
-            self.https_tls = server_context(_https_tls(cfg.tls))
-            ep = endpoints.serverFromString(
-                self.reactor, _endpoint_string(cfg.http_host or cfg.host, cfg.https_port))
-            self.https_port = yield ep.listen(
-                TLSMemoryBIOFactory(self.https_tls, False, make_site(broker)))
+        if self.https_port is not None:
             log.info("Starting https monitor on {addr}", addr=_describe(self.https_port.getHost()))
-        self._write_files()
-        log.info("Server is ready")
-        return self
 
     @defer.inlineCallbacks
     def _listen_websocket(self):
@@ -128,15 +200,10 @@ class BrokerService(service.Service):
 
             self.ws_tls = factory.tls = server_context(ws.tls)
             listening, scheme = TLSMemoryBIOFactory(self.ws_tls, False, factory), "wss"
-        ep = endpoints.serverFromString(self.reactor, _endpoint_string(ws.host, ws.port))
-        self.ws_port = yield ep.listen(listening)
+        self.ws_port = yield self._listen(ws.host, ws.port, listening, _websocket_listen_error)
         factory.port = self.ws_port.getHost().port
         self.ws_scheme = scheme
         self.broker.websocket = factory  # for /varz
-        log.info("Listening for websocket clients on {scheme}://{host}:{port}",
-                 scheme=scheme, host=ws.host, port=factory.port)
-        if scheme == "ws":
-            log.warn("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
 
     def startService(self):
         super().startService()
@@ -150,29 +217,53 @@ class BrokerService(service.Service):
         return d
 
     def _failed(self, failure):
-        log.failure("Server failed to start", failure)
+        self.exit_code = 1
+        self._start_failed = True
+        # nats-server's last line is its [FTL] line: it exits right after.
+        if failure.check(StartupError):
+            log.critical("{message}", message=str(failure.value), nats_fatal=True)
+        else:
+            log.failure("Server failed to start", failure, nats_fatal=True)
         self.ready.errback(failure)
+        self.ready.addErrback(lambda _: None)  # reported above, not an "Unhandled error"
         if self.reactor.running:
             self.reactor.stop()
-        self.exit_code = 1
+        else:
+            # twistd starts its services before its reactor runs.
+            self.reactor.callWhenRunning(self.reactor.stop)
 
     exit_code = 0
 
-    def _write_files(self):
+    def _write_pid_file(self):
+        # First, as nats-server does: a pid file it cannot write stops the start.
+        path = self.config.pid_file
+        if path:
+            try:
+                with open(path, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                raise StartupError("Could not write pidfile: " + path_error("open", path, e)) from None
+            self._written.append(path)
+
+    def _write_ports_file(self):
         cfg = self.config
-        if cfg.pid_file:
-            with open(cfg.pid_file, "w") as f:
-                f.write(str(os.getpid()))
         if cfg.ports_file_dir:
             # nats-server names the file after its executable; under
             # `python -m natsbroker` argv[0] is __main__.py.
             name = os.path.basename(sys.argv[0])
             if not name or name.startswith("__main__"):
                 name = "natsbroker"
-            self._ports_file = os.path.join(
-                cfg.ports_file_dir, "%s_%d.ports" % (name, os.getpid()))
-            with open(self._ports_file, "w") as f:
-                json.dump(self.ports_info(), f)
+            path = os.path.join(cfg.ports_file_dir, "%s_%d.ports" % (name, os.getpid()))
+            try:
+                with open(path, "w") as f:
+                    json.dump(self.ports_info(), f)
+            except OSError as e:
+                # nats-server runs on without it.
+                log.error("Error writing ports file ({path}): {error}", path=path,
+                          error=path_error("open", path, e))
+                return
+            self._ports_file = path
+            self._written.append(path)
 
     def ports_info(self):
         """Client and monitoring URLs, in nats-server's ports-file shape."""
@@ -231,7 +322,8 @@ class BrokerService(service.Service):
         super().stopService()
         broker = self.broker
         broker.shutting_down = True
-        log.info("Initiating Shutdown...")
+        if not self._start_failed:
+            log.info("Initiating Shutdown...")
         for port in self.ports:
             yield port.stopListening()
         if self.ws_port is not None:
@@ -242,18 +334,31 @@ class BrokerService(service.Service):
             yield self.https_port.stopListening()
         for client in list(broker.clients()):
             client.close("Server Shutdown")
-        for plugin in reversed(broker.plugins):
+        for plugin in reversed(self._started):
             try:
                 yield defer.maybeDeferred(plugin.stop)
             except Exception:
                 log.failure("plugin {name} failed to stop", name=plugin.name)
-        for path in (self._ports_file, self.config.pid_file):
-            if path:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-        log.info("Server Exiting..")
+        # Only what this server wrote: after a failed start, the pid file
+        # may be another server's.
+        for path in self._written:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if not self._start_failed:
+            log.info("Server Exiting..")
+
+
+def _pause(port):
+    # Bound and listening, but not accepting: connections wait in the backlog.
+    if hasattr(port, "stopReading"):
+        port.stopReading()
+
+
+def _resume(port):
+    if hasattr(port, "startReading"):
+        port.startReading()
 
 
 def _https_tls(tls):
@@ -284,7 +389,13 @@ def run(config):
     from twisted.internet import reactor
 
     from natsbroker.logs import start_logging
-    start_logging(config)
+    try:
+        start_logging(config)
+    except OSError as e:
+        # Before there is a log: nats-server's words, in Go's plain log format.
+        sys.stderr.write("%s error opening file: %s\n" % (time.strftime("%Y/%m/%d %H:%M:%S"),
+                                                          path_error("open", config.log_file, e)))
+        return 1
     top = make_service(config, reactor)
     svc = top.getServiceNamed("natsbroker")
 

@@ -81,7 +81,31 @@ class JetStream:
         store_dir = os.path.abspath(self.js.store_dir or os.path.join(os.getcwd(), "data"))
         self.store_dir = store_dir
         root = os.path.join(store_dir, "jetstream")
-        os.makedirs(root, exist_ok=True)
+        # nats-server's checks, and its words for a store it cannot use
+        # (naming the directory as it was given).
+        import tempfile
+
+        from natsbroker.fatal import StartupError, path_error
+        given = os.path.normpath(os.path.join(self.js.store_dir, "jetstream")) if self.js.store_dir else root
+        try:
+            os.stat(given)
+        except FileNotFoundError:
+            try:
+                os.makedirs(given, exist_ok=True)
+            except OSError as e:
+                raise StartupError("Can't start JetStream: could not create storage directory - "
+                                   + path_error("mkdir", e.filename, e)) from None
+        except OSError:
+            raise StartupError("Can't start JetStream: storage directory is not a directory") from None
+        else:
+            if not os.path.isdir(root):
+                raise StartupError("Can't start JetStream: storage directory is not a directory")
+            try:
+                fd, probe = tempfile.mkstemp(prefix="_test_", dir=root)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError:
+                raise StartupError("Can't start JetStream: storage directory is not writable") from None
         # Durable unless a positive sync_interval asks for lazy syncing.
         sync = self.js.sync_always or self.js.sync_interval <= 0
         self.file_store = LevelDBStore(root, sync=sync, pin_meta=pinned_meta)
