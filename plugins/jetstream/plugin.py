@@ -315,7 +315,14 @@ class JetStream:
 
     def _on_api(self, sub, subject, reply, hdr_len, raw):
         if b".API.DIRECT.GET." in subject:
-            return  # answered by the stream's own direct-get subscription
+            # Answered by the stream's own direct-get subscription; without
+            # one (allow_direct off, no such stream) nats-server has no
+            # subscriber there: the requester gets "no responders".
+            name = subject[subject.index(b".API.DIRECT.GET.") + 16:].split(b".", 1)[0]
+            stream = self.streams.get(name.decode(errors="replace"))
+            if stream is None or not stream.config.allow_direct:
+                self.no_responders(subject, reply)
+            return
         if b".API.CONSUMER.MSG.NEXT." in subject:
             # A consumer's own request subject: not an API call in nats-server's
             # counts, and unanswered when the consumer does not exist.
