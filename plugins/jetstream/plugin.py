@@ -404,6 +404,9 @@ class JetStream:
         snapshot.release_name(self, cfg.name)
         store = self.store_for(cfg)
         ss = store.create_stream(cfg.name)
+        if cfg.first_seq > 1:
+            # nats-server starts the stream there: empty, last_seq first_seq - 1.
+            ss.purge(seq=cfg.first_seq)
         created = now_ns()
         ss.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
         ss.put_meta(META_CREATED, str(created).encode())
