@@ -11,6 +11,7 @@ import base64
 from twisted.logger import Logger
 
 from plugins.jetstream import consumer_api
+from plugins.jetstream import direct
 from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
@@ -438,36 +439,45 @@ _ROUTES = {
 
 def direct_get(js, stream, subject, reply, body):
     """``$JS.API.DIRECT.GET.<stream>[.<subject>]``: the message itself, with
-    Nats-Stream/Subject/Sequence/Time-Stamp headers; errors as status headers."""
+    Nats-Stream/Subject/Sequence/Time-Stamp headers, or a batch of them closed
+    by a ``204 EOB`` status (plugins/jetstream/direct.py); errors as status headers."""
     if not reply:
         return
+    publish = js.broker.publish
     # $JS.API.DIRECT.GET.<stream>[.<subject>] or $JS.<domain>.API.DIRECT.GET...
     prefix_len = subject.index(b".API.DIRECT.GET.") + 16 + len(stream.name)
     last_subject = subject[prefix_len + 1:] if len(subject) > prefix_len else b""
     try:
-        if last_subject:
-            if not M.is_empty_request(body):
-                raise M.bad_request()
-            msg = _last_msg(stream, last_subject)
+        req = direct.request(body, last_subject)
+        if req.multi_last:
+            replies = direct.multi_last(stream, req, js.broker.config.max_pending)
+        elif req.batch:
+            replies = direct.batch(stream, req, js.broker.config.max_pending)
         else:
-            req = _req(body, M.MsgGetRequest)
-            msg = _find_msg(stream, req)
+            replies = (direct.single(stream, _direct_msg(stream, req), req.no_hdr),)
+        # A batch is sent as it is read: an error part-way follows what went out.
+        for hdr, data in replies:
+            publish(reply, data, headers=hdr)
+    except direct.Status as s:
+        publish(reply, b"", headers=s.header)
+    except direct.Damaged as d:
+        publish(reply, b"", headers=_damage_status(_damage_error(stream, d.seq, d.why)))
     except M.ApiError as e:
         if e.err_code == M.no_message_found().err_code:
-            js.broker.publish(reply, b"", headers=b"NATS/1.0 404 Message Not Found\r\n\r\n")
+            publish(reply, b"", headers=direct.NOT_FOUND)
         elif e.err_code == E.stream_store_failed("").err_code:
-            # Damage named in the status line (not 503: clients read that
-            # as "no responders").
-            js.broker.publish(reply, b"", headers=b"NATS/1.0 500 %s\r\n\r\n"
-                              % e.description.encode())
+            publish(reply, b"", headers=_damage_status(e))
         else:
-            js.broker.publish(reply, b"", headers=b"NATS/1.0 408 Malformed Request\r\n\r\n")
-        return
-    if msg is None:
-        js.broker.publish(reply, b"", headers=b"NATS/1.0 404 Message Not Found\r\n\r\n")
-        return
-    hdr = msg.hdr[:-2] if msg.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
-    hdr += (b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\n"
-            b"Nats-Time-Stamp: %s\r\n\r\n") % (stream.name.encode(), msg.subject, msg.seq,
-                                              M.rfc3339(msg.ts).encode())
-    js.broker.publish(reply, msg.data, headers=hdr)
+            publish(reply, b"", headers=direct.MALFORMED_REQUEST)
+
+
+def _direct_msg(stream, req):
+    req = direct.resolve_start(stream, req)
+    if not (req.seq or req.next_by_subj or req.last_by_subj):
+        raise M.no_message_found()  # a start time on a stream never written to
+    return _find_msg(stream, req)
+
+
+def _damage_status(err):
+    # Damage named in the status line (not 503: clients read that as "no responders").
+    return b"NATS/1.0 500 %s\r\n\r\n" % err.description.encode()

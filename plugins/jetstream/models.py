@@ -592,9 +592,10 @@ _KIND_NAMES = {"object": "object", "array": "array", "string": "string",
 
 
 class _Decoder:
-    def __init__(self, data, root):
+    def __init__(self, data, root, lenient=False):
         self.data = data
         self.root = root
+        self.lenient = lenient  # json.Unmarshal: unknown fields are skipped
 
     def type_error(self, node, gotype, path, value=None):
         what = value or _KIND_NAMES[node.kind]
@@ -687,6 +688,8 @@ class _Decoder:
                         f = cand
                         break
             if f is None:
+                if self.lenient:
+                    continue
                 raise GoJSONError("json: unknown field %s" % go_quote(key))
             gotype = f.metadata["go"]
             default = out.get(f.name, _zero(gotype))
@@ -740,6 +743,25 @@ def decode_request(raw, cls):
     except GoJSONError as e:
         raise E.invalid_json(str(e)) from None
     return converter.structure(fields, cls)
+
+
+def unmarshal_request(raw, cls):
+    """Decode ``raw`` into ``cls`` as Go's plain ``json.Unmarshal`` does (what
+    nats-server uses for direct gets): unknown fields are ignored, the body must
+    be exactly one JSON value, ``null`` leaves the zero values. Raises
+    ``GoJSONError`` on anything else."""
+    data = bytes(raw)
+    nodes = list(parse_json_values(data))
+    if len(nodes) != 1:
+        raise GoJSONError("unexpected end of JSON input" if not nodes
+                          else "invalid character after top-level value")
+    node = nodes[0]
+    if node.kind == "null":
+        return cls()
+    if node.kind != "object":
+        raise GoJSONError("json: cannot unmarshal %s into Go value of type %s"
+                          % (_KIND_NAMES[node.kind], Struct(cls).name))
+    return converter.structure(_Decoder(data, cls, lenient=True).struct(node, cls, {}, []), cls)
 
 
 def is_empty_request(raw):
