@@ -737,9 +737,9 @@ class LevelDBStream(StreamBase):
         return self.damaged.get(seq)
 
     def damaged_since(self, seq, filter_subject=None):
-        """``(seq, why)`` of a damaged record above ``seq`` whose subject
-        matches ``filter_subject`` (or is unknown), or None."""
-        for s, why in self.damaged.items():
+        """``(seq, why)`` of the lowest damaged record above ``seq`` whose
+        subject matches ``filter_subject`` (or is unknown), or None."""
+        for s, why in sorted(self.damaged.items()):
             if s > seq:
                 subj = self._damaged_subj.get(s)
                 if (filter_subject is None or subj is None
