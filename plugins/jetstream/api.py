@@ -24,14 +24,16 @@ TYPE = "io.nats.jetstream.api.v1.%s"
 _ACK_HEADS = {}
 
 
-def pub_ack(stream, seq, duplicate, domain=""):
-    """The PubAck bytes exactly as nats-server writes them.
+def pub_ack(stream, seq, duplicate, domain="", val=None, batch="", count=0):
+    """The PubAck bytes exactly as nats-server writes them (``val``: a
+    counter's total; ``batch``/``count``: a committed atomic batch).
 
     The common case is built from a cached head: this runs once per stored
     message, and the generic model encoder costs more than the store write.
     """
-    if duplicate or domain:
-        return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain)
+    if duplicate or domain or val is not None or batch:
+        return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain,
+                              val="" if val is None else str(val), batch=batch, count=count)
     head = _ACK_HEADS.get(stream)
     if head is None:
         full = M.pub_ack_json(stream, 1)

@@ -1547,7 +1547,7 @@ def response_json(resp, *, version=SERVER_VERSION, api_level=API_LEVEL):
     return go_json_dumps(to_json(resp, version=version, api_level=api_level)).encode("utf-8")
 
 
-def pub_ack_json(stream, seq, duplicate=False, error=None, domain=""):
+def pub_ack_json(stream, seq, duplicate=False, error=None, domain="", val="", batch="", count=0):
     """A publish ack exactly as nats-server writes it (bytes).
 
     ``{"stream":"S","seq":1}``; duplicate: ``{"stream":"S","seq":2,"duplicate": true}``
@@ -1559,7 +1559,8 @@ def pub_ack_json(stream, seq, duplicate=False, error=None, domain=""):
         if domain:
             body["domain"] = domain
         return go_json_dumps(body).encode("utf-8")
-    text = go_json_dumps(to_json(PubAck(stream=stream, seq=seq, domain=domain)))
+    text = go_json_dumps(to_json(PubAck(stream=stream, seq=seq, domain=domain, val=val,
+                                        batch=batch, count=count)))
     if duplicate:
         text = text[:-1] + ',"duplicate": true}'
     return text.encode("utf-8")

@@ -21,13 +21,14 @@ from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
 from plugins.jetstream import api
+from plugins.jetstream import batches
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
 from plugins.jetstream.sourcing import Sourcing
-from plugins.jetstream.stream import Stream, now_ns
+from plugins.jetstream.stream import Accepted, Stream, now_ns
 
 log = Logger()
 
@@ -212,25 +213,60 @@ class JetStream:
     # -- publish & group commit ------------------------------------------------
 
     _stored = False
+    _batches = None
+    _async_sync_call = None
 
     def publish(self, stream, subject, reply, hdr, data):
-        self._stored = True
+        if stream.config.persist_mode == "async":
+            # Acked without waiting for the disk (nats-server's async persist
+            # mode); synced within the sync interval (see _async_written).
+            self._async_written()
+        else:
+            self._stored = True
         try:
             failing = getattr(stream.store, "write_error", None)
             if failing is not None:
                 # The store cannot write (disk full, I/O error): refused
                 # before anything is staged, as nats-server answers a failed store.
                 raise E.stream_store_failed(failing)
-            seq, dup = stream.accept(subject, hdr, data)
+            if hdr and batches.H_BATCH_ID in hdr and self.batches.publish(
+                    stream, subject, reply, hdr, data):
+                return
+            res = stream.accept(subject, hdr, data)
         except M.ApiError as e:
             if reply:
                 self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
                 self.schedule_commit()
             return
+        seq, dup = res
         if reply:
-            self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain),
-                               None if dup else (stream, seq)))
+            if res.__class__ is Accepted:
+                payload = api.pub_ack(stream.name, seq, dup, self.js.domain, val=res.val)
+            else:
+                payload = api.pub_ack(stream.name, seq, dup, self.js.domain)
+            self._acks.append((reply, payload, None if dup else (stream, seq)))
         self.schedule_commit()
+
+    @property
+    def batches(self):
+        """The atomic batches being staged (plugins.jetstream.batches)."""
+        if self._batches is None:
+            self._batches = batches.Batches(self)
+        return self._batches
+
+    def _async_written(self):
+        """An async-persist stream took a write nobody waits for: make sure a
+        sync follows within the sync interval (nats-server's default: 2 min)."""
+        if self._async_sync_call is None and self.file_store.sync:
+            interval = self.js.sync_interval if self.js.sync_interval > 0 else 120.0
+            self._async_sync_call = self.broker.reactor.callLater(interval, self._sync_async)
+
+    def _sync_async(self):
+        self._async_sync_call = None
+        if getattr(self.file_store, "_closed", False):
+            return
+        self.commit()
+        self.file_store.sync_all()
 
     def schedule_commit(self):
         if self._commit_call is None:
@@ -250,8 +286,8 @@ class JetStream:
                     ss.set_floor(c.name.encode(), (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr))
         # Sync when something waits on it (acks, API replies) or messages were
         # stored (consumers deliver only what is on disk); consumer progress
-        # alone is written without waiting for the disk.
-        self.file_store.commit(sync=bool(self._acks) or self._stored)
+        # alone, and async-persist streams' writes, go without waiting for the disk.
+        self.file_store.commit(sync=self._stored)
         self._stored = False
         failed = self.file_store.failed
         if failed:
@@ -286,6 +322,7 @@ class JetStream:
 
     def reply_after_commit(self, reply, payload):
         """An API answer that depends on staged writes goes out after the commit."""
+        self._stored = True
         if reply:
             self._acks.append((reply, payload, None))
         self.schedule_commit()

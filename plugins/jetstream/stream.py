@@ -1,9 +1,12 @@
 """One JetStream stream: its config, its store, and the publish path with limits.
 
-``Stream.accept`` is what a captured PUB/HPUB runs: header expectations, de-duplication,
-size and discard-new checks, the store append, then discard-old limits and
-rollups. It returns the sequence stored (or the duplicate's), or raises ApiError;
-acks are the caller's business, sent only after the store's group commit.
+``Stream.accept`` is what a captured PUB/HPUB runs: ``prepare`` (every check, in
+nats-server's order: size, counters, expectations, schedules, de-duplication,
+roll-ups, TTL, discard-new) then ``store_prepared`` (the store append, then
+discard-old limits, roll-ups, schedules and expiry).  An atomic batch
+prepares all its messages before it stores any.  It returns the sequence stored
+(or the duplicate's), or raises ApiError; acks are the caller's business, sent
+only after the store's group commit.
 """
 
 import collections
@@ -15,9 +18,14 @@ from natsbroker.protocol.wire import HeaderError, decode_headers
 from natsbroker.transform import SubjectTransform
 from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
 
+from plugins.jetstream import counters
 from plugins.jetstream import errors as E
+from plugins.jetstream import headers as HB
+from plugins.jetstream import schedules as S
 
 NANOS = 1_000_000_000
+# nats-server's default max_payload: a counter's total may not grow past it.
+MAX_PAYLOAD = 1024 * 1024
 
 # Headers the publish path reads.
 H_MSG_ID = b"Nats-Msg-Id"
@@ -26,12 +34,15 @@ H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
 H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
 H_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
+H_EXPECTED_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
 
-_WATCHED = {h.lower(): h for h in (H_MSG_ID, H_EXPECTED_STREAM, H_EXPECTED_LAST_SEQ,
-                                   H_EXPECTED_LAST_SUBJ_SEQ, H_EXPECTED_LAST_MSG_ID,
-                                   H_ROLLUP, H_TTL)}
+# nats-server finds these by their exact name: "nats-msg-id" is just a header.
+_WATCHED = frozenset((H_MSG_ID, H_EXPECTED_STREAM, H_EXPECTED_LAST_SEQ, H_EXPECTED_LAST_SUBJ_SEQ,
+                      H_EXPECTED_LAST_SUBJ_SEQ_SUBJ, H_EXPECTED_LAST_MSG_ID, H_ROLLUP, H_TTL,
+                      counters.H_INCR, S.H_SCHEDULE, S.H_TARGET, S.H_TTL, S.H_SOURCE,
+                      S.H_ROLLUP, S.H_TZ, S.H_SCHEDULER, S.H_NEXT))
 
 
 _NO_HEADERS = {}
@@ -51,9 +62,8 @@ def _headers(hdr):
         return {}
     out = {}
     for name, value in pairs:
-        key = _WATCHED.get(name.lower())
-        if key is not None and key not in out:
-            out[key] = value
+        if name in _WATCHED and name not in out:
+            out[name] = value
     return out
 
 
@@ -126,6 +136,37 @@ def _marker_headers(hdr):
     return {name for name, _ in pairs}
 
 
+class Prepared:
+    """A publish that passed its checks (``Stream.prepare``): what
+    ``Stream.store_prepared`` stores.  ``dup`` is the sequence of the message
+    it duplicates, if it does."""
+
+    __slots__ = ("subject", "hdr", "data", "msg_id", "rollup", "ttl", "val", "sources",
+                 "schedule", "dup")
+
+    def __init__(self, subject, hdr, data):
+        self.subject = subject
+        self.hdr = hdr
+        self.data = data
+        self.msg_id = None
+        self.rollup = None
+        self.ttl = 0
+        self.val = None
+        self.sources = None
+        self.schedule = False
+        self.dup = None
+
+
+class Accepted(tuple):
+    """``(seq, False)`` of a stored counter increment, with its total
+    (``val``) for the PubAck."""
+
+    def __new__(cls, seq, val):
+        self = tuple.__new__(cls, (seq, False))
+        self.val = val
+        return self
+
+
 class Stream:
     """A stream's runtime: config, store, de-duplication window, timers.
 
@@ -151,6 +192,8 @@ class Stream:
         # expiry starts here rather than rescanning them.
         self._age_cursor = 0
         self.consumers = {}
+        # Message schedules (allow_msg_schedules): their index and timer.
+        self.schedules = S.Schedules(self)
         # Called with each StoredMsg appended (consumers, feeds): after limits.
         self.on_stored = []
         # IStreamEvents observers (shared with the plugin): every mutation.
@@ -181,75 +224,195 @@ class Stream:
 
     # -- publish ------------------------------------------------------------
 
-    def accept(self, subject, hdr, data, ts=None, sourced=None):
-        """Store one published message; returns ``(seq, duplicate)``.
+    def accept(self, subject, hdr, data, ts=None, sourced=None, scheduled=False):
+        """Store one published message; returns ``(seq, duplicate)`` (an
+        ``Accepted``, with the counter's ``val``, for an increment).
 
         ``sourced`` ("mirror" or "source", from plugins.jetstream.sourcing): a
         copy of another stream's message, which skips the input transform and
-        the publisher's expectations (see ``_sourced_headers``)."""
+        the publisher's expectations (see ``_sourced_headers``).  ``scheduled``:
+        a copy this stream's schedules made (its ``Nats-Schedule-Next`` is the
+        server's own)."""
+        if not hdr and sourced is None:
+            # The common case, checked here without the general machinery
+            # (the same checks ``prepare`` makes of a message with no headers).
+            cfg = self._config
+            if cfg.sealed:
+                raise E.stream_sealed()
+            if self._transform is not None:
+                subject = self._transform.match(subject) or subject
+            if cfg.max_msg_size > 0 and len(data) > cfg.max_msg_size:
+                raise E.stream_message_exceeds_maximum()
+            if cfg.allow_msg_counter:
+                raise E.message_incr_missing()
+            if cfg.discard == "new":
+                self._check_discard_new(Prepared(subject, hdr, data), None)
+            return self._store(subject, hdr, data, ts, None, None, 0, False), False
+        p = self.prepare(subject, hdr, data, sourced, scheduled)
+        if p.dup is not None:
+            return p.dup, True
+        seq = self._store(p.subject, p.hdr, p.data, ts,
+                          p.msg_id, p.rollup, p.ttl, p.schedule)
+        if p.val is not None:
+            return Accepted(seq, p.val)
+        return seq, False
+
+    def prepare(self, subject, hdr, data, sourced=None, scheduled=False, batch=None):
+        """Every check of a publish, in nats-server's order, without storing:
+        a ``Prepared`` (``dup`` set for a duplicate), or ApiError.  ``batch``
+        (plugins.jetstream.batches): what an atomic batch has staged before
+        this message, which it is checked against too."""
         cfg = self._config
         if cfg.sealed:
             raise E.stream_sealed()
         if self._transform is not None and sourced is None:
             subject = self._transform.match(subject) or subject
+        if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
+            raise E.stream_message_exceeds_maximum()
+        if sourced is not None and hdr and b"Nats-Batch-" in hdr:
+            # A copy is a message of its own, not part of the origin's batch.
+            hdr = HB.remove_prefixed(hdr, b"Nats-Batch-")
         h = _headers(hdr) if hdr else _NO_HEADERS
         if sourced is not None and h:
             h = _sourced_headers(h, cfg, sourced)
+        p = Prepared(subject, hdr, data)
+        if not h:
+            if cfg.allow_msg_counter:
+                raise E.message_incr_missing()
+            if cfg.discard == "new":
+                self._check_discard_new(p, batch)
+            return p
         store = self.store
-        msg_id = h.get(H_MSG_ID)
-        if msg_id is not None:
-            self._trim_dedupe()
-            hit = self._dedupe.get(msg_id)
-            if hit is not None:
-                return hit[0], True
-        expected = h.get(H_EXPECTED_STREAM)
-        if expected is not None and expected.decode(errors="replace") != cfg.name:
+        get = h.get
+        incr = get(counters.H_INCR) or None  # an empty value is no increment
+        if incr is not None:
+            incr = counters.parse_incr(incr)
+            if sourced is None:
+                if not cfg.allow_msg_counter:
+                    raise E.message_incr_disabled()
+                counters.check_publish(incr, data, h, sourced)
+        expected = get(H_EXPECTED_STREAM)
+        if expected and expected.decode(errors="replace") != cfg.name:
             raise E.stream_not_match()
-        v = h.get(H_EXPECTED_LAST_SEQ)
-        if v is not None:
-            state = store.state()
-            if _int(v) != state.last_seq:
-                raise E.stream_wrong_last_sequence(state.last_seq)
-        v = h.get(H_EXPECTED_LAST_SUBJ_SEQ)
-        if v is not None:
-            last = store.load_last(subject)
-            last_seq = last.seq if last is not None else 0
-            if _int(v) != last_seq:
-                raise E.stream_wrong_last_sequence(last_seq)
-        v = h.get(H_EXPECTED_LAST_MSG_ID)
-        if v is not None and v != (self._last_msg_id or b""):
-            raise E.stream_wrong_last_msg_id((self._last_msg_id or b"").decode(errors="replace"))
-        rollup = h.get(H_ROLLUP)
-        if rollup is not None:
-            if not cfg.allow_rollup_hdrs:
+        ttl_text = get(H_TTL)
+        if ttl_text and not cfg.allow_msg_ttl:
+            raise E.message_ttl_disabled()
+        v = get(H_EXPECTED_LAST_SUBJ_SEQ)
+        override = get(H_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+        if not v and override:
+            raise E.stream_expected_last_seq_per_subject_invalid()
+        w = get(H_EXPECTED_LAST_SEQ)
+        if w:
+            last_seq = store.state().last_seq
+            if batch is None:
+                if _int(w) != last_seq:
+                    raise E.stream_wrong_last_sequence(last_seq)
+            else:
+                batch.check_last_seq(_int(w), last_seq)
+        if v:
+            on = override or subject
+            if batch is not None:
+                batch.check_last_subj_seq(on, _int(v), store)
+            else:
+                last = store.load_last(on)
+                last_seq = last.seq if last is not None else 0
+                if _int(v) != last_seq:
+                    raise E.stream_wrong_last_sequence(last_seq)
+        if sourced is None and not scheduled:
+            pattern = get(S.H_SCHEDULE)
+            if pattern:
+                hdr = S.check_schedule(pattern, h, hdr, subject, cfg, self.now(), parse_ttl)
+                p.hdr = hdr
+                p.schedule = True
+                if not get(H_ROLLUP):
+                    h = dict(h)
+                    h[H_ROLLUP] = b"sub"
+                    get = h.get
+            if S.H_NEXT in h or S.H_SCHEDULER in h:
+                S.check_scheduler(h, subject, cfg, store)
+        msg_id = get(H_MSG_ID)
+        if msg_id:
+            if batch is not None:
+                batch.check_msg_id(msg_id, self)
+            else:
+                self._trim_dedupe()
+                hit = self._dedupe.get(msg_id)
+                if hit is not None:
+                    p.dup = hit[0]
+                    return p
+            p.msg_id = msg_id
+        if cfg.allow_msg_counter and incr is None:
+            raise E.message_incr_missing()
+        v = get(H_EXPECTED_LAST_MSG_ID)
+        if v:
+            if batch is not None:
+                raise E.atomic_publish_unsupported_header_batch(
+                    H_EXPECTED_LAST_MSG_ID.decode())
+            if v != (self._last_msg_id or b""):
+                raise E.stream_wrong_last_msg_id(
+                    (self._last_msg_id or b"").decode(errors="replace"))
+        rollup = get(H_ROLLUP)
+        if rollup:
+            if not cfg.allow_rollup_hdrs or cfg.deny_purge:
                 raise E.rollup_not_permitted()
             rollup = rollup.lower()
             if rollup not in (b"sub", b"all"):
                 raise E.rollup_value_invalid(rollup.decode(errors="replace"))
-        ttl = 0
-        v = h.get(H_TTL)
-        if v is not None:
-            if not cfg.allow_msg_ttl:
-                raise E.message_ttl_disabled()
-            ttl = parse_ttl(v)
+            if batch is not None:
+                batch.check_rollup(rollup, subject)
+            p.rollup = rollup
+        if ttl_text:
+            ttl = parse_ttl(ttl_text)
             floor = cfg.subject_delete_marker_ttl // NANOS
             if 0 < ttl < floor:
                 # A message may not outlive its own delete marker's reason:
                 # nats-server raises the TTL to the marker TTL and says so.
                 ttl = floor
-                hdr = _set_header(hdr, H_TTL, b"%d" % ttl)
-        size = msg_size(subject, hdr, data)
-        if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
-            raise E.stream_message_exceeds_maximum()
+                p.hdr = _set_header(p.hdr, H_TTL, b"%d" % ttl)
+            p.ttl = ttl
+        if incr is not None and cfg.allow_msg_counter:
+            running = batch.counter(subject) if batch is not None else None
+            last = store.load_last(subject) if running is None else None
+            p.hdr, p.data, p.val, p.sources = counters.apply(last, subject, p.hdr, data, incr,
+                                                             running)
+            limit = cfg.max_msg_size if cfg.max_msg_size > 0 else MAX_PAYLOAD
+            if len(p.hdr) + len(p.data) > limit:
+                raise E.stream_message_exceeds_maximum()
         if cfg.discard == "new":
-            state = store.state()
-            if cfg.max_msgs > 0 and state.msgs >= cfg.max_msgs:
-                raise E.store_max_msgs_exceeded()
-            if cfg.max_bytes > 0 and state.bytes + size > cfg.max_bytes:
-                raise E.store_max_bytes_exceeded()
-            if (cfg.discard_new_per_subject and cfg.max_msgs_per_subject > 0
-                    and store.count_subject(subject) >= cfg.max_msgs_per_subject):
-                raise E.store_max_msgs_per_subject_exceeded()
+            self._check_discard_new(p, batch)
+        return p
+
+    def _check_discard_new(self, p, batch):
+        """discard: new -- refuse what would go over a limit (with what an
+        atomic batch has staged before it)."""
+        cfg = self._config
+        store = self.store
+        state = store.state()
+        size = msg_size(p.subject, p.hdr, p.data)
+        msgs, nbytes, subj = 1, size, 1
+        if batch is not None:
+            msgs += batch.count
+            nbytes += batch.bytes
+            subj += batch.subjects.get(p.subject, 0)
+        if cfg.max_msgs > 0 and state.msgs + msgs > cfg.max_msgs:
+            raise E.store_max_msgs_exceeded()
+        if cfg.max_bytes > 0 and state.bytes + nbytes > cfg.max_bytes:
+            raise E.store_max_bytes_exceeded()
+        if (cfg.discard_new_per_subject and cfg.max_msgs_per_subject > 0
+                and store.count_subject(p.subject) + subj > cfg.max_msgs_per_subject):
+            raise E.store_max_msgs_per_subject_exceeded()
+
+    def store_prepared(self, p, ts=None):
+        """Store a ``prepare``d message (it cannot be refused any more):
+        returns ``(seq, False)``, an ``Accepted`` for a counter."""
+        seq = self._store(p.subject, p.hdr, p.data, ts, p.msg_id, p.rollup, p.ttl, p.schedule)
+        if p.val is not None:
+            return Accepted(seq, p.val)
+        return seq, False
+
+    def _store(self, subject, hdr, data, ts, msg_id, rollup, ttl, schedule):
+        cfg = self._config
+        store = self.store
         ts = self.now() if ts is None else ts
         if cfg.retention == "interest" and not self.has_interest(subject):
             # No consumer would ever see it: nats-server numbers the publish
@@ -258,7 +421,7 @@ class Stream:
             if msg_id is not None:
                 self._dedupe[msg_id] = (seq, ts)
                 self._last_msg_id = msg_id
-            return seq, False
+            return seq
         republish = self._republish
         if republish is not None:
             dest = republish.match(subject)
@@ -278,6 +441,8 @@ class Stream:
             self.purge("rollup", subject=subject, seq=seq)
         elif rollup == b"all":
             self.purge("rollup", seq=seq)
+        if cfg.allow_msg_schedules and hdr:
+            self._schedules_stored(seq, subject, hdr, ts, schedule)
         self.enforce_limits(subject)
         if ttl > 0:
             deadline = ts + ttl * NANOS
@@ -290,7 +455,19 @@ class Stream:
                 self.schedule_expiry()
         if self.on_stored or self.consumers:
             self._stored(seq)
-        return seq, False
+        return seq
+
+    def _schedules_stored(self, seq, subject, hdr, ts, is_schedule):
+        h = HB.exact(hdr, (S.H_SCHEDULE, S.H_TZ, S.H_SCHEDULER, S.H_NEXT))
+        deadline = None
+        if is_schedule:
+            tz = h.get(S.H_TZ)
+            try:
+                deadline, _, _ = S.next_fire(h[S.H_SCHEDULE].decode("utf-8", "surrogateescape"),
+                                             None if tz is None else tz.decode(), ts, self.now())
+            except (ValueError, KeyError):
+                deadline = None
+        self.schedules.stored(seq, subject, hdr, h, deadline)
 
     def _republish_msg(self, dest, subject, hdr, data, seq, ts, last_seq):
         """A copy to the republish destination, with the headers nats-server adds."""
@@ -394,10 +571,14 @@ class Stream:
         index (from every Nats-TTL header)."""
         cfg = self.config
         store = self.store
-        window_start = self.seq_for_time(self.now() - cfg.duplicate_window)
-        start = store.state().first_seq if cfg.allow_msg_ttl else window_start
+        now = self.now()
+        window_start = self.seq_for_time(now - cfg.duplicate_window)
+        scan_all = cfg.allow_msg_ttl or cfg.allow_msg_schedules
+        start = store.state().first_seq if scan_all else window_start
         msg = store.load_next(start)
         while msg is not None:
+            if msg.hdr and cfg.allow_msg_schedules:
+                self.schedules.recover(msg)
             if msg.hdr:
                 h = _headers(msg.hdr)
                 if msg.seq >= window_start and H_MSG_ID in h:
@@ -416,6 +597,7 @@ class Stream:
             msg = store.load_next(msg.seq + 1)
         heapq.heapify(self._ttl_heap)
         self.schedule_expiry()
+        self.schedules.arm()
 
     # -- limits -------------------------------------------------------------
 
@@ -549,6 +731,7 @@ class Stream:
         """Hook: the plugin commits the store after timer-driven removals."""
 
     def stop(self):
+        self.schedules.stop()
         if self._expiry_call is not None and self._expiry_call.active():
             self._expiry_call.cancel()
         self._expiry_call = None
