@@ -331,9 +331,9 @@ def stream_list(js, args, body):
     return out
 
 
-def _msg_json(msg):
+def _msg_json(msg, no_hdr=False):
     out = {"subject": msg.subject.decode(errors="replace"), "seq": msg.seq}
-    if msg.hdr:
+    if msg.hdr and not no_hdr:
         out["hdrs"] = base64.b64encode(msg.hdr).decode()
     if msg.data:
         out["data"] = base64.b64encode(msg.data).decode()
@@ -389,7 +389,15 @@ def _damage_error(stream, seq, why):
 def stream_msg_get(js, args, body):
     req = _req(body, M.MsgGetRequest)
     stream = _stream(js, args[0])
-    return {"message": _msg_json(_find_msg(stream, req))}
+    # nats-server's checks (jsMsgGetRequest): no batches here; seq,
+    # last_by_subj and start_time exclude each other, next_by_subj filters
+    # seq or start_time.
+    seq, last, nxt, start = req.seq, req.last_by_subj, req.next_by_subj, req.start_time
+    if (req.batch > 0 or req.max_bytes > 0 or (seq and last)
+            or not (seq or last or nxt or start is not None)
+            or (start is not None and (seq or last)) or (last and nxt)):
+        raise M.bad_request()
+    return {"message": _msg_json(_direct_msg(stream, req), no_hdr=req.no_hdr)}
 
 
 def stream_msg_delete(js, args, body):

@@ -97,7 +97,7 @@ def start_seq(stream, req):
     """The sequence a get starts from: ``seq``, or the first stamped at or
     after ``start_time``."""
     if req.start_time is not None:
-        return stream.seq_for_time(M.parse_rfc3339(req.start_time))
+        return stream.seq_for_time(M.unix_nano(req.start_time))
     return req.seq
 
 
