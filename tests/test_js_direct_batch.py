@@ -537,12 +537,12 @@ def _direct(stream, body):
 def test_multi_last_reports_a_damaged_last_message(tmp_path):
     s, stream = _damaged_stream(tmp_path, [17, 20])  # both t.2
     try:
-        why = b"NATS/1.0 500 message 20 in stream T is damaged in the store (checksum mismatch)"
-        # the newest t.2 is damaged: an older one must not pass for it
+        why = b"NATS/1.0 500 message 17 in stream T is damaged in the store (checksum mismatch)"
+        # the newest t.2 is damaged: an older one must not pass for it (the
+        # lowest damaged record above the answer is named)
         assert _direct(stream, b'{"multi_last":["t.*"]}') == [(why + b"\r\n\r\n", b"")]
-        # bounded below it, damage above the answer is still reported (the
-        # store names one damaged record, not the lowest: over-report, never
-        # answer wrong)
+        # bounded below it, damage above the answer is still reported
+        # (over-report, never answer wrong)
         for up_to in (19, 16):
             got = _direct(stream, b'{"multi_last":["t.2"],"up_to_seq":%d}' % up_to)
             assert len(got) == 1 and got[0][0].startswith(b"NATS/1.0 500 message "), got
