@@ -55,7 +55,8 @@ def _req(raw, cls):
 _ACTIONS = {"stream_create_response": "create", "stream_update_response": "modify",
             "stream_delete_response": "delete"}
 # Consumer mutations are audited too (their action advisories come from the handlers).
-_AUDITED = {"consumer_create_response", "consumer_delete_response", "consumer_pause_response"}
+_AUDITED = {"consumer_create_response", "consumer_delete_response", "consumer_pause_response",
+            "consumer_unpin_response"}
 
 
 def handle(js, subject, reply, body):

@@ -18,10 +18,14 @@ import os
 from twisted.logger import Logger
 
 from natsbroker.godur import parse_duration
+from natsbroker.nuid import nuid
 from natsbroker.subjects import subject_matches
 
+from plugins.jetstream import consumer_api
 from plugins.jetstream import consumer_models as CM
+from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
+from plugins.jetstream import priority as P
 
 NANOS = 1_000_000_000
 META_PREFIX = b"c."
@@ -52,9 +56,9 @@ def _ns_time(value):
 
 class WaitingRequest:
     __slots__ = ("reply", "n", "d", "b", "expires", "received", "hb", "hbt", "no_wait",
-                 "max_bytes")
+                 "max_bytes", "pg")
 
-    def __init__(self, reply, n, b, expires, received, hb, no_wait):
+    def __init__(self, reply, n, b, expires, received, hb, no_wait, pg=None):
         self.reply = reply
         self.n = n  # messages still wanted
         self.d = 0  # messages delivered
@@ -65,6 +69,9 @@ class WaitingRequest:
         self.hb = hb
         self.hbt = received + hb if hb > 0 else 0  # <= 0: no heartbeats
         self.no_wait = no_wait
+        # The JSON request's priority group fields (a CM.NextRequest; its ``id``
+        # is set when this request gets the pin), None for a bare batch size.
+        self.pg = pg
 
 
 class Consumer:
@@ -104,6 +111,11 @@ class Consumer:
         self.pbytes = 0  # flow control: bytes sent since the last answered request
         self.fcid = None
         self.fcsz = 0
+        # pinned_client: the pin handed to one client's requests (not stored:
+        # nats-server forgets it on restart), when and for which group.
+        self.pin_id = ""
+        self.pinned_ts = 0
+        self.pin_group = ""
         self._set_filters()
 
     # -- config -------------------------------------------------------------
@@ -206,6 +218,11 @@ class Consumer:
             # token counts as nats-server's 9-token subscription would: 503.)
             self._subs.append(self.broker.subscribe(
                 b"$JS.ACK.%s.%s.>" % (stream, name), self._on_ack))
+        # Like nats-server, the consumer answers its own reset subject: no
+        # consumer, no reply (and no API count or audit either way).
+        for prefix in self.js._api_prefixes():
+            self._subs.append(self.broker.subscribe(
+                prefix + b"CONSUMER.RESET.%s.%s" % (stream, name), self._on_reset))
         if not self.is_pull:
             self._subs.append(self.broker.subscribe(
                 b"$JS.FC.%s.%s.>" % (stream, name), self._on_flow_control))
@@ -330,6 +347,7 @@ class Consumer:
             "push_bound": (not self.is_pull) and self.active,
             "paused": paused_until > now,
             "pause_remaining": max(paused_until - now, 0),
+            "pinned": (self.pin_id, self.pinned_ts),
         }
 
     # -- new messages ----------------------------------------------------------
@@ -450,6 +468,10 @@ class Consumer:
                 self._replay_ready = False
                 self._replay_lts = msg.ts
                 if not self._send(msg, dc, now):
+                    if self.is_pull:
+                        # No request may take it: one-shot requests end here
+                        # (nats-server's processWaiting(true)).
+                        why = "no_request"
                     break
             if self.is_pull and self.waiting:
                 # Out of messages: one-shot (no_wait) requests that got some end
@@ -511,6 +533,8 @@ class Consumer:
             dsubj = wr.reply
             if wr.n > 0 and wr.hb > 0:
                 wr.hbt = now + wr.hb
+            if cfg.priority_policy == "pinned_client":
+                hdr = P.with_pin_header(hdr, self.pin_id)
         else:
             dsubj = cfg.deliver_subject.encode()
             if cfg.rate_limit_bps and not self._rate_paid:
@@ -640,6 +664,12 @@ class Consumer:
         if err is not None:
             self._send_status(reply, err.header)
             return
+        if req.priority_group and cfg.priority_policy != "none" and self.pin_id:
+            if req.id == self.pin_id:
+                self._arm_pin_timer()  # the pinned client is still there
+            elif req.id:
+                self._send_status(reply, P.PIN_MISMATCH)
+                return
         batch, expires, max_bytes, no_wait, hb = (
             req.batch, req.expires, req.max_bytes, req.no_wait, req.idle_heartbeat)
         max_waiting = cfg.max_waiting or 512
@@ -657,11 +687,17 @@ class Consumer:
                     self._send_status(reply, status(408, b"Requests Pending"))
                     return
         if len(self.waiting) >= max_waiting:
-            self._send_status(reply, status(409, b"Exceeded MaxWaiting"))
+            if hb <= 0:
+                # With heartbeats the client notices their absence and asks
+                # again later: no 409 (that would make it retry at once).
+                self._send_status(reply, status(409, b"Exceeded MaxWaiting"))
             return
         wr = WaitingRequest(reply, batch, max_bytes, now + expires if expires else 0,
-                            now, hb, no_wait)
-        self.waiting.append(wr)
+                            now, hb, no_wait, req if req.priority_group else None)
+        if cfg.priority_policy == "prioritized":
+            P.insert_by_priority(self.waiting, wr)
+        else:
+            self.waiting.append(wr)
         self.deliver_pending()
 
     def _send_status(self, reply, hdr):
@@ -672,33 +708,76 @@ class Consumer:
             self.broker.end()
 
     def _next_waiting(self, sz):
-        """nats-server's nextWaiting: the request the next message goes to."""
+        """nats-server's nextWaiting: the request the next message (of ``sz``
+        bytes) goes to, or None. In queue order: expired requests end; under
+        pinned_client the first request without a pin gets a new one, requests
+        with another pin end (423), requests without one wait their turn while
+        a pin is held; overflow requests below their thresholds let it pass;
+        then max bytes and interest."""
+        waiting = self.waiting
         has_interest = self.broker.sublist.has_interest
         now = self.now()
-        while self.waiting:
-            wr = self.waiting[0]
+        policy = self.config.priority_policy
+        need_pin = policy == "pinned_client" and not self.pin_id
+        cycled = 0
+        while waiting:
+            wr = waiting[0]
+            if wr.expires and now >= wr.expires:
+                waiting.popleft()
+                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                continue
+            pg = wr.pg
+            assigned = False
+            if need_pin:
+                if pg is None or not pg.id:
+                    assigned = self._assign_pin(wr)
+                else:
+                    # It still holds a pin that timed out or was unpinned.
+                    waiting.popleft()
+                    self._send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
+                    continue
+            elif self.pin_id and not (pg is not None and pg.id == self.pin_id):
+                if pg is None or not pg.id:
+                    # Not the pinned client: to the back, it waits for the pin.
+                    waiting.rotate(-1)
+                    cycled += 1
+                    if cycled >= len(waiting):
+                        return None
+                    continue
+                waiting.popleft()
+                self._send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
+                continue
+            if policy == "overflow" and pg is not None and P.overflow_waits(
+                    pg, self.npc, len(self.pending)):
+                waiting.rotate(-1)
+                cycled += 1
+                if cycled >= len(waiting):
+                    return None
+                continue
             if wr.b > 0:
                 if sz <= wr.b:
                     wr.b -= sz
                     if wr.b == 0:
-                        wr.n = 1
+                        wr.n = 1  # this one fits exactly: the last
                 else:
-                    self.waiting.popleft()
+                    waiting.popleft()
                     self._send_status(wr.reply, _MAX_BYTES % (wr.n, wr.b))
+                    if assigned:
+                        self._unassign_pin()  # (nats-server sends no advisory here)
                     continue
-            if not wr.expires or now < wr.expires:
-                if has_interest(wr.reply):
-                    wr.d += 1
-                    wr.n -= 1
-                    self.waiting.popleft()
-                    if wr.n > 0:
-                        self.waiting.append(wr)
-                    return wr
-            else:
-                self.waiting.popleft()
-                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
-                continue
-            self.waiting.popleft()
+            if has_interest(wr.reply):
+                wr.d += 1
+                wr.n -= 1
+                if wr.n <= 0:
+                    waiting.popleft()
+                elif len(waiting) > 1:
+                    waiting.popleft()
+                    if policy == "prioritized":
+                        P.insert_by_priority(waiting, wr)  # behind its equals
+                    else:
+                        waiting.append(wr)
+                return wr
+            waiting.popleft()
         return None
 
     def _process_waiting(self, eos):
@@ -711,12 +790,15 @@ class Consumer:
         now = self.now()
         keep = collections.deque()
         for wr in self.waiting:
-            if eos and wr.no_wait and wr.d > 0:
-                # A one-shot request that got what there was (2.15 says 404 here).
-                self._send_status(wr.reply, _NO_MESSAGES)
-                continue
-            if wr.expires and now >= wr.expires:
+            expired = wr.expires and now >= wr.expires
+            if expired:
                 self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                continue
+            if eos and wr.no_wait and (not wr.expires or wr.d > 0):
+                # A one-shot request that got what there was, or that nothing
+                # may go to (2.15 says 404 here); one with expires and nothing
+                # yet keeps waiting for it.
+                self._send_status(wr.reply, _NO_MESSAGES)
                 continue
             if not has_interest(wr.reply):
                 continue
@@ -1029,6 +1111,115 @@ class Consumer:
                 self.js.consumer_resumed(self)
                 self.kick()
             self._timers["pause"] = self.clock.callLater((until - now) / NANOS, resume)
+
+    # -- priority groups: the pin ------------------------------------------------------------
+
+    def _assign_pin(self, wr):
+        """A new pin for ``wr`` (a request naming a group): its messages, and
+        those of requests naming this pin, carry it until priority_timeout
+        passes without such a request or it is unpinned. True if assigned."""
+        pg = wr.pg
+        if pg is None or not pg.group:
+            return False
+        self.pin_id = pg.id = nuid()
+        self.pinned_ts = self.now()
+        self.pin_group = pg.group
+        self._arm_pin_timer()
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.PINNED.%s.%s", P.pinned_advisory(
+            self.stream.name, self.name, pg.group, self.pin_id))
+        return True
+
+    def _unassign_pin(self):
+        self.pin_id = ""
+        self.pinned_ts = 0
+        call = self._timers.pop("pin", None)
+        if call is not None and call.active():
+            call.cancel()
+
+    def _arm_pin_timer(self):
+        """(Re)start the pin's priority_timeout: a request from the pinned
+        client restarts it, deliveries do not."""
+        call = self._timers.pop("pin", None)
+        if call is not None and call.active():
+            call.cancel()
+        ttl = self.config.priority_timeout
+        if ttl > 0 and not self.closed:
+            self._timers["pin"] = self.clock.callLater(ttl / NANOS, self._pin_expired)
+
+    def _pin_expired(self):
+        self._timers.pop("pin", None)
+        if self.closed or not self.pin_id:
+            return
+        group = self.pin_group
+        self._unassign_pin()
+        self._advise("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.%s.%s", P.unpinned_advisory(
+            self.stream.name, self.name, group, "timeout"))
+        self.kick()
+
+    def unpin(self, group):
+        """CONSUMER.UNPIN: the next request without a pin gets a new one (the
+        advisory goes out even when nothing was pinned, as nats-server)."""
+        self._unassign_pin()
+
+        def advise():
+            # After the API reply (nats-server's order), before any new pin.
+            if not self.closed:
+                self._advise("$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.%s.%s", P.unpinned_advisory(
+                    self.stream.name, self.name, group, "admin"))
+                self.kick()
+        self.clock.callLater(0, advise)
+
+    # -- reset -----------------------------------------------------------------------------------
+
+    def reset(self, seq):
+        """nats-server's resetStartingSeq: deliver from ``seq`` again (0: the
+        ack floor + 1) as if nothing had been delivered; returns the sequence.
+        An explicit sequence needs deliver policy all, by_start_sequence (not
+        below opt_start_seq) or by_start_time (not below its first message);
+        it is not checked against the stream (below the first or past the last
+        sequence is accepted, as nats-server does)."""
+        cfg = self.config
+        policy = cfg.deliver_policy
+        if seq == 0:
+            seq = self.asflr + 1
+        elif policy == "by_start_sequence":
+            if seq < cfg.opt_start_seq:
+                raise E.consumer_invalid_reset("below start seq")
+        elif policy == "by_start_time":
+            if seq < self.stream.seq_for_time(_ns_time(cfg.opt_start_time)):
+                raise E.consumer_invalid_reset("below start time")
+        elif policy != "all":
+            raise E.consumer_invalid_reset("not allowed")
+        self.pending.clear()
+        self.rdc.clear()
+        self.rdq.clear()
+        call = self._timers.pop("ack", None)
+        if call is not None and call.active():
+            call.cancel()
+        self.sseq, self.dseq = seq, 1
+        self.adflr, self.asflr = 0, seq - 1
+        self.ldt = self.lat = 0
+        if self.stream.config.retention == "interest":
+            self._drop_unneeded_below_floor()
+        self.npc = self.compute_pending()
+        self.mark_dirty()
+        self.kick()
+        return seq
+
+    def _drop_unneeded_below_floor(self):
+        """Interest retention: what a forward reset skipped may be needed by
+        no consumer now (nats-server's checkStateForInterestStream)."""
+        store = self.stream.store
+        consumers = list(self.stream.consumers.values())
+        msg = store.load_next(store.state().first_seq)
+        while msg is not None and msg.seq <= self.asflr:
+            if not any(c.needs_ack(msg.seq, msg.subject) for c in consumers):
+                self.stream.remove(msg.seq, "interest")
+            msg = store.load_next(msg.seq + 1)
+
+    def _on_reset(self, sub, subject, reply, hdr_len, raw):
+        if reply:
+            consumer_api.consumer_reset(self.js, self, reply, raw[hdr_len:])
 
     # -- advisories ----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
 from plugins.jetstream import consumer_models as CM
+from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 
 
@@ -30,7 +31,7 @@ def info_object(js, stream, c):
         ack_floor=CM.SequenceInfo(consumer_seq=ac, stream_seq=as_, last_active=lat or None),
         num_ack_pending=i["num_ack_pending"], num_redelivered=i["num_redelivered"],
         num_waiting=i["num_waiting"], num_pending=i["num_pending"],
-        push_bound=i["push_bound"])
+        push_bound=i["push_bound"], pinned=i["pinned"])
 
 
 def _info(js, stream, c):
@@ -149,6 +150,38 @@ def consumer_pause(js, args, body):
     return out
 
 
+def consumer_unpin(js, args, body):
+    """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: the
+    body is checked before the stream and consumer are looked up."""
+    if len(args) != 2:
+        js.api_total -= 1  # nats-server has no such subject: no reply, not counted
+        return None
+    group = CM.parse_unpin_request(body)
+    stream = _stream(js, args[0])
+    c = _consumer(stream, args[1])
+    if group not in (c.config.priority_groups or ()):
+        raise E.consumer_invalid_priority_group()
+    c.unpin(group)
+    return {}
+
+
+def consumer_reset(js, c, reply, body):
+    """``$JS.API.CONSUMER.RESET.<stream>.<consumer>`` (answered by the
+    consumer's own subscription): ``{"seq": N}`` or no body for the ack floor.
+    The reply is the consumer info after the reset plus ``reset_seq``; an
+    error reply carries ``reset_seq`` 0. It waits for the reset state's commit."""
+    try:
+        seq = c.reset(CM.parse_reset_request(body))
+    except M.ApiError as e:
+        js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})
+        return
+    out = {"type": CM.TYPE_CONSUMER_RESET}
+    out.update(_info(js, c.stream, c))
+    out["reset_seq"] = seq
+    js.consumer_dirty(c, urgent=True)
+    js.reply_after_commit(reply, M.go_json_dumps(out).encode())
+
+
 def consumer_leader_stepdown(js, args, body):
     raise M.not_clustered()
 
@@ -161,6 +194,7 @@ ROUTES = {
     ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response", 1),
     ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", 1),
     ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", 2),
+    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", None),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
                                          "consumer_leader_stepdown_response", 2),
 }

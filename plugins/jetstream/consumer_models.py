@@ -41,7 +41,10 @@ Pipeline of ``$JS.API.CONSUMER.CREATE.<stream>[.<name>[.<filter>]]`` and
   compared on the raw JSON (``"\\u0061ll"`` is an error), ``null`` included;
 * CONSUMER.LIST sends configs *without* ``_nats.ver``/``_nats.level``;
 * CONSUMER.MSG.NEXT decodes with ``json.Unmarshal``: no unknown-field errors,
-  syntax messages without offsets, and the type-error path is ``.batch``.
+  syntax messages without offsets, and the type-error path is ``.batch``;
+  so do CONSUMER.UNPIN and CONSUMER.RESET (paths ``JSApiConsumerUnpinRequest.group``,
+  ``JSApiConsumerResetRequest.seq``; an empty UNPIN body is an error, an
+  empty RESET body is "the ack floor").
 """
 
 import random
@@ -93,6 +96,8 @@ TYPE_CONSUMER_NAMES = _API + "consumer_names_response"
 TYPE_CONSUMER_LIST = _API + "consumer_list_response"
 TYPE_CONSUMER_PAUSE = _API + "consumer_pause_response"
 TYPE_CONSUMER_LEADER_STEPDOWN = _API + "consumer_leader_stepdown_response"
+TYPE_CONSUMER_UNPIN = _API + "consumer_unpin_response"
+TYPE_CONSUMER_RESET = _API + "consumer_reset_response"
 
 _GO_ZERO_NS = -62135596800 * NS_PER_SEC
 _GROUP_NAME = re.compile(r"[a-zA-Z0-9/_=-]{1,16}\Z")
@@ -345,8 +350,22 @@ def _build(cls, value):
     return cls(**kwargs)
 
 
+@attrs.define
+class ConsumerUnpinRequest:
+    """CONSUMER.UNPIN body (decoded like ``json.Unmarshal``: unknown fields ignored)."""
+    __go_name__ = "JSApiConsumerUnpinRequest"
+    group: str = _f(STRING, "", omit=True)
+
+
+@attrs.define
+class ConsumerResetRequest:
+    """CONSUMER.RESET body; ``seq`` 0 (or no body) means the ack floor + 1."""
+    __go_name__ = "JSApiConsumerResetRequest"
+    seq: int = _f(UINT64, 0, omit=True)
+
+
 for _cls in (ConsumerConfig, CreateConsumerRequest, ConsumersRequest, ConsumerPauseRequest,
-             NextRequest):
+             NextRequest, ConsumerUnpinRequest, ConsumerResetRequest):
     M.converter.register_structure_hook(_cls, (lambda c: lambda v, _: _build(c, v))(_cls))
 
 
@@ -1149,7 +1168,42 @@ def _unmarshal(data, cls):
         raise GoJSONError("exceeded max depth") from None
     except GoJSONError as e:
         raise GoJSONError(re.sub(r" at offset \d+$", "", str(e))) from None
+    if node.kind == "null":
+        return {}                       # the zero request
+    if node.kind != "object":
+        raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
+                          % (M._KIND_NAMES[node.kind], cls.__go_name__))
     return _LenientDecoder(data, cls).struct(node, cls, {}, [])
+
+
+def _api_unmarshal(raw, cls):
+    """An API body through ``json.Unmarshal`` (any error is 400/10025 "invalid JSON: ...")."""
+    try:
+        return _build(cls, _unmarshal(bytes(raw or b""), cls))
+    except GoJSONError as e:
+        raise E.invalid_json(str(e)) from None
+
+
+def parse_unpin_request(raw):
+    """The priority group a CONSUMER.UNPIN body names, checked as nats-server
+    does before it looks the stream up: JSON (an empty body too: "unexpected
+    end of JSON input"), then a group (10025 "consumer group not specified"),
+    then its name (10162)."""
+    group = _api_unmarshal(raw, ConsumerUnpinRequest).group
+    if not group:
+        raise E.invalid_json("consumer group not specified")
+    if not _GROUP_NAME.match(group):
+        raise E.consumer_invalid_group_name()
+    return group
+
+
+def parse_reset_request(raw):
+    """The sequence a CONSUMER.RESET body asks for (0: back to the ack floor).
+    An empty body is the ack floor; anything else must be JSON (``null``
+    included, white space not)."""
+    if not raw:
+        return 0
+    return _api_unmarshal(raw, ConsumerResetRequest).seq
 
 
 def _wrap64(v):
