@@ -280,3 +280,226 @@ def test_jetstream_ordered_consumer_and_messages(py313, servers, kind):
         "messages": events,
         "reader_info": {"ack_floor": 10, "num_ack_pending": 0, "num_pending": 0},
     }
+
+
+def js_err(name, code, err_code, description):
+    return [name, code, err_code, description]
+
+
+@both
+def test_jetstream_counters(py313, servers, kind):
+    # acks: [stream, seq, val, duplicate, batch, count]; val is a string (big.Int).
+    ack = lambda seq, val: ["COUNTERS", seq, val, False, None, None]  # noqa: E731
+    assert scenario(py313, servers(kind, "js"), "js_counters", "--strict") == {
+        "config": [True, False, "old"],
+        "acks": [ack(1, "5"), ack(2, "8"), ack(3, "1"), ack(4, "-2"),
+                 ack(5, "18446744073709551616"), ack(6, "18446744073709551617"), ack(7, "-2")],
+        "get_message": ["cnt.a", 2, '{"val":"8"}', {"Nats-Incr": ["+3"]}],
+        "last_a": ["cnt.a", 7, '{"val":"-2"}', {"Nats-Incr": ["0"]}],
+        "last_b": ["cnt.b", 6, '{"val":"18446744073709551617"}', {"Nats-Incr": ["+1"]}],
+        "errors": {
+            "no_incr": js_err("JetStreamError", 400, 10169, "message counter increment is missing"),
+            "bad_incr": js_err("JetStreamError", 400, 10171, "message counter increment is invalid"),
+            "payload_with_incr": js_err("JetStreamError", 400, 10170, "message counter has payload"),
+            "not_a_counter": js_err("JetStreamError", 400, 10168, "message counters is disabled"),
+        },
+        "state": [7, 1, 7, 2],
+    }
+
+
+@both
+def test_jetstream_message_schedules(py313, servers, kind):
+    invalid_target = js_err("JetStreamError", 400, 10190, "message schedules target is invalid")
+    assert scenario(py313, servers(kind, "js"), "js_schedules", "--strict") == {
+        "config": [True, True, False],  # allow_msg_schedules turns on allow_rollup_hdrs
+        "ack": ["SCHED", 1],
+        "schedule_stored": ["sch.one", "payload",
+                            ["Extra", "Nats-Rollup", "Nats-Schedule", "Nats-Schedule-Target"],
+                            ["sub"], ["sch.target"], True],
+        "fired": ["sch.target", "payload", 2, 1, 1, 0,
+                  {"Extra": ["kept"], "Nats-Schedule-Next": ["purge"],
+                   "Nats-Scheduler": ["sch.one"]}],
+        "after_fire": [1, 2, 2],
+        "errors": {
+            "bad_pattern": js_err("JetStreamError", 400, 10189,
+                                  "message schedules pattern is invalid"),
+            "target_is_self": invalid_target,
+            "no_target": invalid_target,
+            "bad_ttl": js_err("JetStreamError", 400, 10191,
+                              "message schedules invalid per-message TTL"),
+            "schedules_disabled": js_err("JetStreamError", 400, 10188,
+                                         "message schedules is disabled"),
+        },
+    }
+
+
+@both
+def test_jetstream_atomic_batch(py313, servers, kind):
+    incomplete = js_err("JetStreamError", 400, 10176, "atomic publish batch is incomplete")
+    assert scenario(py313, servers(kind, "js"), "js_atomic_batch", "--strict") == {
+        "config": True,
+        "middle_reply": ["", None],
+        "commit_ack": ["ATOMIC", 3, "b1", 3, False, None],
+        "stored": [
+            ["atom.a", 1, "one", {"Nats-Batch-Id": ["b1"], "Nats-Batch-Sequence": ["1"]}],
+            ["atom.a", 2, "two", {"Nats-Batch-Id": ["b1"], "Nats-Batch-Sequence": ["2"]}],
+            ["atom.b", 3, "three", {"Nats-Batch-Commit": ["1"], "Nats-Batch-Id": ["b1"],
+                                    "Nats-Batch-Sequence": ["3"]}],
+        ],
+        "eob_ack": ["ATOMIC", 4, "b2", 1],
+        "errors": {
+            "gap": incomplete,
+            "no_start": incomplete,
+            "bad_commit": js_err("JetStreamError", 400, 10200,
+                                 "atomic publish batch commit is invalid"),
+            "atomic_disabled": js_err("JetStreamError", 400, 10174, "atomic publish is disabled"),
+        },
+        "state": [4, 1, 4],
+    }
+
+
+@both
+def test_jetstream_first_seq(py313, servers, kind):
+    assert scenario(py313, servers(kind, "js"), "js_first_seq", "--strict") == {
+        "created": [100, 0, 100, 99],
+        "acks": [100, 101, 102],
+        "get": ["first.a", 101, "1", None],
+        "below_first": js_err("MessageNotFoundError", 404, 10037, "no message found"),
+        "after_purge": [103, 1, 103, 103, 100],
+    }
+
+
+@both
+def test_jetstream_direct_get(py313, servers, kind):
+    # DIRECT.GET answers a missing message with a 404 status, not JSON: the
+    # client's MessageNotFoundError then has no code/err_code.
+    api_missing = js_err("MessageNotFoundError", 404, 10037, "no message found")
+    direct_missing = js_err("MessageNotFoundError", None, None, "Message Not Found")
+    assert scenario(py313, servers(kind, "js"), "js_direct_get", "--strict") == {
+        "allow_direct": True,
+        "direct_seq": ["dg.a", 1, "a1", {"K": ["v1"]}],
+        "direct_seq_no_headers": ["dg.b", 2, "b1", None],
+        "direct_last": ["dg.a", 3, "a2", {"K": ["x", "y"]}],
+        "api_seq": ["dg.a", 3, "a2", {"K": ["x", "y"]}],
+        "missing": {"direct_seq": direct_missing, "direct_subject": direct_missing,
+                    "api_seq": api_missing, "api_subject": api_missing},
+        "raw_headers": ["K", "Nats-Sequence", "Nats-Stream", "Nats-Subject", "Nats-Time-Stamp"],
+        "raw_missing": msg(None, "", status=["404", "Message Not Found"]),
+    }
+
+
+@both
+def test_jetstream_pause_resume_consumer(py313, servers, kind):
+    pause_type = "io.nats.jetstream.api.v1.consumer_pause_response"
+    assert scenario(py313, servers(kind, "js"), "js_pause_resume", "--strict") == {
+        "initial": [None, None, None],
+        "pause_returns": None,
+        "paused_info": [True, True, True, 3],
+        "fetch_while_paused": [[], None],
+        "resume_returns": None,
+        "resumed_info": [None, None, None],
+        "after_resume": ["pause.a", "p0", 1, 1, 1, 2],
+        "raw_pause": [["pause_remaining", "pause_until", "paused", "type"], True,
+                      "2099-01-02T03:04:05Z"],
+        "raw_resume": {"type": pause_type, "paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+        "raw_past": {"type": pause_type, "paused": False, "pause_until": "2001-01-01T00:00:00Z"},
+        "not_found": js_err("ConsumerNotFoundError", 404, 10014, "consumer not found"),
+        "created_paused": [True, "2099-01-01T00:00:00+00:00", True],
+    }
+
+
+@both
+def test_jetstream_fetch_heartbeat(py313, servers, kind):
+    assert scenario(py313, servers(kind, "js"), "js_fetch_heartbeat", "--strict") == {
+        "partial": [[["hb.a", "only", 1, 1, 1, 0]], None],
+        "empty": [[], None],
+        "next": ["TimeoutError", "No message received within timeout"],
+        "too_large": [[], "ValueError('Bad Request: Bad Request - heartbeat value too large')"],
+        "wire": {
+            "heartbeats": True,
+            "heartbeat": ["100", "Idle Heartbeat",
+                          {"Nats-Last-Consumer": ["1"], "Nats-Last-Stream": ["1"]}, ""],
+            "all_heartbeats_same": True,
+            "end": ["408", "Request Timeout",
+                    {"Nats-Pending-Bytes": ["0"], "Nats-Pending-Messages": ["1"]}, ""],
+        },
+        "info": [0, 0, 0, 1],
+    }
+
+
+@both
+def test_jetstream_ordered_consumer_stream(py313, servers, kind):
+    assert scenario(py313, servers(kind, "js"), "js_ordered", "--strict") == {
+        # name, ack_policy, deliver_policy, mem_storage, num_replicas,
+        # inactive_threshold, max_deliver, durable_name, filter_subject
+        "config": ["reader_1", "none", "all", True, 1, 300.0, -1, None, None],
+        "messages": [["o.a", "m0", 1, 1, 1, 5], ["o.b", "m1", 2, 2, 1, 4],
+                     ["o.a", "m2", 3, 3, 1, 3], ["o.b", "m3", 4, 4, 1, 2],
+                     ["o.a", "m4", 5, 5, 1, 1], ["o.b", "m5", 6, 6, 1, 0],
+                     ["o.c", "m6", 7, 7, 1], ["o.c", "m7", 8, 8, 1]],
+        "next": [["nx_1", "by_start_sequence", 3, "o.b", "o.b", "m3", 4, 1, 1, 1],
+                 ["nx_2", "by_start_sequence", 5, "o.b", "o.b", "m5", 6, 1, 1, 0]],
+        "after_close": ["OrderedConsumerClosedError", "Ordered consumer is closed"],
+        "consumers_left": [],
+    }
+
+
+def reset_view(reset_seq, name, floor, num_pending):
+    seqs = {"consumer_seq": 0, "stream_seq": floor}
+    return {"reset_seq": reset_seq, "name": name, "stream": "RESET", "delivered": seqs,
+            "ack_floor": seqs, "num_ack_pending": 0, "num_pending": num_pending,
+            "num_redelivered": 0, "num_waiting": 0}
+
+
+@both
+def test_jetstream_reset_consumer(py313, servers, kind):
+    assert scenario(py313, servers(kind, "js"), "js_reset_consumer", "--strict") == {
+        "fetched": [["reset.a", "m0", 1, 1, 1, 5], ["reset.a", "m1", 2, 2, 1, 4],
+                    ["reset.a", "m2", 3, 3, 1, 3]],
+        "reset": reset_view(2, "r", 1, 5),
+        "after_reset": ["reset.a", "m1", 2, 1, 1, 4],
+        "reset_to_5": reset_view(5, "r", 4, 2),
+        "after_reset_to_5": ["reset.a", "m4", 5, 1, 1, 1],
+        "reset_zero": reset_view(6, "r", 5, 1),
+        "below_start": js_err("ConsumerInvalidResetError", 400, 10204,
+                              "invalid reset: below start seq"),
+        "past_end": reset_view(100, "s", 99, 0),
+    }
+
+
+@both
+def test_jetstream_priority_groups(py313, servers, kind):
+    unpinned = [{"group": "A", "pinned_ts": "0001-01-01T00:00:00Z"}]
+    unpin_type = "io.nats.jetstream.api.v1.consumer_unpin_response"
+    wrong_pin = ["status", "423", "Nats-Wrong-Pin-Id",
+                      {"Nats-Pending-Bytes": ["0"], "Nats-Pending-Messages": ["1"]}]
+    assert scenario(py313, servers(kind, "js"), "js_priority_groups", "--strict") == {
+        "overflow_info": [["A"], "overflow", None, unpinned],
+        "overflow": {
+            "no_group": [[], "ValueError('Bad Request: Bad Request - Priority Group missing')"],
+            "unknown_group": [[],
+                              "ValueError('Bad Request: Bad Request - Invalid Priority Group')"],
+            "min_pending_unmet": [[], None],
+            "min_pending_met": [[["prio.a", "m0", 1, 1, 1, 5, None]], None],
+            "min_ack_pending_unmet": [[], None],
+            "min_ack_pending_met": [[["prio.a", "m1", 2, 2, 1, 4, None],
+                                     ["prio.a", "m2", 3, 3, 1, 3, None]], None],
+        },
+        "overflow_after": [3, 3, unpinned],
+        "pinned_info": ["pinned_client", 30000000000, unpinned],
+        "pinned": {
+            "first": ["prio.a", "m0", 1, 1, 1, 5],
+            "pin_id": [True, ["Nats-Pin-Id"]],
+            "info_group": ["A", True, ["group", "pinned_client_id", "pinned_ts"]],
+            "client_fetch_again": [[], None],
+            "raw_wrong_id": [["status", "423", "Nats-Pin-Id mismatch", None]],
+            "raw_right_id": ["prio.a", "m1", True],
+            "unpin": {"type": unpin_type},
+            "unpin_unknown": {"type": unpin_type, "error": {
+                "code": 400, "err_code": 10160,
+                "description": "Provided priority group does not exist for this consumer"}},
+            "after_unpin": unpinned,
+            "raw_old_id": [wrong_pin],
+            "repinned": [["prio.a", "m2", 3, 3, 1, 3], True, True],
+        },
+    }

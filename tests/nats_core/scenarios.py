@@ -20,11 +20,14 @@ import json
 import logging
 import re
 import sys
+import time
+from datetime import datetime, timezone
 
 import nats.client
 import nats.jetstream
 from nats.client import ClientStatus
 from nats.client.errors import NoRespondersError, StatusError
+from nats.jetstream import headers as H
 from nats.jetstream.errors import JetStreamError
 
 DEADLINE = 15.0  # seconds, for any one wait: the machine is small and shared
@@ -497,6 +500,563 @@ async def js_consume(args):
     out["reader_info"] = {"ack_floor": ci.ack_floor.get("stream_seq"),
                           "num_ack_pending": ci.num_ack_pending, "num_pending": ci.num_pending}
     await js.delete_stream("EVENTS")
+    await nc.close()
+    return out
+
+
+# --- JetStream: newer stream features (counters, schedules, atomic batches) ---
+#
+# Shared helpers: what a JetStream error, a stored message and a consumed
+# message look like in the printed JSON (no times, no random ids).
+
+def js_error(e):
+    return [type(e).__name__, e.code, e.error_code, e.description]
+
+
+def hdrs(h):
+    return h.asdict() if h is not None else None
+
+
+def stored(sm):
+    """A StreamMessage (STREAM.MSG.GET or DIRECT.GET)."""
+    return [sm.subject, sm.sequence, text(sm.data), hdrs(sm.headers)]
+
+
+def consumed(m):
+    """A JetStream message from a consumer: its subject, data and ack metadata."""
+    md = m.metadata
+    return [m.subject, text(m.data), md.sequence.stream, md.sequence.consumer,
+            md.num_delivered, md.num_pending]
+
+
+async def raw_pull(nc, stream, consumer, request, wait=DEADLINE):
+    """One CONSUMER.MSG.NEXT by hand (for what the client's fetch cannot send,
+    such as a pin id): the messages, then the status that ended the pull."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream, consumer),
+                     json.dumps(request).encode(), reply=inbox)
+    got = []
+    want = request.get("batch", 1)
+    while True:
+        m = await sub.next(wait)
+        if m.status is None:
+            got.append([m.subject, text(m.data), hdrs(m.headers)])
+            if len(got) == want:
+                break
+        elif m.status.code != "100":
+            got.append(["status", m.status.code, m.status.description, hdrs(m.headers)])
+            break
+    await sub.unsubscribe()
+    return got
+
+
+async def raw_api(nc, subject, payload=None):
+    """A JetStream API request the client has no helper for: the decoded reply."""
+    body = json.dumps(payload).encode() if payload is not None else b""
+    reply = await nc.request(subject, body, timeout=DEADLINE)
+    return json.loads(reply.data)
+
+
+@scenario
+async def js_counters(args):
+    """ADR-49 counters: Nats-Incr publishes, the PubAck's val, the stored {"val"}."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="COUNTERS", subjects=["cnt.>"], allow_msg_counter=True)
+    cfg = stream.info.config
+    out = {"config": [cfg.allow_msg_counter, cfg.allow_direct, cfg.discard]}
+    acks = []
+    for subject, incr in [("cnt.a", "5"), ("cnt.a", "+3"), ("cnt.b", "1"), ("cnt.a", "-10"),
+                          ("cnt.b", "18446744073709551615"), ("cnt.b", "+1"), ("cnt.a", "0")]:
+        a = await js.publish(subject, b"", headers={"Nats-Incr": incr}, timeout=DEADLINE)
+        acks.append([a.stream, a.sequence, a.value, a.duplicate, a.batch_id, a.batch_size])
+    out["acks"] = acks
+    # The stored message: {"val": "<total>"} with the increment kept in Nats-Incr.
+    out["get_message"] = stored(await js.get_message("COUNTERS", 2))
+    out["last_a"] = stored(await js.get_last_message_for_subject("COUNTERS", "cnt.a"))
+    out["last_b"] = stored(await stream.get_last_message_for_subject("cnt.b"))
+    errors = {}
+    for label, subject, payload, headers in [
+            ("no_incr", "cnt.a", b"x", None),
+            ("bad_incr", "cnt.a", b"", {"Nats-Incr": "abc"}),
+            ("payload_with_incr", "cnt.a", b"x", {"Nats-Incr": "1"})]:
+        try:
+            a = await js.publish(subject, payload, headers=headers, timeout=DEADLINE)
+            errors[label] = ["ack", a.sequence, a.value]
+        except JetStreamError as e:
+            errors[label] = js_error(e)
+    # Nats-Incr on a stream that is not a counter.
+    await js.create_stream(name="PLAIN", subjects=["plain.>"])
+    try:
+        await js.publish("plain.a", b"", headers={"Nats-Incr": "1"}, timeout=DEADLINE)
+        errors["not_a_counter"] = None
+    except JetStreamError as e:
+        errors["not_a_counter"] = js_error(e)
+    out["errors"] = errors
+    info = await js.get_stream_info("COUNTERS")
+    out["state"] = [info.state.messages, info.state.first_sequence, info.state.last_sequence,
+                    info.state.num_subjects]
+    await js.delete_stream("PLAIN")
+    await js.delete_stream("COUNTERS")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_schedules(args):
+    """ADR-51: an "@at" schedule a second or two ahead fires once onto its target."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="SCHED", subjects=["sch.>"], allow_msg_schedules=True)
+    cfg = stream.info.config
+    # nats-server turns on allow_rollup_hdrs for a schedules stream.
+    out = {"config": [cfg.allow_msg_schedules, cfg.allow_rollup_hdrs, cfg.allow_msg_ttl]}
+    target = await stream.create_consumer(name="target", durable_name="target",
+                                          filter_subject="sch.target", ack_policy="explicit")
+    now = datetime.now(timezone.utc).timestamp()
+    at = datetime.fromtimestamp(int(now) + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ack = await js.publish("sch.one", b"payload", timeout=DEADLINE, headers={
+        H.NATS_SCHEDULE: "@at " + at, H.NATS_SCHEDULE_TARGET: "sch.target", "Extra": "kept"})
+    out["ack"] = [ack.stream, ack.sequence]
+    sched = await js.get_message("SCHED", 1)
+    # Stored as published, plus the Nats-Rollup: sub the server adds.
+    sh = sched.headers.asdict()
+    out["schedule_stored"] = [sched.subject, text(sched.data), sorted(sh), sh["Nats-Rollup"],
+                              sh[H.NATS_SCHEDULE_TARGET], sh[H.NATS_SCHEDULE] == ["@at " + at]]
+    # Fires about two seconds later: the new message is on the target subject,
+    # with the user headers and the scheduler's own, and no schedule headers.
+    m = await target.next(max_wait=DEADLINE)
+    out["fired"] = consumed(m) + [hdrs(m.headers)]
+    await m.double_ack(timeout=DEADLINE)
+    # A one-shot schedule is gone once it has fired ("Nats-Schedule-Next: purge").
+    info = await js.get_stream_info("SCHED")
+    out["after_fire"] = [info.state.messages, info.state.first_sequence, info.state.last_sequence]
+    errors = {}
+    for label, headers in [
+            ("bad_pattern", {H.NATS_SCHEDULE: "@at nonsense", H.NATS_SCHEDULE_TARGET: "sch.t2"}),
+            ("target_is_self", {H.NATS_SCHEDULE: "@at " + at, H.NATS_SCHEDULE_TARGET: "sch.two"}),
+            ("no_target", {H.NATS_SCHEDULE: "@at " + at}),
+            ("bad_ttl", {H.NATS_SCHEDULE: "@at " + at, H.NATS_SCHEDULE_TARGET: "sch.t2",
+                         H.NATS_SCHEDULE_TTL: "soon"})]:
+        try:
+            a = await js.publish("sch.two", b"x", headers=headers, timeout=DEADLINE)
+            errors[label] = ["ack", a.sequence]
+        except JetStreamError as e:
+            errors[label] = js_error(e)
+    await js.create_stream(name="NOSCHED", subjects=["nosched.>"])
+    try:
+        await js.publish("nosched.one", b"x", timeout=DEADLINE, headers={
+            H.NATS_SCHEDULE: "@at " + at, H.NATS_SCHEDULE_TARGET: "nosched.target"})
+        errors["schedules_disabled"] = None
+    except JetStreamError as e:
+        errors["schedules_disabled"] = js_error(e)
+    out["errors"] = errors
+    await js.delete_stream("NOSCHED")
+    await js.delete_stream("SCHED")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_atomic_batch(args):
+    """ADR-50 atomic batch publish: Nats-Batch-Id/-Sequence/-Commit headers."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="ATOMIC", subjects=["atom.>"], allow_atomic=True)
+    out = {"config": stream.info.config.allow_atomic}
+
+    def batch(bid, seq, commit=None):
+        h = {H.NATS_BATCH_ID: bid, H.NATS_BATCH_SEQUENCE: str(seq)}
+        if commit is not None:
+            h[H.NATS_BATCH_COMMIT] = commit
+        return h
+    # Message 1 without a reply; message 2 as a request (the server answers a
+    # batch member that is not the commit with an empty message: flow control);
+    # message 3 commits, and its ack is the batch's.
+    await nc.publish("atom.a", b"one", headers=batch("b1", 1))
+    middle = await nc.request("atom.a", b"two", headers=batch("b1", 2), timeout=DEADLINE)
+    out["middle_reply"] = [text(middle.data), hdrs(middle.headers)]
+    ack = await js.publish("atom.b", b"three", headers=batch("b1", 3, H.NATS_BATCH_COMMIT_FINAL),
+                           timeout=DEADLINE)
+    out["commit_ack"] = [ack.stream, ack.sequence, ack.batch_id, ack.batch_size, ack.duplicate,
+                         ack.value]
+    out["stored"] = [stored(await js.get_message("ATOMIC", seq)) for seq in (1, 2, 3)]
+    # "eob": commits without storing the commit message itself.
+    await nc.publish("atom.a", b"four", headers=batch("b2", 1))
+    eob = await js.publish("atom.a", b"", headers=batch("b2", 2, H.NATS_BATCH_COMMIT_EOB),
+                           timeout=DEADLINE)
+    out["eob_ack"] = [eob.stream, eob.sequence, eob.batch_id, eob.batch_size]
+    errors = {}
+    # A gap: sequence 2 never sent, the commit fails and nothing of b3 is stored.
+    await nc.publish("atom.a", b"x", headers=batch("b3", 1))
+    for label, headers in [("gap", batch("b3", 3, "1")),
+                           ("no_start", batch("b4", 2, "1")),
+                           ("bad_commit", batch("b5", 1, "yes"))]:
+        try:
+            a = await js.publish("atom.b", b"x", headers=headers, timeout=DEADLINE)
+            errors[label] = ["ack", a.sequence, a.batch_size]
+        except JetStreamError as e:
+            errors[label] = js_error(e)
+    await js.create_stream(name="NOTATOMIC", subjects=["notatom.>"])
+    try:
+        await js.publish("notatom.a", b"x", headers=batch("b6", 1, "1"), timeout=DEADLINE)
+        errors["atomic_disabled"] = None
+    except JetStreamError as e:
+        errors["atomic_disabled"] = js_error(e)
+    out["errors"] = errors
+    info = await js.get_stream_info("ATOMIC")
+    out["state"] = [info.state.messages, info.state.first_sequence, info.state.last_sequence]
+    await js.delete_stream("NOTATOMIC")
+    await js.delete_stream("ATOMIC")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_first_seq(args):
+    """first_seq on create: the stream's sequences start there."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="FIRST", subjects=["first.>"], first_seq=100)
+    st = stream.info.state
+    out = {"created": [stream.info.config.first_seq, st.messages, st.first_sequence,
+                       st.last_sequence]}
+    acks = [(await js.publish("first.a", b"%d" % i, timeout=DEADLINE)).sequence for i in range(3)]
+    out["acks"] = acks
+    out["get"] = stored(await js.get_message("FIRST", 101))
+    try:
+        await js.get_message("FIRST", 99)
+        out["below_first"] = None
+    except JetStreamError as e:
+        out["below_first"] = js_error(e)
+    await stream.purge()
+    after = await js.publish("first.a", b"after purge", timeout=DEADLINE)
+    info = await js.get_stream_info("FIRST")
+    out["after_purge"] = [after.sequence, info.state.messages, info.state.first_sequence,
+                          info.state.last_sequence, info.config.first_seq]
+    await js.delete_stream("FIRST")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_direct_get(args):
+    """allow_direct: Stream.get_message goes through $JS.API.DIRECT.GET; a
+    missing message is the client's MessageNotFoundError either way."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="DIRECT", subjects=["dg.>"], allow_direct=True)
+    out = {"allow_direct": stream.info.config.allow_direct}
+    await js.publish("dg.a", b"a1", headers={"K": "v1"}, timeout=DEADLINE)
+    await js.publish("dg.b", b"b1", timeout=DEADLINE)
+    await js.publish("dg.a", b"a2", headers={"K": ["x", "y"]}, timeout=DEADLINE)
+    out["direct_seq"] = stored(await stream.get_message(1))
+    out["direct_seq_no_headers"] = stored(await stream.get_message(2))
+    out["direct_last"] = stored(await stream.get_last_message_for_subject("dg.a"))
+    out["api_seq"] = stored(await js.get_message("DIRECT", 3))  # STREAM.MSG.GET, same message
+    missing = {}
+    for label, call in [("direct_seq", lambda: stream.get_message(9)),
+                        ("direct_subject", lambda: stream.get_last_message_for_subject("dg.zz")),
+                        ("api_seq", lambda: js.get_message("DIRECT", 9)),
+                        ("api_subject",
+                         lambda: js.get_last_message_for_subject("DIRECT", "dg.zz"))]:
+        try:
+            await call()
+            missing[label] = None
+        except JetStreamError as e:
+            missing[label] = js_error(e)
+    out["missing"] = missing
+    # The raw DIRECT.GET reply: the message with its Nats-* headers, or a 404 status.
+    r = await nc.request("$JS.API.DIRECT.GET.DIRECT", b'{"seq": 1}', timeout=DEADLINE)
+    out["raw_headers"] = sorted(r.headers.asdict())
+    r = await nc.request("$JS.API.DIRECT.GET.DIRECT", b'{"seq": 9}', timeout=DEADLINE,
+                         return_on_error=True)
+    out["raw_missing"] = msg_view(r) | {"subject": None}
+    await js.delete_stream("DIRECT")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_pause_resume(args):
+    """Stream.pause_consumer / resume_consumer, and the paused state in CONSUMER.INFO."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="PAUSE", subjects=["pause.>"])
+    for i in range(3):
+        await js.publish("pause.a", b"p%d" % i, timeout=DEADLINE)
+    consumer = await stream.create_consumer(name="worker", durable_name="worker",
+                                            ack_policy="explicit")
+    out = {"initial": [consumer.info.paused, consumer.info.pause_remaining,
+                       consumer.info.config.pause_until]}
+    until = time.time() + 600
+    out["pause_returns"] = await stream.pause_consumer("worker", until)
+    ci = await js.get_consumer_info("PAUSE", "worker")
+    sent = datetime.fromtimestamp(until, tz=timezone.utc)
+    out["paused_info"] = [ci.paused, 590 < ci.pause_remaining.total_seconds() <= 600,
+                          ci.config.pause_until == sent, ci.num_pending]
+    # Paused: a pull gets nothing and ends at its expiry (408), no error.
+    batch = await consumer.fetch(max_messages=1, max_wait=1.0)
+    out["fetch_while_paused"] = [[text(m.data) async for m in batch],
+                                 repr(batch.error) if batch.error else None]
+    out["resume_returns"] = await stream.resume_consumer("worker")
+    ci = await js.get_consumer_info("PAUSE", "worker")
+    out["resumed_info"] = [ci.paused, ci.pause_remaining, ci.config.pause_until]
+    m = await consumer.next(max_wait=DEADLINE)
+    out["after_resume"] = consumed(m)
+    await m.double_ack(timeout=DEADLINE)
+    # The raw PAUSE replies (the client does not parse them).
+    paused = await raw_api(nc, "$JS.API.CONSUMER.PAUSE.PAUSE.worker",
+                           {"pause_until": "2099-01-02T03:04:05Z"})
+    out["raw_pause"] = [sorted(paused), paused["paused"], paused["pause_until"]]
+    resumed = await raw_api(nc, "$JS.API.CONSUMER.PAUSE.PAUSE.worker")
+    out["raw_resume"] = resumed
+    # A pause time in the past resumes too.
+    past = await raw_api(nc, "$JS.API.CONSUMER.PAUSE.PAUSE.worker",
+                         {"pause_until": "2001-01-01T00:00:00Z"})
+    out["raw_past"] = past
+    try:
+        await stream.pause_consumer("nobody", until)
+        out["not_found"] = None
+    except JetStreamError as e:
+        out["not_found"] = js_error(e)
+    # Created paused: pause_until in the consumer config.
+    created = await stream.create_consumer(name="later", durable_name="later",
+                                           ack_policy="explicit",
+                                           pause_until=datetime(2099, 1, 1, tzinfo=timezone.utc))
+    out["created_paused"] = [created.info.paused, created.info.config.pause_until.isoformat(),
+                             created.info.pause_remaining is not None]
+    await js.delete_stream("PAUSE")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_fetch_heartbeat(args):
+    """A pull with idle_heartbeat that expires with nothing to deliver."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="HB", subjects=["hb.>"])
+    await js.publish("hb.a", b"only", timeout=DEADLINE)
+    consumer = await stream.create_consumer(name="idle", durable_name="idle",
+                                            ack_policy="explicit")
+    out = {}
+    # One message, then heartbeats until the expiry: the client returns what came.
+    batch = await consumer.fetch(max_messages=3, max_wait=1.5, heartbeat=0.5)
+    got = []
+    async for m in batch:
+        got.append(consumed(m))
+        await m.double_ack(timeout=DEADLINE)
+    out["partial"] = [got, repr(batch.error) if batch.error else None]
+    # Nothing at all: heartbeats (status 100) then 408 at the expiry, which the
+    # client treats as the end of an empty batch, not an error.
+    batch = await consumer.fetch(max_messages=1, max_wait=2.0, heartbeat=0.5)
+    out["empty"] = [[text(m.data) async for m in batch], repr(batch.error) if batch.error else None]
+    try:
+        await consumer.next(max_wait=1.0, heartbeat=0.25)
+        out["next"] = None
+    except TimeoutError as e:
+        out["next"] = [type(e).__name__, str(e)]
+    # A heartbeat over half the expiry: 400, the batch's error.
+    batch = await consumer.fetch(max_messages=1, max_wait=2.0, heartbeat=1.5)
+    out["too_large"] = [[text(m.data) async for m in batch],
+                        repr(batch.error) if batch.error else None]
+    # What is on the wire (the client hides the status messages).
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.HB.idle",
+                     b'{"batch": 1, "expires": 2000000000, "idle_heartbeat": 500000000}',
+                     reply=inbox)
+    statuses = []
+    while True:
+        m = await sub.next(DEADLINE)
+        statuses.append([m.status.code, m.status.description, hdrs(m.headers), text(m.data)])
+        if m.status.code != "100":
+            break
+    await sub.unsubscribe()
+    out["wire"] = {"heartbeats": len(statuses) > 1,
+                   "heartbeat": statuses[0],
+                   "all_heartbeats_same": all(s == statuses[0] for s in statuses[:-1]),
+                   "end": statuses[-1]}
+    ci = await js.get_consumer_info("HB", "idle")
+    out["info"] = [ci.num_waiting, ci.num_pending, ci.num_ack_pending,
+                   ci.delivered.get("stream_seq")]
+    await js.delete_stream("HB")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_ordered(args):
+    """Ordered consumers: messages() over a whole stream, and next() resuming."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="ORDERED", subjects=["o.>"], storage="memory")
+    for i in range(6):
+        await js.publish("o.%s" % "ab"[i % 2], b"m%d" % i, timeout=DEADLINE)
+    out = {}
+    oc = await stream.ordered_consumer(name_prefix="reader")
+    cfg = oc.info.config
+    out["config"] = [oc.name, cfg.ack_policy, cfg.deliver_policy, cfg.mem_storage,
+                     cfg.num_replicas, cfg.inactive_threshold.total_seconds(), cfg.max_deliver,
+                     cfg.durable_name, cfg.filter_subject]
+    ms = await oc.messages(max_messages=4, max_wait=DEADLINE)
+    got = []
+    async for m in ms:
+        # (num_pending of the two published while it runs depends on timing)
+        got.append(consumed(m) if len(got) < 6 else consumed(m)[:-1])
+        if len(got) == 6:
+            # More while it is running: the pull loop picks them up.
+            for i in range(6, 8):
+                await js.publish("o.c", b"m%d" % i, timeout=DEADLINE)
+        if len(got) == 8:
+            break
+    await ms.stop()
+    out["messages"] = got
+    await oc.close()
+    # next() on an ordered consumer: each call after the first makes a new
+    # server-side consumer starting after the last stream sequence it saw.
+    oc2 = await stream.ordered_consumer(name_prefix="nx", filter_subjects=["o.b"],
+                                        deliver_policy="by_start_sequence", opt_start_seq=3)
+    nexts = []
+    for _ in range(2):
+        m = await oc2.next(max_wait=DEADLINE)
+        c = oc2.info.config
+        nexts.append([oc2.name, c.deliver_policy, c.opt_start_seq, c.filter_subject]
+                     + consumed(m))
+    out["next"] = nexts
+    await oc2.close()
+    try:
+        await oc2.next(max_wait=1.0)
+        out["after_close"] = None
+    except JetStreamError as e:
+        out["after_close"] = [type(e).__name__, str(e)]
+    out["consumers_left"] = [n async for n in js.consumer_names("ORDERED")]
+    await js.delete_stream("ORDERED")
+    await nc.close()
+    return out
+
+
+# --- JetStream: consumer reset and priority groups (ADR-60, ADR-42) ----------
+
+@scenario
+async def js_reset_consumer(args):
+    """Stream.reset_consumer / Consumer.reset: the ConsumerReset and what comes next."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="RESET", subjects=["reset.>"])
+    for i in range(6):
+        await js.publish("reset.a", b"m%d" % i, timeout=DEADLINE)
+    consumer = await stream.create_consumer(name="r", durable_name="r", ack_policy="explicit")
+    batch = await consumer.fetch(max_messages=3, max_wait=DEADLINE)
+    msgs = [m async for m in batch]
+    out = {"fetched": [consumed(m) for m in msgs]}
+    await msgs[0].double_ack(timeout=DEADLINE)  # ack floor 1; 2 and 3 stay pending
+
+    def view(res):
+        i = res.info
+        seqs = ("consumer_seq", "stream_seq")
+        return {"reset_seq": res.reset_seq, "name": i.name, "stream": i.stream_name,
+                "delivered": {k: i.delivered.get(k) for k in seqs},
+                "ack_floor": {k: i.ack_floor.get(k) for k in seqs},
+                "num_ack_pending": i.num_ack_pending, "num_pending": i.num_pending,
+                "num_redelivered": i.num_redelivered, "num_waiting": i.num_waiting}
+    # No sequence: back to one above the ack floor, pending acks forgotten.
+    out["reset"] = view(await stream.reset_consumer("r"))
+    m = await consumer.next(max_wait=DEADLINE)
+    out["after_reset"] = consumed(m)
+    # To a sequence, through the consumer's own reset().
+    out["reset_to_5"] = view(await consumer.reset(5))
+    m = await consumer.next(max_wait=DEADLINE)
+    out["after_reset_to_5"] = consumed(m)
+    await m.double_ack(timeout=DEADLINE)
+    out["reset_zero"] = view(await stream.reset_consumer("r", 0))
+    # by_start_sequence: not below its start.
+    await stream.create_consumer(name="s", durable_name="s", ack_policy="explicit",
+                                 deliver_policy="by_start_sequence", opt_start_seq=3)
+    try:
+        await stream.reset_consumer("s", 2)
+        out["below_start"] = None
+    except JetStreamError as e:
+        out["below_start"] = js_error(e)
+    out["past_end"] = view(await stream.reset_consumer("s", 100))
+    await js.delete_stream("RESET")
+    await nc.close()
+    return out
+
+
+@scenario
+async def js_priority_groups(args):
+    """Pull consumers with priority groups: "overflow" with min_pending, and
+    "pinned_client" (the client cannot send a pin id: raw pulls for that)."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    stream = await js.create_stream(name="PRIO", subjects=["prio.>"])
+    for i in range(6):
+        await js.publish("prio.a", b"m%d" % i, timeout=DEADLINE)
+    out = {}
+    over = await stream.create_consumer(name="over", durable_name="over", ack_policy="explicit",
+                                        priority_groups=["A"], priority_policy="overflow")
+    out["overflow_info"] = [over.info.config.priority_groups, over.info.config.priority_policy,
+                            over.info.config.priority_timeout, over.info.priority_groups]
+
+    async def fetch(consumer, **kw):
+        batch = await consumer.fetch(max_messages=kw.pop("n", 1), max_wait=kw.pop("wait", 1.0),
+                                     **kw)
+        got = [consumed(m) + [hdrs(m.headers)] async for m in batch]
+        return [got, repr(batch.error) if batch.error else None]
+    out["overflow"] = {
+        "no_group": await fetch(over),
+        "unknown_group": await fetch(over, priority_group="B"),
+        # 6 pending: min_pending 7 waits out its expiry, 6 is served.
+        "min_pending_unmet": await fetch(over, priority_group="A", min_pending=7),
+        "min_pending_met": await fetch(over, priority_group="A", min_pending=6),
+        # 1 unacked now: min_ack_pending 2 waits, 1 is served.
+        "min_ack_pending_unmet": await fetch(over, priority_group="A", min_ack_pending=2),
+        "min_ack_pending_met": await fetch(over, priority_group="A", min_ack_pending=1, n=2),
+    }
+    ci = await js.get_consumer_info("PRIO", "over")
+    out["overflow_after"] = [ci.num_ack_pending, ci.num_pending, ci.priority_groups]
+
+    pinned = await stream.create_consumer(name="pin", durable_name="pin", ack_policy="explicit",
+                                          priority_groups=["A"], priority_policy="pinned_client",
+                                          priority_timeout=30_000_000_000)
+    out["pinned_info"] = [pinned.info.config.priority_policy, pinned.info.config.priority_timeout,
+                          pinned.info.priority_groups]
+    first = await pinned.fetch(max_messages=1, max_wait=DEADLINE, priority_group="A")
+    m = [m async for m in first][0]
+    pin = m.headers.get("Nats-Pin-Id")
+    ci = await js.get_consumer_info("PRIO", "pin")
+    group = ci.priority_groups[0]
+    out["pinned"] = {
+        "first": consumed(m),
+        "pin_id": [bool(re.fullmatch(r"[A-Za-z0-9]{22}", pin)), sorted(m.headers.asdict())],
+        "info_group": [group["group"], group.get("pinned_client_id") == pin, sorted(group)],
+        # The client sends no pin id: its next pull waits for the expiry.
+        "client_fetch_again": await fetch(pinned, priority_group="A"),
+        "raw_wrong_id": await raw_pull(nc, "PRIO", "pin", {"batch": 1, "expires": 1_000_000_000,
+                                                           "group": "A", "id": "bogus"}),
+    }
+    right = await raw_pull(nc, "PRIO", "pin", {"batch": 1, "expires": 1_000_000_000,
+                                                "group": "A", "id": pin})
+    out["pinned"]["raw_right_id"] = [right[0][0], right[0][1],
+                                     right[0][2] == {"Nats-Pin-Id": [pin]}]
+    # Unpin (no client helper): the next pull with the old id is told so, and a
+    # pull without one gets a new pin.
+    out["pinned"]["unpin"] = await raw_api(nc, "$JS.API.CONSUMER.UNPIN.PRIO.pin", {"group": "A"})
+    out["pinned"]["unpin_unknown"] = await raw_api(nc, "$JS.API.CONSUMER.UNPIN.PRIO.pin",
+                                                   {"group": "Z"})
+    ci = await js.get_consumer_info("PRIO", "pin")
+    out["pinned"]["after_unpin"] = ci.priority_groups
+    out["pinned"]["raw_old_id"] = await raw_pull(
+        nc, "PRIO", "pin", {"batch": 1, "expires": 1_000_000_000, "group": "A", "id": pin})
+    batch = await pinned.fetch(max_messages=1, max_wait=DEADLINE, priority_group="A")
+    m = [m async for m in batch][0]
+    new_pin = m.headers.get("Nats-Pin-Id")
+    out["pinned"]["repinned"] = [consumed(m), new_pin != pin,
+                                 bool(re.fullmatch(r"[A-Za-z0-9]{22}", new_pin))]
+    await js.delete_stream("PRIO")
     await nc.close()
     return out
 
