@@ -1,14 +1,23 @@
-"""Client authentication (user/password, bcrypt hashes, tokens) and permissions.
+"""Client authentication (user/password, bcrypt hashes, tokens, nkeys) and permissions.
 
 Passwords starting with ``$2`` are bcrypt hashes, as in nats-server; anything
-else is compared in constant time.
+else is compared in constant time. Nkey users sign their INFO nonce
+(:mod:`natsbroker.nkey`).
 """
 
 import hmac
 
 import bcrypt
 
+from natsbroker.nkey import check_signature
 from natsbroker.subjects import subject_matches
+
+
+class NkeyName(str):
+    """The identity of a client that authenticated as an nkey user: its public
+    key. (nats-server names these ``nkey:U...`` in logs, ``user:...`` others.)"""
+
+    __slots__ = ()
 
 
 def _password_ok(stored, given):
@@ -86,14 +95,26 @@ class Authenticator:
         a = config.authorization
         self.required = a.enabled
         self._users = {u.user: u for u in a.users}
+        self._nkeys = {u.nkey: u for u in a.nkeys}
 
-    def authenticate(self, opts, tls_names=None):
+    def authenticate(self, opts, tls_names=None, nonce=None, note=None):
         """``(ok, user_name, ResolvedPermissions|None)`` for CONNECT options.
 
         ``tls_names`` (under ``verify_and_map``): the names a verified client
         certificate carries, in nats-server's order; the first that is a
-        user's name is the identity, and no password is asked for."""
+        user's name is the identity, and no password is asked for.
+        ``nonce``: the one the client's INFO carried, which an nkey user's
+        ``sig`` must sign; ``note(text)`` hears why a signature was refused
+        (nats-server's debug line). An nkey user's name is an :class:`NkeyName`."""
         a = self.config.authorization
+        if self._nkeys:
+            nk = opts.nkey
+            no_auth = self.config.no_auth_user
+            if not nk and no_auth in self._nkeys and not (
+                    opts.user or opts.password or opts.auth_token):
+                nk = no_auth
+            if nk:
+                return self._nkey_user(nk, opts.sig, nonce, nk == no_auth, note)
         if tls_names is not None:
             for name in tls_names:
                 u = self._users.get(name)
@@ -112,7 +133,9 @@ class Authenticator:
                 return True, a.user, _resolve(a.permissions)
             return False, None, None
         name = opts.user
-        if name is None and not opts.auth_token and self.config.no_auth_user:
+        if not (name or opts.password or opts.auth_token) and self.config.no_auth_user:
+            # As nats-server: only a CONNECT without user, password and token
+            # is the no_auth_user.
             name = self.config.no_auth_user
             u = self._users.get(name)
             if u is not None:
@@ -122,6 +145,19 @@ class Authenticator:
         if u is not None and _password_ok(u.password, opts.password):
             return True, name, _resolve(u.permissions)
         return False, None, None
+
+    def _nkey_user(self, nk, sig, nonce, is_no_auth_user, note):
+        u = self._nkeys.get(nk)
+        if u is None:
+            return False, None, None
+        # As nats-server 2.15: the no_auth_user's nkey is taken unsigned.
+        if not is_no_auth_user:
+            why = check_signature(nk, sig, nonce)
+            if why is not None:
+                if note is not None:
+                    note(why)
+                return False, None, None
+        return True, NkeyName(nk), _resolve(u.permissions)
 
 
 def _resolve(perms):

@@ -17,6 +17,7 @@ from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.ratelog import RateLimitedLog
 from natsbroker.interfaces import IBroker, IMessageSink
+from natsbroker.mapping import SubjectMappings
 from natsbroker.protocol import wire
 from natsbroker.subjects import Subscription, Sublist, subject_matches
 
@@ -149,6 +150,14 @@ class Broker:
         # Where clients reach us; filled in by the server once listening.
         self.port = config.port
         self.host = config.host
+        # Subject mappings: only when some are configured does route() look
+        # the subject up first, so without them a publish costs nothing more.
+        self.mappings = None
+        mappings = getattr(config, "mappings", None)
+        if mappings:
+            self.mappings = SubjectMappings(mappings, config.cluster.name)
+            self._mapped = self.mappings.cache
+            self.route = self._route_mapped
 
     # -- plugins ---------------------------------------------------------
 
@@ -215,9 +224,10 @@ class Broker:
             fields["host"], fields["port"] = ws.host, ws.port
         # As nats-server: a no_auth_user lets clients in without credentials,
         # so the first INFO does not ask for them (the update after CONNECT,
-        # made from the server's own INFO, does).
-        if (cfg.authorization.enabled and not (cfg.no_auth_user and not connect_info)) or (
-                ws is not None and ws.auth_override):
+        # made from the server's own INFO, does; a WebSocket client's INFO
+        # always does).
+        no_auth = cfg.no_auth_user and not connect_info and ws is None
+        if (cfg.authorization.enabled and not no_auth) or (ws is not None and ws.auth_override):
             fields["auth_required"] = True
         listener = getattr(client, "listener_info", None)
         if listener:
@@ -227,6 +237,9 @@ class Broker:
         if client is not None:
             fields["client_id"] = client.cid
             fields["client_ip"] = client.host
+            nonce = getattr(client, "nonce", "")
+            if nonce and not connect_info:
+                fields["nonce"] = nonce  # to sign, for nkey users
         if connect_info:
             # The INFO that follows the first PONG confirms the account.
             fields["connect_info"] = True
@@ -262,6 +275,47 @@ class Broker:
             sub = self._pick(group, source if no_echo else None)
             if sub is not None:
                 sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+                n += 1
+        return n
+
+    def _route_mapped(self, source, subject, reply, hdr_len, raw):
+        """route() with mappings: the message goes on under the subject its
+        mapping picks (as nats-server: mapped once, before matching; the
+        reply subject is left alone)."""
+        dest = self._mapped.get(subject)
+        if dest is None:
+            dest = self.mappings.resolve(subject)
+        if dest.__class__ is not bytes:
+            dest = dest.pick(subject)  # weighted or random: per message
+            if dest.__class__ is not bytes:
+                # Mapped to no valid subject: no one gets it.
+                self.route_source = source
+                if reply and source is not None and source.no_responders:
+                    self._no_responders(source, dest.subject, reply)
+                return 0
+        # The rest is route() again, on purpose: a call per message is what
+        # repeating it saves.
+        self.route_source = source
+        r = self._match_cache.get(dest)
+        if r is None:
+            r = self.sublist.match(dest)
+        psubs, qgroups = r
+        if not psubs and not qgroups:
+            if reply and source is not None and source.no_responders:
+                self._no_responders(source, dest, reply)
+            return 0
+        n = 0
+        no_echo = source is not None and not source.echo
+        for sub in psubs:
+            owner = sub.owner
+            if no_echo and owner is source:
+                continue
+            owner.deliver(sub, dest, reply, hdr_len, raw)
+            n += 1
+        for group in qgroups:
+            sub = self._pick(group, source if no_echo else None)
+            if sub is not None:
+                sub.owner.deliver(sub, dest, reply, hdr_len, raw)
                 n += 1
         return n
 

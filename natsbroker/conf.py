@@ -70,6 +70,11 @@ class ConfMap(dict):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.positions: dict[str, tuple[str, int, int]] = {}
+        # Keys written in quotes (nats-server places those at their first
+        # character inside the quotes), and where the closing '}' ends (its
+        # place for a map inside an array): for reporting in its words.
+        self.quoted: set[str] = set()
+        self.end: tuple[str, int, int] | None = None
 
 
 # Size suffixes exactly as parse.go: a bare letter is decimal, with a trailing
@@ -276,6 +281,7 @@ class _Parser:
                 break
             if close and c == close:
                 self.i += 1
+                m.end = (self.filename, *self.where(self.i))
                 break
             self.parse_entry(m)
             # An entry ends at a newline, ',' or ';' (or the closing brace).
@@ -304,6 +310,10 @@ class _Parser:
         value = self.parse_value(key)
         m[key] = value  # duplicate keys: the later one wins, as in nats-server
         m.positions[key] = (self.filename, *self.where(key_at))
+        if quoted:
+            m.quoted.add(key)
+        else:
+            m.quoted.discard(key)
 
     def parse_key(self) -> tuple[str, bool]:
         c, start = self.peek(), self.i
@@ -353,6 +363,10 @@ class _Parser:
         for key, value in sub.items():
             m[key] = value
             m.positions[key] = sub.positions[key]
+            if key in sub.quoted:
+                m.quoted.add(key)
+            else:
+                m.quoted.discard(key)
 
     # -- values -----------------------------------------------------------
 

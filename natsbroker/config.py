@@ -36,17 +36,26 @@ class User:
 
 
 @attrs.define
+class NkeyUser:
+    """A user known by its public nkey (``U...``), who signs the INFO nonce."""
+
+    nkey: str
+    permissions: Permissions | None = None
+
+
+@attrs.define
 class Authorization:
     user: str | None = None
     password: str | None = None
     token: str | None = None
     users: list = attrs.field(factory=list)  # list[User]
+    nkeys: list = attrs.field(factory=list)  # list[NkeyUser], from the same users array
     timeout: float | None = None  # seconds; None: nats-server's default
     permissions: Permissions | None = None  # default for the single user/token
 
     @property
     def enabled(self):
-        return bool(self.user or self.token or self.users)
+        return bool(self.user or self.token or self.users or self.nkeys)
 
 
 @attrs.define
@@ -101,6 +110,27 @@ class TLSConfig:
     @property
     def verify_clients(self):
         return self.verify or self.verify_and_map or self.verify_cert_and_check_known_urls
+
+
+@attrs.define
+class MapDest:
+    """One destination of a subject mapping (nats-server's ``MapDest``):
+    ``weight`` percent of the messages go to ``subject``; with ``cluster``,
+    only on a server of that cluster."""
+
+    subject: str
+    weight: int = 100
+    cluster: str = ""
+
+
+@attrs.define
+class SubjectMapping:
+    """An entry of the ``mappings { }`` block: messages published to
+    ``source`` are delivered under one of ``destinations`` (what weights
+    leave over keeps its subject, as in nats-server)."""
+
+    source: str
+    destinations: list = attrs.field(factory=list)  # list[MapDest]
 
 
 @attrs.define
@@ -184,6 +214,8 @@ class ServerConfig:
     changefeed: ChangeFeedConfig = attrs.field(factory=ChangeFeedConfig)
     cluster: ClusterConfig = attrs.field(factory=ClusterConfig)
     websocket: WebSocketConfig = attrs.field(factory=WebSocketConfig)
+    # The global account's subject mappings, in file order.
+    mappings: list = attrs.field(factory=list)  # list[SubjectMapping]
     # Extra broker plugins named as "module:object".
     plugins: list = attrs.field(factory=list)
     # Config file this came from, for /varz and reloads.

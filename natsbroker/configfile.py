@@ -18,6 +18,8 @@ puts either onto a config, so flags and file share one mapping.
 """
 
 import copy
+import datetime
+import decimal
 import os
 import re
 
@@ -26,9 +28,13 @@ import cattrs
 
 from natsbroker import conf
 from natsbroker import tls as tls_module
-from natsbroker.config import DEFAULT_PORT, Permissions, ServerConfig, TLSConfig, User
+from natsbroker.config import (DEFAULT_PORT, MapDest, NkeyUser, Permissions, ServerConfig, SubjectMapping,
+                               TLSConfig, User)
 from natsbroker.fatal import read_file_error
+from natsbroker.nkey import public_user_key
+from natsbroker.mapping import MappingError, compile_mapping, go_quote
 from natsbroker.subjects import is_valid_subject
+from natsbroker.transform import TransformError
 
 __all__ = [
     "BadValue",
@@ -293,25 +299,55 @@ def _users(ld, v, at):
     users = []
     for n, entry in enumerate(v, 1):
         fields = ld.block(entry, _USER, at)
+        if fields.get("nkey"):
+            _nkey_user(entry, fields, at)
+            users.append(fields)
+            continue
+        fields.pop("nkey", None)  # nkey: "" is no nkey
         if "user" not in fields:
             raise BadValue(f"user entry #{n} requires a user")
-        if any(u["user"] == fields["user"] for u in users):
+        if any(u.get("user") == fields["user"] for u in users):
             raise BadValue(f"duplicate user {fields['user']!r}")
         users.append(fields)
     return users
 
 
+def _nkey_user(entry, fields, at):
+    """Check a users entry with an nkey as nats-server's parseUsers does; its
+    errors point at the entry's key (nats-server: the last one it read)."""
+    positions = getattr(entry, "positions", {})
+
+    def where(*names):
+        for key, pos in positions.items():
+            if key.lower() in names:
+                return _go_at(pos)
+        return None
+
+    if public_user_key(fields["nkey"]) is None:
+        raise ConfigError(f"{where('nkey') or at}: Not a valid public nkey for a user")
+    other = where("user", "username", "password", "pass")
+    if other is not None:
+        raise ConfigError(f"{other}: Nkey users do not take usernames or passwords")
+
+
 def _authorization(ld, v, at, out):
     auth = ld.block(v, _AUTHORIZATION, at)
     defaults = auth.get("permissions")
-    users = []
+    users, nkeys = [], []
     for fields in auth.get("users", ()):
         # As nats-server: users without permissions of their own get the block's.
         if defaults is not None:
             fields.setdefault("permissions", defaults)
-        users.append(_converter.structure(fields, User))
+        if "nkey" in fields:
+            if any(u.nkey == fields["nkey"] for u in nkeys):
+                where = _go_at((at.file, at.line, at.col))
+                raise ConfigError(f'{where}: Duplicate nkey "{fields["nkey"]}" detected')
+            nkeys.append(_converter.structure(fields, NkeyUser))
+        else:
+            users.append(_converter.structure(fields, User))
     if "users" in auth:
         auth["users"] = users
+        auth["nkeys"] = nkeys
     if defaults is not None:
         auth["permissions"] = _converter.structure(defaults, Permissions)
     out["authorization"] = auth
@@ -422,6 +458,134 @@ def _top_tls(ld, v, at, out):
     out["tls"] = _tls_block(ld, v, at)
 
 
+# -- mappings { } ---------------------------------------------------------------
+# nats-server's parseAccountMappings/parseAccountMapDest (for the global
+# account): its texts, and its positions, so an error reads as its does.
+
+
+def _go_at(pos, quoted=False):
+    """nats-server's ``file:line:col`` of a key (or of the end of a map in an
+    array): its lexer counts columns from 0 on the first line and from 1 after,
+    and places a quoted key inside the quotes."""
+    file, line, col = pos
+    return f"{file}:{line}:{col - (line == 1) + quoted}"
+
+
+def _go_type(v):
+    """The Go type nats-server's config parser gives a value (for its panics'
+    "interface conversion" texts)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int64"
+    if isinstance(v, float):
+        return "float64"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "[]interface {}"
+    if isinstance(v, dict):
+        return "map[string]interface {}"
+    return "time.Time"
+
+
+def _go_value(v):
+    """Go's ``%v`` of a config value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return "NaN" if v != v else ("+Inf" if v > 0 else "-Inf")
+        d = decimal.Decimal(repr(v))
+        return format(d.normalize(), "f") if -4 <= d.adjusted() < 21 else repr(v)
+    if isinstance(v, list):
+        return "[" + " ".join(_go_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(v[k])}" for k in sorted(v)) + "]"
+    if isinstance(v, datetime.datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    return str(v)
+
+
+def _go_string(v, at):
+    if not isinstance(v, str):
+        raise ConfigError(f"{at}: interface conversion: interface {{}} is {_go_type(v)}, not string")
+    return v
+
+
+def _map_weight(v, at):
+    if isinstance(v, str):
+        text = v[:-1] if v.endswith("%") else v
+        # Go's strconv.Atoi: an optional sign and decimal digits, in int64.
+        n = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+        if n is None or not -(2**63) <= n < 2**63:
+            raise ConfigError(f"{at}: Invalid weight {go_quote(text)} for mapping destination")
+    elif isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    else:
+        raise ConfigError(f"{at}: Unknown entry type for weight of {_go_value(v)}\n")
+    if n > 100 or n < 0:
+        raise ConfigError(f"{at}: Invalid weight {n} for mapping destination")
+    return n
+
+
+def _map_dest(v, at):
+    """One ``{destination, weight, cluster}``; ``at`` is where nats-server
+    places the entry (the key of a lone entry, the end of one in an array)."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{at}: Expected an entry for the mapping destination")
+    positions = getattr(v, "positions", {})
+    quoted = getattr(v, "quoted", ())
+    subject, weight, cluster = "", None, ""
+    for key, value in v.items():
+        key_at = _go_at(positions[key], key in quoted) if key in positions else at
+        name = key.lower()
+        if name in ("dest", "destination"):
+            subject = _go_string(value, at)
+        elif name == "weight":
+            weight = _map_weight(value, key_at)
+        elif name == "cluster":
+            cluster = _go_string(value, at)
+        else:
+            raise ConfigError(f"{key_at}: Unknown field {go_quote(key)} for mapping destination")
+    if weight is None:
+        raise ConfigError(f"{at}: Missing weight for mapping destination {go_quote(subject)}")
+    return MapDest(subject, weight, cluster)
+
+
+def _mappings(ld, v, at, out):
+    """``mappings { source: destination(s) }``: checked and compiled as
+    nats-server adds them, so a bad one stops the server as it stops nats-server."""
+    block_at = _go_at((at.file, at.line, at.col))
+    if not isinstance(v, dict):
+        raise ConfigError(f"{block_at}: interface conversion: interface {{}} is {_go_type(v)}, "
+                          "not map[string]interface {}")
+    positions = getattr(v, "positions", {})
+    quoted = getattr(v, "quoted", ())
+    entries = []
+    for source, value in v.items():
+        if not is_valid_subject(source.encode()):
+            raise ConfigError(f"{block_at}: Subject {go_quote(source)} is not a valid subject")
+        key_at = _go_at(positions[source], source in quoted) if source in positions else block_at
+        if isinstance(value, str):
+            dests = [MapDest(value)]
+            what = f"{go_quote(source)} to {go_quote(value)}"
+        else:
+            if isinstance(value, list):
+                # An array element is placed at its own end (a map's '}').
+                dests = [_map_dest(item, _go_at(item.end) if getattr(item, "end", None) else key_at)
+                         for item in value]
+            else:
+                dests = [_map_dest(value, key_at)]
+            what = go_quote(source)
+        try:
+            compile_mapping(source, dests)
+        except (MappingError, TransformError) as e:
+            raise ConfigError(f"{key_at}: Error adding mapping for {what} : {e}") from None
+        entries.append(SubjectMapping(source, dests))
+    out["mappings"] = entries
+
+
 _PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
 
 _PERMISSIONS = _table(
@@ -436,6 +600,7 @@ _USER = _table(
     {
         "user username": _set("user", _string),
         "password pass": _set("password", _string),
+        "nkey": _set("nkey", _string),
         "permissions permission": _set_block("permissions", _permissions),
     }
 )
@@ -566,6 +731,7 @@ _SERVER = _table(
         "allow_non_tls": _set("allow_non_tls", _boolean),
         "https_port": _set("https_port", check_port),
         "https": _listen("http_host", "https_port", check_port),
+        "mappings maps": _mappings,
         "accounts operator trusted trusted_keys resolver": _refuse("accounts and JWT authentication"),
     }
 )
@@ -597,14 +763,20 @@ def validate(config):
     auth = config.authorization
     if auth.token and auth.user:
         raise ConfigError("cannot have a user/password and a token")
-    if auth.users and (auth.user or auth.token):
+    if (auth.users or auth.nkeys) and (auth.user or auth.token):
         raise ConfigError("cannot have a single user/password or token and a users array")
     if config.no_auth_user:
-        if not auth.users:
+        # As nats-server 2.15: no_auth_user may name an nkey user too.
+        if not auth.users and not auth.nkeys:
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} present, but users are not defined")
-        if config.no_auth_user not in {u.user for u in auth.users}:
+        if config.no_auth_user not in _identities(auth):
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} is not a user of the authorization block")
     validate_websocket(config)
+
+
+def _identities(auth):
+    """The names users are known by: user names and public nkeys."""
+    return {u.user for u in auth.users} | {u.nkey for u in auth.nkeys}
 
 
 def _request_uri(text):
@@ -622,11 +794,11 @@ def validate_websocket(config):
     for origin in ws.allowed_origins:
         if not _request_uri(origin):
             raise ConfigError(f'unable to parse allowed origin: parse "{origin}": invalid URI for request')
-    users = config.authorization.users
+    users = config.authorization.users + config.authorization.nkeys
     if ws.no_auth_user:
         if not users:
             raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" present, but users/nkeys are not defined')
-        if ws.no_auth_user not in {u.user for u in users}:
+        if ws.no_auth_user not in _identities(config.authorization):
             raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" not present as user or nkey in '
                               "authorization block or account configuration")
     if users and ws.username:

@@ -130,6 +130,8 @@ class IBroker(Interface):
     def route(source, subject, reply, hdr_len, raw):
         """Deliver a message to every interested subscription.
 
+        The subject goes through the configured subject mappings first (as
+        in nats-server, internal publishes too); the reply subject does not.
         ``source`` is the publishing IClient (or ``None`` for an internal
         publish); it decides echo and no-responders behaviour. Returns the
         number of subscriptions the message was delivered to.

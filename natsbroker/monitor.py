@@ -43,6 +43,7 @@ from twisted.logger import Logger
 from twisted.web import resource, server
 
 from natsbroker import COMPAT_VERSION, __version__
+from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.identity import GIT_COMMIT, runtime
 from natsbroker.tls import cert_not_after
@@ -584,6 +585,8 @@ def _open_row(c, now, auth, subs, detail):
             info["subscriptions_list_detail"] = [_sub_detail(s) for s in c.subs.values()]
         elif subs:
             info["subscriptions_list"] = [_str(s.subject) for s in c.subs.values()]
+    if auth and isinstance(c.user, NkeyName):
+        info["issuer_key"] = GLOBAL_ACCOUNT  # an nkey user's issuer: its account
     if auth:
         info["name_tag"] = GLOBAL_ACCOUNT
     return _Row(info, c.start, c.last_activity, None, c.rtt)
@@ -617,6 +620,8 @@ def _closed_row(snap, now, auth, subs, detail):
             info["subscriptions_list_detail"] = [dict(d) for d in details]
     elif subs and subjects:
         info["subscriptions_list"] = list(subjects)
+    if auth and snap.get("nkey"):
+        info["issuer_key"] = GLOBAL_ACCOUNT
     return _Row(info, start, last, stop, snap.get("rtt", 0.0))
 
 

@@ -571,6 +571,12 @@ class SubjectTransform:
             out.extend(toks[self._nstoks - 1:])
         return b".".join(out)
 
+    @property
+    def uses_random(self):
+        """True if a destination token is ``{{random(n)}}``: the result then
+        differs from one message to the next, so it cannot be cached."""
+        return any(kind == RANDOM for kind, _, _, _ in self._kinds)
+
     def reverse(self):
         """The reverse transform (nats-server's reverse(), used for imports):
         a strict transform from the destination back to the source, or None

@@ -250,7 +250,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
         }
         authorization {
           users: [
-            {user: a, password: b, nkey: UABC}
+            {user: a, password: b, allowed_connection_types: ["STANDARD"]}
           ]
         }
         """
@@ -259,7 +259,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     assert warnings == [
         f'{f}:2: unknown field "lame_duck_duration"',
         f'{f}:4: unknown field "unique_tag"',
-        f'{f}:8: unknown field "nkey"',
+        f'{f}:8: unknown field "allowed_connection_types"',
     ]
     assert config.port == 4333 and config.jetstream.enabled  # the rest still applies
 

@@ -10,6 +10,7 @@ routing belongs to the broker and to the plugins that provide the handlers.
 import functools
 import json
 import os
+import re
 import time
 
 import attrs
@@ -18,8 +19,10 @@ from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
+from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
+from natsbroker.nkey import new_nonce
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
 from natsbroker.tls import (GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities,
@@ -183,6 +186,8 @@ class ClientProtocol(protocol.Protocol):
         self.subs = {}
         self.user = None
         self.permissions = None
+        # With nkey users configured, each client's INFO has a nonce to sign.
+        self.nonce = new_nonce() if cfg.authorization.nkeys else ""
         self.host = ""
         self.port = 0
         self.connect_received = False
@@ -451,7 +456,8 @@ class ClientProtocol(protocol.Protocol):
             "in_bytes": self.in_bytes, "out_bytes": self.out_bytes,
             "subscriptions": len(self.subs), "name": self.opts.name,
             "lang": self.opts.lang, "version": self.opts.version,
-            "user": self.user, "reason": self.close_reason,
+            "user": self.user, "nkey": isinstance(self.user, NkeyName),
+            "reason": self.close_reason,
             "stop": time.time() if self.closed else None,
             "rtt": self.rtt,
             "subjects": [s.subject.decode(errors="replace") for s in self.subs.values()],
@@ -529,6 +535,8 @@ class ClientProtocol(protocol.Protocol):
             else:
                 args = b" ".join(f if isinstance(f, bytes) else str(f).encode()
                                  for f in op[1:] if f is not None)
+                if code == P.OP_CONNECT:
+                    args = _redact_connect(args)
                 text = ("<<- [%s %s]" % (name, args.decode(errors="replace"))).replace(" ]", "]")
             self._trace(text)
 
@@ -544,7 +552,8 @@ class ClientProtocol(protocol.Protocol):
         decides from the very first byte; a configured no_auth_user lets a
         telnet-style client in without one. Returns True to go on."""
         ok, user, perms = self.auth.authenticate(ConnectOptions())
-        if ok and self.broker.config.no_auth_user:
+        # (An nkey no_auth_user needs a CONNECT, as in nats-server.)
+        if ok and self.broker.config.no_auth_user and not isinstance(user, NkeyName):
             self.user, self.permissions = user, perms
             self._connected()
             return True
@@ -554,7 +563,9 @@ class ClientProtocol(protocol.Protocol):
     def _auth_violation(self, opts):
         # nats-server's authViolation: the log line names what was tried
         # (never the secret), then the -ERR and the close.
-        if opts.user:
+        if opts.nkey:
+            what = " - Nkey %s" % _go_quote(opts.nkey)
+        elif opts.user:
             what = " - User %s" % _go_quote(opts.user)
         elif opts.auth_token:
             what = ' - Token "[REDACTED]"'
@@ -565,11 +576,17 @@ class ClientProtocol(protocol.Protocol):
             prefix=self.log_prefix(), what=what)
         self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
 
+    def _auth_note(self, text):
+        # Why a login failed, at debug level, before the ERR line (as nats-server).
+        log.debug("{peer} - cid:{cid} - {text}", peer=self._peer(), cid=self.cid, text=text)
+
     def log_prefix(self):
         """nats-server's client prefix for log lines: address, cid and, once
         authenticated, the account and identity."""
         prefix = "%s:%s - cid:%d" % (self.host, self.port, self.cid)
-        if self.user:
+        if isinstance(self.user, NkeyName):
+            prefix += ' - "$G/nkey:%s"' % self.user
+        elif self.user:
             prefix += ' - "$G/user:%s"' % self.user
         elif self.connect_received and self.opts.auth_token and self.auth.required:
             prefix += ' - "$G/token"'
@@ -617,7 +634,8 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
             return
         if not self.connect_received and self.auth.required:
-            ok, user, perms = self.auth.authenticate(opts, self._tls_names())
+            ok, user, perms = self.auth.authenticate(opts, self._tls_names(), nonce=self.nonce,
+                                                     note=self._auth_note)
             if not ok:
                 self._auth_violation(opts)
                 return
@@ -950,6 +968,17 @@ def _tls_write_now(transport):
         return None
     tls.write = functools.partial(TLSMemoryBIOProtocol.write, tls)
     return do_write
+
+
+# nats-server's trace shows CONNECT with these values replaced (by a plain
+# pattern: the value ends at the next quote, escaped or not).
+_SECRETS = [re.compile(rb'("%s"\s*:\s*")[^"]*(")' % k) for k in (b"pass", b"auth_token", b"nkey", b"sig")]
+
+
+def _redact_connect(args):
+    for pattern in _SECRETS:
+        args = pattern.sub(rb"\1[REDACTED]\2", args, count=1)
+    return args
 
 
 def _go_quote(text):

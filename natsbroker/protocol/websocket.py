@@ -26,7 +26,7 @@ from wsproto.frame_protocol import Opcode
 from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
-from natsbroker.auth import Authenticator, _password_ok, _resolve
+from natsbroker.auth import Authenticator, NkeyName, _password_ok, _resolve
 from natsbroker.protocol.client import PLAIN, ClientListener, ClientProtocol
 
 log = Logger()
@@ -133,9 +133,10 @@ class WebSocketAuthenticator:
         self.ws = config.websocket
         self.base = base if base is not None else Authenticator(config)
         self._users = {u.user: u for u in config.authorization.users}
+        self._nkeys = {u.nkey: u for u in config.authorization.nkeys}
         self.required = self.base.required or self.ws.auth_override
 
-    def authenticate(self, opts, tls_names=None):
+    def authenticate(self, opts, tls_names=None, **kw):
         ws = self.ws
         if ws.username:
             if opts.user == ws.username and _password_ok(ws.password or None, opts.password):
@@ -146,12 +147,17 @@ class WebSocketAuthenticator:
                     ws.token.encode(), opts.auth_token.encode()):
                 return True, None, None
             return False, None, None
-        if ws.no_auth_user and opts.user is None and not opts.auth_token:
+        # (A client naming an nkey is that nkey user, signature checked.)
+        if ws.no_auth_user and opts.user is None and not opts.auth_token and not (
+                opts.nkey and self._nkeys):
             u = self._users.get(ws.no_auth_user)
             if u is not None:
                 return True, u.user, _resolve(u.permissions)
+            n = self._nkeys.get(ws.no_auth_user)
+            if n is not None:
+                return True, NkeyName(n.nkey), _resolve(n.permissions)
             return False, None, None
-        return self.base.authenticate(opts, tls_names)
+        return self.base.authenticate(opts, tls_names, **kw)
 
 
 class WebSocketTransport:

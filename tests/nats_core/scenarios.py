@@ -1061,6 +1061,58 @@ async def js_priority_groups(args):
     return out
 
 
+@scenario
+async def nkey_auth(args):
+    """Nkey users (test_nkeys.py): the server has the public key of the seed in
+    NATSBROKER_NKEY_SEED (publish/subscribe "ok.>" only); the seed in
+    NATSBROKER_NKEY_UNKNOWN is not a user; NATSBROKER_NKEY_SEED_FILE holds the
+    first seed."""
+    import base64
+    import os
+    from pathlib import Path
+
+    import nkeys
+
+    seed = os.environ["NATSBROKER_NKEY_SEED"]
+    kp = nkeys.from_seed(bytearray(seed.encode()))
+    out = {}
+
+    async def round_trip(nc):
+        sub = await nc.subscribe("ok.x")
+        await nc.publish("ok.x", b"hi")
+        await nc.flush(timeout=DEADLINE)
+        return text((await sub.next(DEADLINE)).data)
+
+    def url_safe(nonce):
+        # base64url without padding: what nats-server itself would send.
+        return base64.urlsafe_b64encode(kp.sign(nonce.encode())).rstrip(b"=")
+
+    ways = {
+        "seed": seed,
+        "seed_file": Path(os.environ["NATSBROKER_NKEY_SEED_FILE"]),
+        "handlers_raw_url": (lambda: kp.public_key.decode(), url_safe),
+    }
+    for label, nkey in ways.items():
+        nc = await connect(args, nkey=nkey)
+        nonce = nc.server_info.nonce
+        out[label] = [await round_trip(nc), isinstance(nonce, str) and len(nonce) == 15,
+                      nc.server_info.auth_required]
+        await nc.close()
+    bad = {
+        "unknown_seed": os.environ["NATSBROKER_NKEY_UNKNOWN"],
+        "bad_signature": (lambda: kp.public_key.decode(), lambda nonce: b"AAAA"),
+        "not_base64": (lambda: kp.public_key.decode(), lambda nonce: b"!!"),
+    }
+    for label, nkey in bad.items():
+        try:
+            c = await connect(args, nkey=nkey)
+            await c.close()
+            out[label] = None
+        except ConnectionError as e:
+            out[label] = [type(e).__name__, str(e)]
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=sorted(SCENARIOS))
