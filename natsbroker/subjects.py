@@ -275,7 +275,10 @@ class Sublist:
         psubs = []
         qsubs = {}
         toks = subject.split(b".")
-        _match_level(self._root, toks, 0, len(toks), psubs, qsubs)
+        # A subject with an empty token (a..b, a., .a) reaches no one, as in
+        # nats-server's sublist (the result is cached like any other).
+        if b"" not in toks:
+            _match_level(self._root, toks, 0, len(toks), psubs, qsubs)
         if not psubs and not qsubs:
             r = EMPTY_RESULT
         else:

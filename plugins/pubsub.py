@@ -60,6 +60,8 @@ class PubSub:
             client.in_msgs += 1
             client.in_bytes += len(payload)
             if client.pedantic and not valid_pub(subject):
+                # (still routed, as nats-server does: a wildcard subject is
+                # delivered, one with an empty token reaches no one)
                 client.send_err(ERR_INVALID_PUB_SUBJECT)
             perms = client.permissions
             if perms is not None and not perms.can_publish(subject):
