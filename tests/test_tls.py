@@ -716,7 +716,10 @@ def _wss_conversation(port, certs, who, payload):
     ws = WSConnection(ConnectionType.CLIENT)
     got, close = b"", None
     try:
-        sock.sendall(ws.send(Request(host="127.0.0.1", target="/")))
+        try:
+            sock.sendall(ws.send(Request(host="127.0.0.1", target="/")))
+        except (ssl.SSLError, OSError):
+            return got, close  # refused right after the handshake (pinned_certs)
         sent = False
         end = time.monotonic() + 10
         while time.monotonic() < end and close is None and not got.endswith(b"PONG\r\n"):
@@ -734,7 +737,10 @@ def _wss_conversation(port, certs, who, payload):
                     close = ev.code
             if got.startswith(b"INFO") and not sent:
                 got = got.split(b"\r\n", 1)[1]
-                sock.sendall(ws.send(Message(data=payload)))
+                try:
+                    sock.sendall(ws.send(Message(data=payload)))
+                except (ssl.SSLError, OSError):
+                    break  # the server's close overtook our write
                 sent = True
         return got, close
     finally:
