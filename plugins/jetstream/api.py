@@ -10,6 +10,7 @@ import base64
 
 from twisted.logger import Logger
 
+from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_api
 from plugins.jetstream import direct
 from plugins.jetstream import errors as E
@@ -59,8 +60,9 @@ _AUDITED = {"consumer_create_response", "consumer_delete_response", "consumer_pa
             "consumer_unpin_response"}
 
 
-def handle(js, subject, reply, body):
-    """Dispatch one API request and publish the response to ``reply``."""
+def handle(js, subject, reply, body, hdr=b""):
+    """Dispatch one API request and publish the response to ``reply``
+    (``hdr``: the request's header block, for ``Nats-Required-Api-Level``)."""
     source = js.broker.route_source
     prefix_len = len(b"$JS.API.")
     if not subject.startswith(b"$JS.API."):
@@ -85,6 +87,8 @@ def handle(js, subject, reply, body):
     try:
         if nargs is not None and len(args) < nargs:
             raise M.bad_request()
+        if hdr and handler not in _CLUSTER_ONLY and apilevel.refused(hdr):
+            raise E.required_api_level()
         result = handler(js, args, body)
     except M.ApiError as e:
         if not (kind == "stream_msg_delete_response" and e.err_code in _STORE_DELETE_ERRORS):
@@ -132,6 +136,8 @@ _STORE_DELETE_ERRORS = {10057, 10043}
 # Extra fields nats-server includes even in error responses.
 _ERROR_EXTRAS = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
+    "stream_names_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
+    "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": []},
     "stream_purge_response": {"purged": 0},
     "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
@@ -428,6 +434,10 @@ def stream_peer_remove(js, args, body):
     raise M.not_clustered()
 
 
+# Answered "clustering required" (10010) before Nats-Required-Api-Level is read.
+_CLUSTER_ONLY = {stream_leader_stepdown, stream_peer_remove,
+                 consumer_api.consumer_leader_stepdown}
+
 _ROUTES = {
     **consumer_api.ROUTES,
     **snapshot.ROUTES,
@@ -448,13 +458,16 @@ _ROUTES = {
 
 # -- direct get ---------------------------------------------------------------------
 
-def direct_get(js, stream, subject, reply, body):
+def direct_get(js, stream, subject, reply, body, hdr=b""):
     """``$JS.API.DIRECT.GET.<stream>[.<subject>]``: the message itself, with
     Nats-Stream/Subject/Sequence/Time-Stamp headers, or a batch of them closed
     by a ``204 EOB`` status (plugins/jetstream/direct.py); errors as status headers."""
     if not reply:
         return
     publish = js.broker.publish
+    if hdr and apilevel.refused(hdr):
+        publish(reply, b"", headers=apilevel.STATUS_412)
+        return
     # $JS.API.DIRECT.GET.<stream>[.<subject>] or $JS.<domain>.API.DIRECT.GET...
     prefix_len = subject.index(b".API.DIRECT.GET.") + 16 + len(stream.name)
     last_subject = subject[prefix_len + 1:] if len(subject) > prefix_len else b""

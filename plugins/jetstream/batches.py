@@ -15,13 +15,16 @@ write batch of the group commit, and the PubAck (``"batch"``, ``"count"``)
 goes out only once that is synced, like any other.
 
 Limits are nats-server's defaults: 1000 messages per batch, 50 batches
-in flight per stream and 1000 per server, 10 s from the first message to the
-commit.
+in flight per stream and 1000 per server, 10 s without a message (each one
+restarts the clock).  ``Nats-Required-Api-Level`` (plugins.jetstream.apilevel)
+is read once the batch is known: above our level the batch is abandoned
+(412/10185), else the header is dropped from the stored message.
 """
 
 from natsbroker.store.base import msg_size
 
 from plugins.jetstream import api
+from plugins.jetstream import apilevel
 from plugins.jetstream import errors as E
 from plugins.jetstream import headers as HB
 
@@ -162,7 +165,13 @@ class Batches:
                         or len(self.inflight) >= MAX_INFLIGHT_TOTAL):
                     raise E.atomic_publish_too_many_inflight()
                 batch = self._begin(stream, batch_id)
-            elif seq != len(batch.msgs) + 1:
+            if apilevel.required(hdr) is not None:
+                # Read after the batch is known and before its sequence; an
+                # accepted one is not stored.
+                if apilevel.refused(hdr):
+                    raise E.required_api_level()
+                hdr = apilevel.strip(hdr)
+            if seq != len(batch.msgs) + 1:
                 raise E.atomic_publish_incomplete_batch()
         except E.ApiError:
             if batch is not None:
@@ -177,6 +186,7 @@ class Batches:
             self._commit(stream, batch, reply)
             return
         batch.msgs.append((subject, hdr, data))
+        batch.timer.reset(TIMEOUT)  # 10 s without a message, not from the first
         if commit:
             self._end(batch)
             self._commit(stream, batch, reply)

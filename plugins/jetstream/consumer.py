@@ -1219,7 +1219,7 @@ class Consumer:
 
     def _on_reset(self, sub, subject, reply, hdr_len, raw):
         if reply:
-            consumer_api.consumer_reset(self.js, self, reply, raw[hdr_len:])
+            consumer_api.consumer_reset(self.js, self, reply, raw[hdr_len:], raw[:hdr_len])
 
     # -- advisories ----------------------------------------------------------------------------
 

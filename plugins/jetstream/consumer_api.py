@@ -2,6 +2,7 @@
 :mod:`plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
+from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
@@ -165,12 +166,14 @@ def consumer_unpin(js, args, body):
     return {}
 
 
-def consumer_reset(js, c, reply, body):
+def consumer_reset(js, c, reply, body, hdr=b""):
     """``$JS.API.CONSUMER.RESET.<stream>.<consumer>`` (answered by the
     consumer's own subscription): ``{"seq": N}`` or no body for the ack floor.
     The reply is the consumer info after the reset plus ``reset_seq``; an
     error reply carries ``reset_seq`` 0. It waits for the reset state's commit."""
     try:
+        if hdr and apilevel.refused(hdr):
+            raise E.required_api_level()
         seq = c.reset(CM.parse_reset_request(body))
     except M.ApiError as e:
         js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})

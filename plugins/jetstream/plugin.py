@@ -21,9 +21,11 @@ from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
 from plugins.jetstream import api
+from plugins.jetstream import apilevel
 from plugins.jetstream import batches
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
+from plugins.jetstream import fastbatch
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
@@ -198,7 +200,7 @@ class JetStream:
         if stream.config.allow_direct:
             # Like nats-server, direct gets are answered only when allowed.
             def direct(sub, subject, reply, hdr_len, raw):
-                api.direct_get(self, stream, subject, reply, raw[hdr_len:])
+                api.direct_get(self, stream, subject, reply, raw[hdr_len:], raw[:hdr_len])
             for prefix in self._api_prefixes():
                 base = prefix + b"DIRECT.GET." + stream.name.encode()
                 subs.append(self.broker.subscribe(base, direct))
@@ -229,6 +231,9 @@ class JetStream:
                 # The store cannot write (disk full, I/O error): refused
                 # before anything is staged, as nats-server answers a failed store.
                 raise E.stream_store_failed(failing)
+            if reply and reply[-4:] == fastbatch.SUFFIX and len(reply) > 4:
+                self.fastbatches.publish(stream, subject, reply, hdr, data)
+                return
             if hdr and batches.H_BATCH_ID in hdr and self.batches.publish(
                     stream, subject, reply, hdr, data):
                 return
@@ -246,6 +251,15 @@ class JetStream:
                 payload = api.pub_ack(stream.name, seq, dup, self.js.domain)
             self._acks.append((reply, payload, None if dup else (stream, seq)))
         self.schedule_commit()
+
+    _fastbatches = None
+
+    @property
+    def fastbatches(self):
+        """The fast batches in flight (plugins.jetstream.fastbatch)."""
+        if self._fastbatches is None:
+            self._fastbatches = fastbatch.FastBatches(self)
+        return self._fastbatches
 
     @property
     def batches(self):
@@ -368,11 +382,14 @@ class JetStream:
                 stream = self.streams.get(tokens[0].decode(errors="replace"))
                 c = stream.consumers.get(tokens[1].decode(errors="replace")) if stream else None
                 if c is not None:
-                    c.next_request(reply, raw[hdr_len:])
+                    if hdr_len and reply and apilevel.refused(raw[:hdr_len]):
+                        c._send_status(reply, apilevel.STATUS_412)
+                    else:
+                        c.next_request(reply, raw[hdr_len:])
                     return
             self.no_responders(subject, reply)
             return
-        api.handle(self, subject, reply, raw[hdr_len:])
+        api.handle(self, subject, reply, raw[hdr_len:], raw[:hdr_len])
 
     def no_responders(self, subject, reply):
         """What a requester gets when nothing serves ``subject`` (a missing
