@@ -4,8 +4,8 @@ __version__ = "0.1.0"
 
 # The nats-server version announced in INFO and /varz: clients gate features on
 # it, so it names the nats-server release whose behaviour we follow.
-COMPAT_VERSION = "2.11.0"
+COMPAT_VERSION = "2.12.0"
 
-# The JetStream API level of COMPAT_VERSION (2.11 -> 1), sent in INFO as
+# The JetStream API level of COMPAT_VERSION (2.12.0 -> 2), sent in INFO as
 # ``api_lvl`` (nats-server sends it with or without JetStream).
-JS_API_LEVEL = 1
+JS_API_LEVEL = 2

@@ -258,7 +258,7 @@ def test_config_json_defaults_with_our_version():
     expected["metadata"] = {"_nats.level": str(M.API_LEVEL), "_nats.req.level": "0",
                             "_nats.ver": COMPAT_VERSION}
     assert json.dumps(out) == json.dumps(expected)          # same keys, same order
-    assert M.SERVER_VERSION == COMPAT_VERSION == "2.11.0" and M.API_LEVEL == 1
+    assert M.SERVER_VERSION == COMPAT_VERSION == "2.12.0" and M.API_LEVEL == 2
     assert M.stream_config_json(cfg, **V) == DEFAULT_CONFIG_A
     stored = M.stream_config_json(cfg, dynamic=False)
     assert stored["metadata"] == {"_nats.req.level": "0"}

@@ -45,8 +45,9 @@ The parts:
 Metadata and versions.  nats-server 2.11+ stores ``_nats.req.level`` (the API
 level the config's features need) in ``metadata`` and adds ``_nats.ver`` (its
 version) and ``_nats.level`` (its API level) to every reply.  We announce
-``COMPAT_VERSION`` (2.11.0) in INFO, so replies say ``_nats.ver: "2.11.0"`` and
-``_nats.level: "1"`` (``API_LEVEL``, the level 2.11 reports in ``$JS.API.INFO``
+``COMPAT_VERSION`` (2.12.0: every client-visible JetStream feature of that
+release is here) in INFO, so replies say ``_nats.ver: "2.12.0"`` and
+``_nats.level: "2"`` (``API_LEVEL``, the level 2.12.0 reports in ``$JS.API.INFO``
 and in ``api_lvl``), keeping the version story consistent for clients that gate
 on either.  ``_nats.req.level`` is computed exactly as 2.15.1 does (TTLs 1;
 counters, atomic publish, schedules, async persist 2; batch publish 4), so a
