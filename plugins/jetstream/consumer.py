@@ -26,6 +26,7 @@ from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
 from plugins.jetstream import models as M
 from plugins.jetstream import priority as P
+from plugins.jetstream.apilevel import slice_header
 
 NANOS = 1_000_000_000
 META_PREFIX = b"c."
@@ -39,6 +40,13 @@ _MAX_BYTES = b"NATS/1.0 409 Message Size Exceeds MaxBytes\r\n" + _PENDING_T
 _NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
 _HEARTBEAT = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
 _FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+
+
+def _parse_int64(token):
+    """nats-server's parseInt64: decimal digits, else -1."""
+    if not token or not token.isdigit() or not token.isascii():
+        return -1
+    return int(token)
 
 
 def status(code, text):
@@ -581,7 +589,7 @@ class Consumer:
         if not self.is_pull:
             if n == 0:
                 self.active = False
-            if self.maxpb and self.fcid is None and self.pbytes > self.maxpb // 2:
+            if self.maxpb and self._need_flow_control(sz):
                 self._send_flow_control()
             self._arm_heartbeat()
         return True
@@ -602,6 +610,19 @@ class Consumer:
             self.active = self.broker.sublist.has_interest(self.config.deliver_subject.encode())
         return self.active
 
+    def _need_flow_control(self, sz):
+        """nats-server's needFlowControl: over half the window, or (ack
+        policy flow_control) at ``max_ack_pending``; an outstanding request
+        grows its size once the window is exceeded."""
+        if self.fcid is None:
+            if self.pbytes > self.maxpb // 2:
+                return True
+            return (self.config.ack_policy == "flow_control" and self.maxp > 0
+                    and len(self.pending) >= self.maxp)
+        if self.pbytes - self.fcsz >= self.maxpb:
+            self.fcsz += sz
+        return False
+
     def _send_flow_control(self):
         token = "".join("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[b % 62]
                         for b in os.urandom(4))
@@ -619,6 +640,19 @@ class Consumer:
         self.pbytes = max(self.pbytes - self.fcsz, 0)
         self.fcid, self.fcsz = None, 0
         self.kick()
+        if self.config.ack_policy != "flow_control" or hdr_len <= 0:
+            return
+        # Ack policy flow_control: the reply's Nats-Last-Consumer/-Stream
+        # headers ack everything up to them (like an ack all); a consumer
+        # sequence may be 0 (a reply without deliveries).
+        hdr = raw[:hdr_len]
+        lsseq = _parse_int64(slice_header(hdr, b"Nats-Last-Stream"))
+        if lsseq > 0:
+            ldseq = max(_parse_int64(slice_header(hdr, b"Nats-Last-Consumer")), 0)
+            floor = (self.adflr, self.asflr)
+            self._ack_msg(lsseq, ldseq)
+            if (self.adflr, self.asflr) != floor:
+                self.lat = self.now()
 
     def _arm_heartbeat(self):
         hb = self.config.idle_heartbeat
@@ -642,6 +676,11 @@ class Consumer:
             self.broker.begin()
             try:
                 self.broker.deliver(dsubj, dsubj, b"", None, hdr)
+                # Ack policy flow_control: acks come with flow control
+                # replies, so unacked deliveries ask for one (nats-server).
+                if self.config.ack_policy == "flow_control" and self.pending \
+                        and self.fcid is None:
+                    self._send_flow_control()
             finally:
                 self.broker.end()
         self._arm_heartbeat()
@@ -853,7 +892,12 @@ class Consumer:
         for, a confirmation goes out except for an ack or term of a message not
         delivered yet and a nak or progress naming sequence 0."""
         confirm = True
-        if body in (b"", b"+ACK", b"+OK"):
+        if self.config.ack_policy == "flow_control":
+            # nats-server 2.15.1: acks come with flow control replies only;
+            # what comes to the ack subject is confirmed and does nothing
+            # (no ack, no nak redelivery).
+            pass
+        elif body in (b"", b"+ACK", b"+OK"):
             if not self._ack_msg(sseq, dseq):
                 confirm = False
         elif body.startswith(b"+NXT"):
@@ -881,8 +925,9 @@ class Consumer:
             self.js.reply_after_commit(reply, b"")
 
     def _ack_msg(self, sseq, dseq):
-        """An ack of ``sseq``; False if it was not delivered yet (ignored)."""
-        if sseq >= self.sseq and sseq not in self.pending:
+        """An ack of ``sseq``; False if it was not delivered yet (ignored,
+        except on a flow-controlled consumer, as in nats-server)."""
+        if sseq >= self.sseq and sseq not in self.pending and not self.config.flow_control:
             return False
         self._ack(sseq, dseq)
         return True
@@ -904,7 +949,7 @@ class Consumer:
                 self.adflr, self.asflr = self.pending[lo][0] - 1, lo - 1
             self.rdc.pop(sseq, None)
             self.rdq.pop(sseq, None)
-        elif policy == "all":
+        elif policy in ("all", "flow_control"):
             if dseq <= self.adflr or sseq <= self.asflr:
                 return
             for seq in [s for s in self.pending if s <= sseq]:
@@ -984,7 +1029,8 @@ class Consumer:
     def _arm_ack_timer(self, at=None):
         """One timer for the earliest ack deadline; ``at`` a new deadline that
         may come before the armed one (a nak with a delay)."""
-        if self.closed or not self.pending:
+        if self.closed or not self.pending or self.config.ack_policy == "flow_control":
+            # (flow_control: no ack wait, so no redeliveries; checkPending stops.)
             return
         call = self._timers.get("ack")
         if call is not None:
