@@ -9,6 +9,7 @@ import hmac
 
 import bcrypt
 
+from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.nkey import check_signature
 from natsbroker.subjects import subject_matches
 
@@ -88,17 +89,26 @@ def _allowed(allow, deny, subject):
 
 
 class Authenticator:
-    """Decides whether a CONNECT may in, and with which identity and permissions."""
+    """Decides whether a CONNECT may in, with which identity, permissions
+    and account."""
 
     def __init__(self, config):
         self.config = config
         a = config.authorization
-        self.required = a.enabled
-        self._users = {u.user: u for u in a.users}
-        self._nkeys = {u.nkey: u for u in a.nkeys}
+        # name -> (User, account name); users of the authorization block
+        # belong to $G, as in nats-server.
+        self._users = {u.user: (u, GLOBAL_ACCOUNT) for u in a.users}
+        self._nkeys = {u.nkey: (u, GLOBAL_ACCOUNT) for u in a.nkeys}
+        for acc in config.accounts:
+            for u in acc.users:
+                self._users[u.user] = (u, acc.name)
+            for u in acc.nkeys:
+                self._nkeys[u.nkey] = (u, acc.name)
+        self.required = a.enabled or bool(self._users or self._nkeys)
 
     def authenticate(self, opts, tls_names=None, nonce=None, note=None):
-        """``(ok, user_name, ResolvedPermissions|None)`` for CONNECT options.
+        """``(ok, user_name, ResolvedPermissions|None, account_name)`` for
+        CONNECT options.
 
         ``tls_names`` (under ``verify_and_map``): the names a verified client
         certificate carries, in nats-server's order; the first that is a
@@ -117,47 +127,51 @@ class Authenticator:
                 return self._nkey_user(nk, opts.sig, nonce, nk == no_auth, note)
         if tls_names is not None:
             for name in tls_names:
-                u = self._users.get(name)
-                if u is not None:
-                    return True, name, _resolve(u.permissions)
-            return False, None, None
+                found = self._users.get(name)
+                if found is not None:
+                    return True, name, _resolve(found[0].permissions), found[1]
+            return _REFUSED
         if not self.required:
-            return True, None, None
+            return True, None, None, GLOBAL_ACCOUNT
         if a.token:
             if opts.auth_token is not None and hmac.compare_digest(
                     a.token.encode(), opts.auth_token.encode()):
-                return True, None, _resolve(a.permissions)
-            return False, None, None
+                return True, None, _resolve(a.permissions), GLOBAL_ACCOUNT
+            return _REFUSED
         if a.user and opts.user == a.user:
             if _password_ok(a.password, opts.password):
-                return True, a.user, _resolve(a.permissions)
-            return False, None, None
+                return True, a.user, _resolve(a.permissions), GLOBAL_ACCOUNT
+            return _REFUSED
         name = opts.user
         if not (name or opts.password or opts.auth_token) and self.config.no_auth_user:
             # As nats-server: only a CONNECT without user, password and token
             # is the no_auth_user.
             name = self.config.no_auth_user
-            u = self._users.get(name)
-            if u is not None:
-                return True, name, _resolve(u.permissions)
-            return False, None, None
-        u = self._users.get(name)
-        if u is not None and _password_ok(u.password, opts.password):
-            return True, name, _resolve(u.permissions)
-        return False, None, None
+            found = self._users.get(name)
+            if found is not None:
+                return True, name, _resolve(found[0].permissions), found[1]
+            return _REFUSED
+        found = self._users.get(name)
+        if found is not None and _password_ok(found[0].password, opts.password):
+            return True, name, _resolve(found[0].permissions), found[1]
+        return _REFUSED
 
     def _nkey_user(self, nk, sig, nonce, is_no_auth_user, note):
-        u = self._nkeys.get(nk)
-        if u is None:
-            return False, None, None
+        found = self._nkeys.get(nk)
+        if found is None:
+            return _REFUSED
+        u, account = found
         # As nats-server 2.15: the no_auth_user's nkey is taken unsigned.
         if not is_no_auth_user:
             why = check_signature(nk, sig, nonce)
             if why is not None:
                 if note is not None:
                     note(why)
-                return False, None, None
-        return True, NkeyName(nk), _resolve(u.permissions)
+                return _REFUSED
+        return True, NkeyName(nk), _resolve(u.permissions), account
+
+
+_REFUSED = (False, None, None, None)
 
 
 def _resolve(perms):

@@ -15,18 +15,14 @@ from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
+from natsbroker.accounts import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
-from natsbroker.interfaces import IBroker, IMessageSink
-from natsbroker.mapping import SubjectMappings
-from natsbroker.protocol import wire
-from natsbroker.subjects import Subscription, Sublist, subject_matches
+from natsbroker.interfaces import IBroker
 
 log = Logger()
 
 RUNTIME = runtime()
 
-# The no-responders status nats-server sends back to a requester.
-_NO_RESPONDERS = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
 
 
 # nats-server's Info struct order; keys it does not know (a plugin's
@@ -89,26 +85,6 @@ class Stats:
         self.closed_out_bytes += client.out_bytes
 
 
-@implementer(IMessageSink)
-class InternalSink:
-    """Delivers to a plugin's callback: the owner of internal subscriptions."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self, callback):
-        self.callback = callback
-
-    def deliver(self, sub, subject, reply, hdr_len, raw):
-        try:
-            self.callback(sub, subject, reply, hdr_len, raw)
-        except Exception:
-            # A plugin's fault is logged; it never reaches the publishing
-            # client's connection nor the other subscribers of the subject.
-            log.failure("plugin subscription {sub}: delivery of {subject} failed",
-                        sub=sub.subject.decode(errors="replace"),
-                        subject=subject.decode(errors="replace"))
-
-
 @implementer(IBroker)
 class Broker:
     """Shared state of one server; plugins see it through IBroker."""
@@ -123,10 +99,6 @@ class Broker:
         self.security_log = RateLimitedLog(self.reactor)
         self.server_id = self.keys.server_id
         self.server_name = config.server_name or self.server_id
-        self.sublist = Sublist()
-        # The Sublist's cache, read directly on the PUB path (a hit costs one
-        # dict lookup instead of a method call).
-        self._match_cache = self.sublist.cache
         self.stats = Stats(self)
         # (raw, reply, tail) of the last MSG frame built: a fan-out builds
         # the part after the sid once for all subscribers.
@@ -141,7 +113,6 @@ class Broker:
         self._dirty = []
         self._flush_call = None
         self._depth = 0
-        self._internal_sids = itertools.count(1)
         self.shutting_down = False
         # The client whose message is being routed right now (None: internal).
         self.route_source = None
@@ -150,14 +121,41 @@ class Broker:
         # Where clients reach us; filled in by the server once listening.
         self.port = config.port
         self.host = config.host
-        # Subject mappings: only when some are configured does route() look
-        # the subject up first, so without them a publish costs nothing more.
-        self.mappings = None
-        mappings = getattr(config, "mappings", None)
-        if mappings:
-            self.mappings = SubjectMappings(mappings, config.cluster.name)
-            self._mapped = self.mappings.cache
-            self.route = self._route_mapped
+        self._setup_accounts(config)
+
+    # -- accounts --------------------------------------------------------
+
+    def _setup_accounts(self, config):
+        """``$G``, the configured accounts, and the system account (nats-server
+        always has one: ``$SYS`` unless ``system_account`` names another)."""
+        self.accounts = {}
+        self.global_account = gacc = Account(self, GLOBAL_ACCOUNT, mappings=config.mappings)
+        self.accounts[GLOBAL_ACCOUNT] = gacc
+        system = config.system_account or DEFAULT_SYSTEM_ACCOUNT
+        for acfg in config.accounts:
+            self.accounts[acfg.name] = Account(self, acfg.name, acfg, acfg.mappings,
+                                               is_system=acfg.name == system)
+        if system not in self.accounts:
+            self.accounts[system] = Account(self, system, is_system=True)
+        self.system_account = self.accounts[system]
+        # The global account's Sublist and mappings are the broker's own (the
+        # IBroker calls made on the broker act in $G).
+        self.sublist = gacc.sublist
+        self.mappings = gacc.mappings
+        self.publish = gacc.publish
+        self.deliver = gacc.deliver
+        self.subscribe = gacc.subscribe
+        self.unsubscribe = gacc.unsubscribe
+
+    def account(self, name):
+        """The account called ``name`` (an IBroker view of it), or ``None``."""
+        return self.accounts.get(name)
+
+    def route(self, source, subject, reply, hdr_len, raw):
+        """Route in the publishing client's account (``$G`` for an internal
+        publish); clients' own PUBs go to their account's route directly."""
+        acc = source.account if source is not None else self.global_account
+        return acc.route(source, subject, reply, hdr_len, raw)
 
     # -- plugins ---------------------------------------------------------
 
@@ -243,102 +241,16 @@ class Broker:
         if connect_info:
             # The INFO that follows the first PONG confirms the account.
             fields["connect_info"] = True
-            fields["remote_account"] = "$G"
+            acc = getattr(client, "account", None) or self.global_account
+            fields["remote_account"] = acc.name
+            if acc.is_system:
+                fields["acc_is_sys"] = True
         domain = cfg.jetstream.domain if cfg.jetstream.enabled else ""
         if domain:
             fields["domain"] = domain
         fields["api_lvl"] = JS_API_LEVEL
         fields["xkey"] = self.keys.xkey
         return _in_info_order(fields)
-
-    # -- routing ---------------------------------------------------------
-
-    def route(self, source, subject, reply, hdr_len, raw):
-        self.route_source = source
-        r = self._match_cache.get(subject)
-        if r is None:
-            r = self.sublist.match(subject)
-        psubs, qgroups = r
-        if not psubs and not qgroups:
-            if reply and source is not None and source.no_responders:
-                self._no_responders(source, subject, reply)
-            return 0
-        n = 0
-        no_echo = source is not None and not source.echo
-        for sub in psubs:
-            owner = sub.owner
-            if no_echo and owner is source:
-                continue
-            owner.deliver(sub, subject, reply, hdr_len, raw)
-            n += 1
-        for group in qgroups:
-            sub = self._pick(group, source if no_echo else None)
-            if sub is not None:
-                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
-                n += 1
-        return n
-
-    def _route_mapped(self, source, subject, reply, hdr_len, raw):
-        """route() with mappings: the message goes on under the subject its
-        mapping picks (as nats-server: mapped once, before matching; the
-        reply subject is left alone)."""
-        dest = self._mapped.get(subject)
-        if dest is None:
-            dest = self.mappings.resolve(subject)
-        if dest.__class__ is not bytes:
-            dest = dest.pick(subject)  # weighted or random: per message
-            if dest.__class__ is not bytes:
-                # Mapped to no valid subject: no one gets it.
-                self.route_source = source
-                if reply and source is not None and source.no_responders:
-                    self._no_responders(source, dest.subject, reply)
-                return 0
-        # The rest is route() again, on purpose: a call per message is what
-        # repeating it saves.
-        self.route_source = source
-        r = self._match_cache.get(dest)
-        if r is None:
-            r = self.sublist.match(dest)
-        psubs, qgroups = r
-        if not psubs and not qgroups:
-            if reply and source is not None and source.no_responders:
-                self._no_responders(source, dest, reply)
-            return 0
-        n = 0
-        no_echo = source is not None and not source.echo
-        for sub in psubs:
-            owner = sub.owner
-            if no_echo and owner is source:
-                continue
-            owner.deliver(sub, dest, reply, hdr_len, raw)
-            n += 1
-        for group in qgroups:
-            sub = self._pick(group, source if no_echo else None)
-            if sub is not None:
-                sub.owner.deliver(sub, dest, reply, hdr_len, raw)
-                n += 1
-        return n
-
-    _rr = 0
-
-    def _pick(self, group, skip_owner):
-        # Rotate through members so each gets an even share.
-        size = len(group)
-        self._rr += 1
-        start = self._rr % size
-        for i in range(size):
-            sub = group[(start + i) % size]
-            if skip_owner is None or sub.owner is not skip_owner:
-                return sub
-        return None
-
-    def _no_responders(self, source, subject, reply):
-        # Only the requester's own subscription to its reply subject gets it.
-        for sub in source.subs.values():
-            if subject_matches(sub.subject, reply):
-                raw = _NO_RESPONDERS % subject
-                source.deliver(sub, reply, None, len(raw), raw)
-                return
 
     # -- output ----------------------------------------------------------
 
@@ -377,65 +289,9 @@ class Broker:
         counters keeps an increment off the PUB path.
         """
         matches = self.stats.in_msgs + self.internal_publishes
-        misses = self.sublist.misses
+        misses = sum(a.sublist.misses for a in self.accounts.values())
         return max(matches, misses), max(matches - misses, 0)
 
     internal_publishes = 0
 
-    def publish(self, subject, payload, reply=None, headers=None):
-        self.internal_publishes += 1
-        subject = _b(subject)
-        reply = _b(reply) if reply else None
-        payload = _b(payload)
-        if headers is None:
-            hdr_len, raw = 0, payload
-        else:
-            block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
-            hdr_len, raw = len(block), block + payload
-        return self.route(None, subject, reply, hdr_len, raw)
 
-    def deliver(self, dest, subject, payload, reply=None, headers=None):
-        """Publish internally to the subscribers of ``dest``, with ``subject``
-        on the MSG line (JetStream delivers a stored message to a consumer's
-        inbox under the subject it was stored with). Returns the count reached."""
-        self.internal_publishes += 1
-        if headers is None:
-            hdr_len, raw = 0, payload
-        else:
-            hdr_len, raw = len(headers), headers + payload
-        self.route_source = None
-        r = self._match_cache.get(dest)
-        if r is None:
-            r = self.sublist.match(dest)
-        psubs, qgroups = r
-        n = 0
-        for sub in psubs:
-            sub.owner.deliver(sub, subject, reply, hdr_len, raw)
-            n += 1
-        for group in qgroups:
-            sub = self._pick(group, None)
-            if sub is not None:
-                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
-                n += 1
-        return n
-
-    def subscribe(self, subject, callback, queue=None):
-        sid = b"i%d" % next(self._internal_sids)
-        sub = Subscription(_b(subject), sid, InternalSink(callback),
-                           _b(queue) if queue else None)
-        self.sublist.insert(sub)
-        return sub
-
-    def unsubscribe(self, sub):
-        if not sub.closed:
-            sub.closed = True
-            self.sublist.remove(sub)
-
-
-
-def _b(v):
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, (bytearray, memoryview)):
-        return bytes(v)
-    return str(v).encode()

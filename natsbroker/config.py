@@ -134,6 +134,82 @@ class SubjectMapping:
 
 
 @attrs.define
+class AccountJetStream:
+    """An account's ``jetstream`` setting: enabled, with nats-server's account
+    limits (-1: unlimited; ``max_memory``/``max_file`` in bytes)."""
+
+    max_memory: int = -1
+    max_file: int = -1
+    max_streams: int = -1
+    max_consumers: int = -1
+    max_ack_pending: int = -1
+    memory_max_stream_bytes: int = -1
+    store_max_stream_bytes: int = -1
+    max_bytes_required: bool = False
+
+
+@attrs.define
+class StreamExport:
+    """``exports [ {stream: subject, accounts: [...]} ]``: messages published
+    in the account under ``subject`` may be imported by others (all of them
+    when ``accounts`` is empty)."""
+
+    subject: str
+    accounts: list = attrs.field(factory=list)
+
+
+@attrs.define
+class ServiceExport:
+    """``exports [ {service: subject, response_type, accounts} ]``: requests to
+    ``subject`` may come from importing accounts; replies go back to them
+    (``response_type``: ``Singleton``, ``Stream`` or ``Chunked``)."""
+
+    subject: str
+    accounts: list = attrs.field(factory=list)
+    response_type: str = "Singleton"
+    response_threshold: float = 2.0  # seconds a responder has (nats-server's default)
+    allow_trace: bool = False
+
+
+@attrs.define
+class StreamImport:
+    """``imports [ {stream: {account, subject}, prefix | to} ]``."""
+
+    account: str
+    subject: str
+    prefix: str = ""
+    to: str = ""
+
+
+@attrs.define
+class ServiceImport:
+    """``imports [ {service: {account, subject}, to, share} ]``: a request
+    published here to ``to`` (default: ``subject``) goes to ``account``."""
+
+    account: str
+    subject: str
+    to: str = ""
+    share: bool = False
+
+
+@attrs.define
+class AccountConfig:
+    """One entry of the ``accounts { }`` block."""
+
+    name: str
+    users: list = attrs.field(factory=list)  # list[User]
+    nkeys: list = attrs.field(factory=list)  # list[NkeyUser]
+    exports: list = attrs.field(factory=list)  # StreamExport | ServiceExport
+    imports: list = attrs.field(factory=list)  # StreamImport | ServiceImport
+    jetstream: AccountJetStream | None = None  # None: JetStream not enabled here
+    mappings: list = attrs.field(factory=list)  # list[SubjectMapping]
+    default_permissions: Permissions | None = None
+    nkey: str = ""  # the account's own public key (A...), if given
+    # Where the users array is in the config file, for the errors about them.
+    users_at: object = attrs.field(default=None, eq=False, repr=False)
+
+
+@attrs.define
 class ClusterConfig:
     name: str = ""
     host: str = ""
@@ -202,6 +278,10 @@ class ServerConfig:
     # Auth
     authorization: Authorization = attrs.field(factory=Authorization)
     no_auth_user: str = ""
+    # Accounts other than $G, in file order, and which one is the system
+    # account (empty: nats-server's implicit $SYS).
+    accounts: list = attrs.field(factory=list)  # list[AccountConfig]
+    system_account: str = ""
     # Logging
     debug: bool = False
     trace: bool = False

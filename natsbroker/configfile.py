@@ -28,8 +28,9 @@ import cattrs
 
 from natsbroker import conf
 from natsbroker import tls as tls_module
-from natsbroker.config import (DEFAULT_PORT, MapDest, NkeyUser, Permissions, ServerConfig, SubjectMapping,
-                               TLSConfig, User)
+from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, MapDest, NkeyUser,
+                               Permissions, ServerConfig, ServiceExport, ServiceImport, StreamExport,
+                               StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.fatal import read_file_error
 from natsbroker.nkey import public_user_key
 from natsbroker.mapping import MappingError, compile_mapping, go_quote
@@ -586,6 +587,255 @@ def _mappings(ld, v, at, out):
     out["mappings"] = entries
 
 
+# -- accounts ---------------------------------------------------------------------
+
+
+def _accounts(ld, v, at, out):
+    """``accounts { NAME { users, exports, imports, jetstream, mappings,
+    default_permissions, nkey } }`` or ``accounts [NAME, ...]``, checked in
+    nats-server's words (parseAccounts); exports and imports are resolved
+    once every account is known."""
+    accounts = []
+    if isinstance(v, list):
+        seen = set()
+        for item in v:
+            name = _string(item)
+            if name == "$G":
+                raise ConfigError(f'{at}: "$G" is a Reserved Account')
+            if name in seen:
+                raise ConfigError(f"{at}: Duplicate Account Entry: {name}")
+            seen.add(name)
+            accounts.append(AccountConfig(name))
+        out["accounts"] = accounts
+        return
+    if not isinstance(v, dict):
+        raise BadValue(f"expected a map or an array of account names, got {_show(v)}")
+    positions = getattr(v, "positions", {})
+    for name, body in v.items():
+        acc_at = _Where(*positions[name]) if name in positions else at
+        if not isinstance(body, dict):
+            raise ConfigError(f"{acc_at}: Expected map entries for accounts")
+        if name == "$G":
+            raise ConfigError(f'{acc_at}: "$G" is a Reserved Account')
+        fields = ld.block(body, _ACCOUNT, acc_at)
+        acc = AccountConfig(name)
+        acc.nkey = fields.get("nkey", "")
+        acc.exports = fields.get("exports", [])
+        acc.imports = fields.get("imports", [])
+        acc.jetstream = fields.get("jetstream")
+        acc.mappings = fields.get("mappings", [])
+        defaults = fields.get("default_permissions")
+        if defaults is not None:
+            acc.default_permissions = _converter.structure(defaults, Permissions)
+        for u in fields.get("users", ()):
+            if defaults is not None:
+                u.setdefault("permissions", defaults)
+            if "nkey" in u:
+                acc.nkeys.append(_converter.structure(u, NkeyUser))
+            else:
+                acc.users.append(_converter.structure(u, User))
+        acc.users_at = fields.get("users_at", acc_at)
+        accounts.append(acc)
+    out["accounts"] = accounts
+
+
+def _account_nkey(v):
+    from natsbroker.nkey import public_account_key
+    if not isinstance(v, str) or public_account_key(v) is None:
+        raise BadValue(f"Not a valid public nkey for an account: {go_quote(str(v))}")
+    return v
+
+
+def _account_users(ld, v, at, out):
+    out["users"] = _users(ld, v, at)
+    out["users_at"] = at
+
+
+def _account_mappings(ld, v, at, out):
+    _mappings(ld, v, at, out)
+
+
+def _account_jetstream(ld, v, at, out):
+    """``jetstream: enabled|disabled|true|false`` or a block of limits
+    (nats-server's parseJetStreamForAccount)."""
+    if isinstance(v, bool):
+        out["jetstream"] = AccountJetStream() if v else None
+    elif isinstance(v, str):
+        word = v.lower()
+        if word in ("enabled", "enable", "true"):
+            out["jetstream"] = AccountJetStream()
+        elif word in ("disabled", "disable", "false"):
+            out["jetstream"] = None
+        else:
+            raise ConfigError(f"{at}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+    elif isinstance(v, dict):
+        out["jetstream"] = AccountJetStream(**ld.block(v, _ACCOUNT_JETSTREAM, at))
+    else:
+        raise ConfigError(f"{at}: Expected map, bool or string to define JetStream, got {_go_type(v)}")
+
+
+def _limit(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise BadValue(f"expected a number, got {_show(v)}")
+    return _size(v) if isinstance(v, str) else int(v)
+
+
+_ACCOUNT_JETSTREAM = _table(
+    {
+        "max_memory max_mem mem memory": _set("max_memory", _limit),
+        "max_store max_file max_disk store disk": _set("max_file", _limit),
+        "max_streams streams": _set("max_streams", _limit),
+        "max_consumers consumers": _set("max_consumers", _limit),
+        "max_ack_pending": _set("max_ack_pending", _limit),
+        "mem_max_stream_bytes memory_max_stream_bytes": _set("memory_max_stream_bytes", _limit),
+        "disk_max_stream_bytes store_max_stream_bytes": _set("store_max_stream_bytes", _limit),
+        "max_bytes_required max_stream_bytes_required": _set("max_bytes_required", _boolean),
+    }
+)
+
+
+def _export(ld, v, at):
+    """One ``exports`` entry: ``{stream: subj}`` or ``{service: subj,
+    response_type, response_threshold}``, with ``accounts [...]``."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{at}: Export Items should be a map with type entry, got {_go_type(v)}")
+    kind = subject = None
+    accounts, rt, threshold, trace = [], None, None, False
+    for key, value in v.items():
+        k = key.lower()
+        if k in ("stream", "service"):
+            if kind is not None and kind != k:
+                raise ConfigError(f"{at}: Detected {k} {go_quote(str(value))} but already saw a {kind}")
+            if not isinstance(value, str):
+                raise ConfigError(f"{at}: Expected {k} name to be string, got {_go_type(value)}")
+            kind, subject = k, value
+        elif k in ("response", "response_type"):
+            if not isinstance(value, str):
+                raise ConfigError(f"{at}: Expected response type to be string, got {_go_type(value)}")
+            rt = {"single": "Singleton", "singleton": "Singleton", "stream": "Stream",
+                  "chunk": "Chunked", "chunked": "Chunked"}.get(value.lower())
+            if rt is None:
+                raise ConfigError(f"{at}: Unknown response type: {go_quote(value)}")
+        elif k in ("threshold", "response_threshold", "response_max_time", "response_time"):
+            threshold = _duration(value)
+        elif k == "accounts":
+            accounts = _strings(value)
+        elif k == "allow_trace":
+            trace = _boolean(value)
+        elif k == "latency":
+            ld.warnings.append(f"{at.file}:{at.line}: service latency tracking is not supported")
+        else:
+            ld.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
+    if kind is None:
+        raise ConfigError(f"{at}: Export Items should be a map with type entry, got map[string]interface {{}}")
+    if kind == "stream":
+        if rt is not None:
+            raise ConfigError(f"{at}: Detected response directive on non-service")
+        return StreamExport(subject, accounts)
+    e = ServiceExport(subject, accounts, rt or "Singleton", allow_trace=trace)
+    if threshold is not None:
+        e.response_threshold = threshold
+    return e
+
+
+def _import(ld, v, at):
+    """One ``imports`` entry: ``{stream: {account, subject}, prefix|to}`` or
+    ``{service: {account, subject}, to, share}``."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{at}: Import Items should be a map with type entry, got {_go_type(v)}")
+    kind = None
+    account = subject = ""
+    prefix = to = ""
+    share = False
+    for key, value in v.items():
+        k = key.lower()
+        if k in ("stream", "service"):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{at}: {k.capitalize()} entry should be an account map, got {_go_type(value)}")
+            kind = k
+            for ak, av in value.items():
+                if ak.lower() == "account":
+                    account = _string(av)
+                elif ak.lower() == "subject":
+                    subject = _string(av)
+                else:
+                    ld.warnings.append(f'{at.file}:{at.line}: unknown field "{ak}"')
+        elif k == "prefix":
+            prefix = _string(value)
+        elif k == "to":
+            to = _string(value)
+        elif k == "share":
+            share = _boolean(value)
+        else:
+            ld.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
+    if kind is None:
+        raise ConfigError(f"{at}: Import Items should be a map with type entry, got map[string]interface {{}}")
+    if kind == "stream":
+        return StreamImport(account, subject, prefix, to)
+    if prefix:
+        raise ConfigError(f"{at}: Detected prefix directive on non-stream")
+    return ServiceImport(account, subject, to, share)
+
+
+def _items(parse, what):
+    def handle(ld, v, at, out):
+        if not isinstance(v, list):
+            raise ConfigError(f"{at}: {what} should be an array, got {_go_type(v)}")
+        positions = [getattr(item, "start", None) for item in v]
+        out[what.lower()] = [parse(ld, item, _Where(*p) if p else at) for item, p in zip(v, positions)]
+    return handle
+
+
+_ACCOUNT = _table(
+    {
+        "users": _account_users,
+        "nkey": _set("nkey", _account_nkey),
+        "exports": _items(_export, "Exports"),
+        "imports": _items(_import, "Imports"),
+        "jetstream": _account_jetstream,
+        "default_permissions": _set_block("default_permissions", _permissions),
+        "mappings maps": _account_mappings,
+    }
+)
+
+
+def validate_accounts(config):
+    """What nats-server checks once every account is parsed: unique users
+    across accounts, no single user or token beside account users, and
+    exports/imports naming accounts that exist."""
+    auth = config.authorization
+    seen = {u.user for u in auth.users} | {u.nkey for u in auth.nkeys}
+    names = {a.name for a in config.accounts}
+    for acc in config.accounts:
+        at = getattr(acc, "users_at", None)
+        where = f"{at}: " if at is not None else ""
+        if acc.users or acc.nkeys:
+            if auth.user:
+                raise ConfigError(f"{where}Can not have a single user/pass and accounts")
+            if auth.token:
+                raise ConfigError(f"{where}Can not have a token and accounts")
+        for u in acc.nkeys:
+            if u.nkey in seen:
+                raise ConfigError(f'{where}Duplicate nkey "{u.nkey}" detected')
+            seen.add(u.nkey)
+        for u in acc.users:
+            if u.user in seen:
+                raise ConfigError(f'{where}Duplicate user "{u.user}" detected')
+            seen.add(u.user)
+    for acc in config.accounts:
+        for e in acc.exports:
+            kind = "stream" if isinstance(e, StreamExport) else "service"
+            for an in e.accounts:
+                if an not in names:
+                    raise ConfigError(f'"{an}" account not defined for {kind} export')
+        for i in acc.imports:
+            kind = "stream" if isinstance(i, StreamImport) else "service"
+            if i.account not in names:
+                raise ConfigError(f'"{i.account}" account not defined for {kind} import')
+    if config.system_account and config.system_account not in names | {"$SYS"}:
+        raise ConfigError(f"system account \"{config.system_account}\" not found")
+
+
 _PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
 
 _PERMISSIONS = _table(
@@ -732,7 +982,10 @@ _SERVER = _table(
         "https_port": _set("https_port", check_port),
         "https": _listen("http_host", "https_port", check_port),
         "mappings maps": _mappings,
-        "accounts operator trusted trusted_keys resolver": _refuse("accounts and JWT authentication"),
+        "accounts": _accounts,
+        "system_account system": _set("system_account", _string),
+        "operator operators trusted trusted_keys resolver resolver_preload": _refuse(
+            "JWT authentication"),
     }
 )
 
@@ -765,18 +1018,25 @@ def validate(config):
         raise ConfigError("cannot have a user/password and a token")
     if (auth.users or auth.nkeys) and (auth.user or auth.token):
         raise ConfigError("cannot have a single user/password or token and a users array")
+    validate_accounts(config)
     if config.no_auth_user:
-        # As nats-server 2.15: no_auth_user may name an nkey user too.
-        if not auth.users and not auth.nkeys:
+        # As nats-server 2.15: no_auth_user may name an nkey user too, and a
+        # user of any account.
+        if not _identities(config):
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} present, but users are not defined")
-        if config.no_auth_user not in _identities(auth):
+        if config.no_auth_user not in _identities(config):
             raise ConfigError(f"no_auth_user {config.no_auth_user!r} is not a user of the authorization block")
     validate_websocket(config)
 
 
-def _identities(auth):
-    """The names users are known by: user names and public nkeys."""
-    return {u.user for u in auth.users} | {u.nkey for u in auth.nkeys}
+def _identities(config):
+    """The names users are known by (user names and public nkeys), of the
+    authorization block and of every account."""
+    auth = config.authorization
+    names = {u.user for u in auth.users} | {u.nkey for u in auth.nkeys}
+    for acc in config.accounts:
+        names |= {u.user for u in acc.users} | {u.nkey for u in acc.nkeys}
+    return names
 
 
 def _request_uri(text):
@@ -795,10 +1055,12 @@ def validate_websocket(config):
         if not _request_uri(origin):
             raise ConfigError(f'unable to parse allowed origin: parse "{origin}": invalid URI for request')
     users = config.authorization.users + config.authorization.nkeys
+    for acc in config.accounts:
+        users = users + acc.users + acc.nkeys
     if ws.no_auth_user:
         if not users:
             raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" present, but users/nkeys are not defined')
-        if ws.no_auth_user not in _identities(config.authorization):
+        if ws.no_auth_user not in _identities(config):
             raise ConfigError(f'no_auth_user: "{ws.no_auth_user}" not present as user or nkey in '
                               "authorization block or account configuration")
     if users and ws.username:

@@ -111,7 +111,7 @@ class IClient(IMessageSink):
 
 
 class IBroker(Interface):
-    """What the broker offers to plugins."""
+    """What the broker offers to plugins (the broker, or one account of it)."""
 
     reactor = Attribute("The Twisted reactor (or a Clock in tests): use it for timers.")
     config = Attribute("The ServerConfig.")
@@ -181,6 +181,14 @@ class IBroker(Interface):
 
     def plugin(name):
         """The started plugin called ``name``, or ``None``."""
+
+    def account(name):
+        """The account called ``name``, or ``None``: an IBroker whose
+        ``route``/``publish``/``deliver``/``subscribe``/``unsubscribe``/
+        ``sublist`` act inside that account (subjects never cross accounts
+        except through exports and imports). The broker itself acts in the
+        global account ``$G``; ``broker.accounts`` maps every name to its
+        account and ``broker.system_account`` is the system account."""
 
 
 class IStreamEvents(Interface):

@@ -272,7 +272,7 @@ class MonitorResource(resource.Resource):
             # nats-server counts producers it stalled for a slow consumer; we
             # never stall a producer (slow consumers are cut off instead).
             "stalled_clients": 0,
-            "subscriptions": b.sublist.count,
+            "subscriptions": sum(a.sublist.count for a in b.accounts.values()),
             # Go marshals maps with sorted keys.
             "http_req_stats": dict(sorted(self.http_req_stats.items())),
             "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),

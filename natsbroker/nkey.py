@@ -39,13 +39,22 @@ def public_user_key(text):
     """The raw 32-byte ed25519 key of a public user nkey (``U...``), or None
     if ``text`` is not one (a seed, another role's key, a typo: nats-server's
     ``nkeys.IsValidPublicUserKey``)."""
+    return _public_key(text, nkeys.PREFIX_BYTE_USER)
+
+
+def public_account_key(text):
+    """Like :func:`public_user_key`, for an account's public key (``A...``)."""
+    return _public_key(text, nkeys.PREFIX_BYTE_ACCOUNT)
+
+
+def _public_key(text, prefix):
     if not isinstance(text, str) or not text or len(text) % 8 in (1, 3, 6):
         return None
     try:
         raw = base64.b32decode(text + "=" * (-len(text) % 8))
     except (binascii.Error, ValueError):
         return None
-    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_USER:
+    if len(raw) != 35 or raw[0] != prefix:
         return None
     body, crc = raw[:-2], raw[-2:]
     if nkeys.crc16(bytearray(body)) != int.from_bytes(crc, "little"):

@@ -45,9 +45,6 @@ class PubSub:
         return ok
 
     def client_ops(self, client):
-        broker = self.broker
-        route = broker.route
-        sublist = broker.sublist
         max_subs = self.config.max_subscriptions
         valid_pub = self._valid_pub
         OK = wire.OK
@@ -69,7 +66,7 @@ class PubSub:
                 return
             if client.verbose:
                 client.send(OK)
-            route(client, subject, op[2], 0, payload)
+            client.account.route(client, subject, op[2], 0, payload)
 
         def on_hpub(op):
             if not client.headers:
@@ -89,7 +86,7 @@ class PubSub:
                 return
             if client.verbose:
                 client.send(OK)
-            route(client, subject, op[2], op[3], raw)
+            client.account.route(client, subject, op[2], op[3], raw)
 
         def on_sub(op):
             _, subject, queue, sid = op
@@ -107,7 +104,7 @@ class PubSub:
                     return
                 sub = Subscription(subject, sid, client, queue)
                 subs[sid] = sub
-                sublist.insert(sub)
+                client.account.sublist.insert(sub)
             if client.verbose:
                 client.send(OK)
 

@@ -295,7 +295,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
         ("tls { cert_file: /nonexistent.pem, key_file: y }",
          "server.conf:2:0: error parsing X509 certificate/key pair: open /nonexistent.pem: "
          "no such file or directory"),
-        ("accounts { A { users: [{user: a}] } }", "not supported by natsbroker (accounts"),
+        ("operator: /tmp/op.jwt", "not supported by natsbroker (JWT authentication"),
         ("port: 4222\nport {", "Parse error on line 3: 'unterminated map: missing '}'' ("),  # a syntax error
     ],
 )

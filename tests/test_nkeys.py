@@ -588,13 +588,13 @@ def test_authenticator(tmp_path):
     auth = Authenticator(config)
     nonce = new_nonce()
     notes = []
-    ok, user, perms = auth.authenticate(
+    ok, user, perms, _ = auth.authenticate(
         ConnectOptions(nkey=PUB_A, sig=raw_url(KP_A, nonce)), nonce=nonce, note=notes.append)
     assert ok and isinstance(user, NkeyName) and user == PUB_A
     assert perms.can_publish(b"ok.x") and not perms.can_publish(b"pub.x")
-    ok, user, _ = auth.authenticate(ConnectOptions(nkey=PUB_A, sig=raw_url(KP_A, nonce)),
+    ok, user, _, _ = auth.authenticate(ConnectOptions(nkey=PUB_A, sig=raw_url(KP_A, nonce)),
                                     nonce=new_nonce(), note=notes.append)
     assert (ok, user) == (False, None)
     assert notes == ["Signature not verified"]
-    ok, user, _ = auth.authenticate(ConnectOptions(user="bob", password="pw"), nonce=nonce)
+    ok, user, _, _ = auth.authenticate(ConnectOptions(user="bob", password="pw"), nonce=nonce)
     assert ok and user == "bob" and not isinstance(user, NkeyName)

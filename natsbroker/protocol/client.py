@@ -19,6 +19,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
+from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
@@ -186,8 +187,11 @@ class ClientProtocol(protocol.Protocol):
         self.subs = {}
         self.user = None
         self.permissions = None
+        # $G until CONNECT names a user of another account.
+        self.account = broker.global_account
         # With nkey users configured, each client's INFO has a nonce to sign.
-        self.nonce = new_nonce() if cfg.authorization.nkeys else ""
+        self.nonce = new_nonce() if (cfg.authorization.nkeys or any(
+            a.nkeys for a in cfg.accounts)) else ""
         self.host = ""
         self.port = 0
         self.connect_received = False
@@ -443,7 +447,7 @@ class ClientProtocol(protocol.Protocol):
             for sub in list(self.subs.values()):
                 if not sub.closed:
                     sub.closed = True
-                    b.sublist.remove(sub)
+                    self.account.sublist.remove(sub)
             self.subs.clear()
 
     def snapshot(self):
@@ -551,10 +555,11 @@ class ClientProtocol(protocol.Protocol):
         """With auth on, the first op must be CONNECT, as nats-server's parser
         decides from the very first byte; a configured no_auth_user lets a
         telnet-style client in without one. Returns True to go on."""
-        ok, user, perms = self.auth.authenticate(ConnectOptions())
+        ok, user, perms, account = self.auth.authenticate(ConnectOptions())
         # (An nkey no_auth_user needs a CONNECT, as in nats-server.)
         if ok and self.broker.config.no_auth_user and not isinstance(user, NkeyName):
             self.user, self.permissions = user, perms
+            self._join(account)
             self._connected()
             return True
         self._auth_violation(ConnectOptions())
@@ -584,12 +589,13 @@ class ClientProtocol(protocol.Protocol):
         """nats-server's client prefix for log lines: address, cid and, once
         authenticated, the account and identity."""
         prefix = "%s:%s - cid:%d" % (self.host, self.port, self.cid)
+        acc = self.account.name
         if isinstance(self.user, NkeyName):
-            prefix += ' - "$G/nkey:%s"' % self.user
+            prefix += ' - "%s/nkey:%s"' % (acc, self.user)
         elif self.user:
-            prefix += ' - "$G/user:%s"' % self.user
+            prefix += ' - "%s/user:%s"' % (acc, self.user)
         elif self.connect_received and self.opts.auth_token and self.auth.required:
-            prefix += ' - "$G/token"'
+            prefix += ' - "%s/token"' % acc
         return prefix
 
     def permission_violation(self, subject, sid=None, queue=None):
@@ -634,17 +640,19 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
             return
         if not self.connect_received and self.auth.required:
-            ok, user, perms = self.auth.authenticate(opts, self._tls_names(), nonce=self.nonce,
-                                                     note=self._auth_note)
+            ok, user, perms, account = self.auth.authenticate(
+                opts, self._tls_names(), nonce=self.nonce, note=self._auth_note)
             if not ok:
                 self._auth_violation(opts)
                 return
             self.user = user
             self.permissions = perms
+            self._join(account)
         elif not self.connect_received:
             # No auth configured; a no_auth_user still brings its permissions.
-            ok, user, perms = self.auth.authenticate(opts)
+            ok, user, perms, account = self.auth.authenticate(opts)
             self.user, self.permissions = user, perms
+            self._join(account)
         self.opts = opts
         self.verbose = opts.verbose
         self.pedantic = opts.pedantic
@@ -666,6 +674,13 @@ class ClientProtocol(protocol.Protocol):
         self._auth_call = None
         for plugin in self.broker.providers(IClientObserver):
             plugin.client_connected(self)
+
+    def _join(self, name):
+        """Put the connection in account ``name`` (it has no subscriptions
+        yet: CONNECT comes first)."""
+        acc = self.broker.accounts.get(name or GLOBAL_ACCOUNT)
+        if acc is not None:
+            self.account = acc
 
     def _on_ping(self, op):
         self.send(wire.PONG)
@@ -798,7 +813,7 @@ class ClientProtocol(protocol.Protocol):
     def remove_sub(self, sub):
         if not sub.closed:
             sub.closed = True
-            self.broker.sublist.remove(sub)
+            self.account.sublist.remove(sub)
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
 

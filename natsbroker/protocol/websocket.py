@@ -26,6 +26,7 @@ from wsproto.frame_protocol import Opcode
 from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
+from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.auth import Authenticator, NkeyName, _password_ok, _resolve
 from natsbroker.protocol.client import PLAIN, ClientListener, ClientProtocol
 
@@ -132,31 +133,32 @@ class WebSocketAuthenticator:
     def __init__(self, config, base=None):
         self.ws = config.websocket
         self.base = base if base is not None else Authenticator(config)
-        self._users = {u.user: u for u in config.authorization.users}
-        self._nkeys = {u.nkey: u for u in config.authorization.nkeys}
+        # (name -> (user, account)): the base authenticator's tables.
+        self._users = self.base._users
+        self._nkeys = self.base._nkeys
         self.required = self.base.required or self.ws.auth_override
 
     def authenticate(self, opts, tls_names=None, **kw):
         ws = self.ws
         if ws.username:
             if opts.user == ws.username and _password_ok(ws.password or None, opts.password):
-                return True, ws.username, None
-            return False, None, None
+                return True, ws.username, None, GLOBAL_ACCOUNT
+            return False, None, None, None
         if ws.token:
             if opts.auth_token is not None and hmac.compare_digest(
                     ws.token.encode(), opts.auth_token.encode()):
-                return True, None, None
-            return False, None, None
+                return True, None, None, GLOBAL_ACCOUNT
+            return False, None, None, None
         # (A client naming an nkey is that nkey user, signature checked.)
         if ws.no_auth_user and opts.user is None and not opts.auth_token and not (
                 opts.nkey and self._nkeys):
-            u = self._users.get(ws.no_auth_user)
-            if u is not None:
-                return True, u.user, _resolve(u.permissions)
-            n = self._nkeys.get(ws.no_auth_user)
-            if n is not None:
-                return True, NkeyName(n.nkey), _resolve(n.permissions)
-            return False, None, None
+            found = self._users.get(ws.no_auth_user)
+            if found is not None:
+                return True, found[0].user, _resolve(found[0].permissions), found[1]
+            found = self._nkeys.get(ws.no_auth_user)
+            if found is not None:
+                return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
+            return False, None, None, None
         return self.base.authenticate(opts, tls_names, **kw)
 
 
