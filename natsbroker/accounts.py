@@ -20,6 +20,7 @@ import itertools
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker.imports import ShadowSink
 from natsbroker.interfaces import IBroker, IMessageSink
 from natsbroker.mapping import SubjectMappings
 from natsbroker.protocol import wire
@@ -62,6 +63,13 @@ class Account:
 
     ``config`` is the account's :class:`~natsbroker.config.AccountConfig`
     (``None`` for ``$G`` and an implicit system account)."""
+
+    # Its side of the exports and imports (natsbroker.imports.AccountImports),
+    # or None for an account that has none.
+    imports = None
+    # True when another account imports streams from this one (its Sublist
+    # may then hold shadow subscriptions).
+    shadowed = False
 
     def __init__(self, broker, name, config=None, mappings=None, is_system=False):
         self.broker = broker
@@ -163,6 +171,64 @@ class Account:
                 n += 1
         return n
 
+    def _route_counted(self, source, subject, reply, hdr_len, raw):
+        """route() for an account with service imports: a delivery that did
+        not happen (a service import whose exporting account had no one for
+        the request returns False) does not count, so a requester that
+        reached no one gets no-responders, as nats-server's didDeliver has it.
+        Mappings are applied as in _route_mapped."""
+        self.broker.route_source = source
+        if self.mappings is not None:
+            dest = self._mapped.get(subject)
+            if dest is None:
+                dest = self.mappings.resolve(subject)
+            if dest.__class__ is not bytes:
+                dest = dest.pick(subject)
+                if dest.__class__ is not bytes:
+                    if reply and source is not None and source.no_responders:
+                        self._no_responders(source, dest.subject, reply)
+                    return 0
+            subject = dest
+        r = self._match_cache.get(subject)
+        if r is None:
+            r = self.sublist.match(subject)
+        psubs, qgroups = r
+        n = 0
+        no_echo = source is not None and not source.echo
+        for sub in psubs:
+            owner = sub.owner
+            if no_echo and owner is source:
+                continue
+            if owner.deliver(sub, subject, reply, hdr_len, raw) is not False:
+                n += 1
+        for group in qgroups:
+            if self._deliver_to_group(group, source if no_echo else None,
+                                      subject, reply, hdr_len, raw):
+                n += 1
+        if not n and reply and source is not None and source.no_responders:
+            self._no_responders(source, subject, reply)
+        return n
+
+    def _deliver_to_group(self, group, skip_owner, subject, reply, hdr_len, raw):
+        """One member of a queue group gets the message; a member that
+        refuses it (its permissions filter the subject) passes it on to the
+        next, as nats-server does. True if someone took it."""
+        size = len(group)
+        self._rr += 1
+        start = self._rr % size
+        for i in range(size):
+            sub = group[(start + i) % size]
+            if skip_owner is not None and sub.owner is skip_owner:
+                continue
+            if sub.owner.deliver(sub, subject, reply, hdr_len, raw) is not False:
+                return True
+        return False
+
+    def count_deliveries(self):
+        """Route with delivery counting from now on (a client of this account
+        may refuse deliveries: see ClientProtocol.check_deliveries)."""
+        self.route = self._route_counted
+
     def _pick(self, group, skip_owner):
         # Rotate through members so each gets an even share.
         size = len(group)
@@ -210,14 +276,25 @@ class Account:
         if r is None:
             r = self.sublist.match(dest)
         psubs, qgroups = r
+        # A stream import's shadow subscription shows such a message under
+        # its own subject, not the import's (nats-server's deliver subject).
+        stored = self.shadowed and subject != dest
         n = 0
         for sub in psubs:
-            sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+            owner = sub.owner
+            if stored and owner.__class__ is ShadowSink:
+                owner.deliver_stored(sub, subject, reply, hdr_len, raw)
+            else:
+                owner.deliver(sub, subject, reply, hdr_len, raw)
             n += 1
         for group in qgroups:
             sub = self._pick(group, None)
             if sub is not None:
-                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+                owner = sub.owner
+                if stored and owner.__class__ is ShadowSink:
+                    owner.deliver_stored(sub, subject, reply, hdr_len, raw)
+                else:
+                    owner.deliver(sub, subject, reply, hdr_len, raw)
                 n += 1
         return n
 
@@ -226,12 +303,17 @@ class Account:
         sub = Subscription(_b(subject), sid, InternalSink(callback),
                            _b(queue) if queue else None)
         self.sublist.insert(sub)
+        if self.imports is not None:
+            # (An internal subscriber gets stream imports as a client does.)
+            self.imports.sub_added(sub)
         return sub
 
     def unsubscribe(self, sub):
         if not sub.closed:
             sub.closed = True
             self.sublist.remove(sub)
+            if self.imports is not None:
+                self.imports.sub_removed(sub)
 
 
 def _b(v):

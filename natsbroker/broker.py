@@ -15,6 +15,7 @@ from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
+from natsbroker.imports import wire as wire_imports
 from natsbroker.accounts import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
 from natsbroker.interfaces import IBroker
@@ -122,6 +123,13 @@ class Broker:
         self.port = config.port
         self.host = config.host
         self._setup_accounts(config)
+        # JWT operator mode: user JWTs, accounts from a resolver (a plugin of
+        # its own, started first).
+        self.operator = None
+        if config.operator_mode:
+            from natsbroker.jwtauth.operator import OperatorMode
+            self.operator = OperatorMode(self, config)
+            self.add_plugin(self.operator)
 
     # -- accounts --------------------------------------------------------
 
@@ -146,6 +154,16 @@ class Broker:
         self.deliver = gacc.deliver
         self.subscribe = gacc.subscribe
         self.unsubscribe = gacc.unsubscribe
+        # Exports and imports, once every account exists (None: there are none).
+        self.cross_account = wire_imports(self)
+
+    def add_account(self, name, mappings=None, is_system=False):
+        """Make account ``name`` at run time (operator mode: when a user of
+        it first logs in); returns it (the existing one if there is one)."""
+        acc = self.accounts.get(name)
+        if acc is None:
+            acc = self.accounts[name] = Account(self, name, mappings=mappings, is_system=is_system)
+        return acc
 
     def account(self, name):
         """The account called ``name`` (an IBroker view of it), or ``None``."""
@@ -225,12 +243,16 @@ class Broker:
         # made from the server's own INFO, does; a WebSocket client's INFO
         # always does).
         no_auth = cfg.no_auth_user and not connect_info and ws is None
-        if (cfg.authorization.enabled and not no_auth) or (ws is not None and ws.auth_override):
+        if (cfg.authorization.enabled and not no_auth) or (ws is not None and ws.auth_override) or (
+                self.operator is not None):
             fields["auth_required"] = True
         listener = getattr(client, "listener_info", None)
         if listener:
             fields.update(listener)  # tls_required / tls_verify / tls_available
-        fields["max_payload"] = cfg.max_payload
+        # (A JWT user's INFO after CONNECT says its own limit.)
+        fields["max_payload"] = getattr(client, "max_payload", None) if connect_info else None
+        if fields["max_payload"] is None:
+            fields["max_payload"] = cfg.max_payload
         fields.update(self._info_extra)
         if client is not None:
             fields["client_id"] = client.cid

@@ -14,10 +14,24 @@ RANDOM_PORT = -1
 
 @attrs.define
 class Permission:
-    """Allow/deny subject lists for publish or subscribe (empty allow = all)."""
+    """Allow/deny subject lists for publish or subscribe (empty allow = all).
+
+    A subscribe entry may name a queue group after the subject,
+    ``"orders.> workers"``: it applies to queue subscriptions of that group
+    (the group may have wildcards), as in nats-server."""
 
     allow: list = attrs.field(factory=list)
     deny: list = attrs.field(factory=list)
+
+
+@attrs.define
+class ResponsePermission:
+    """allow_responses limits, as nats-server's ResponsePermission: each
+    request received allows ``max_msgs`` replies to its reply subject
+    within ``expires`` seconds (a negative value: no limit)."""
+
+    max_msgs: int = 1
+    expires: float = 120.0
 
 
 @attrs.define
@@ -26,6 +40,8 @@ class Permissions:
     subscribe: Permission | None = None
     # Like nats-server's allow_responses: lets a user reply to requests it received.
     allow_responses: bool = False
+    # Its {max, expires} limits; None: nats-server's defaults (1 reply, 2 minutes).
+    response: ResponsePermission | None = None
 
 
 @attrs.define
@@ -136,7 +152,10 @@ class SubjectMapping:
 @attrs.define
 class AccountJetStream:
     """An account's ``jetstream`` setting: enabled, with nats-server's account
-    limits (-1: unlimited; ``max_memory``/``max_file`` in bytes)."""
+    limits (-1: unlimited; ``max_memory``/``max_file`` in bytes, 0 allows
+    nothing of that storage type; ``max_consumers`` is per stream). Enforced
+    by plugins/jetstream/limits.py. ``cluster_traffic`` (``system``/``owner``)
+    is parsed as nats-server parses it; it only matters in a cluster."""
 
     max_memory: int = -1
     max_file: int = -1
@@ -146,6 +165,7 @@ class AccountJetStream:
     memory_max_stream_bytes: int = -1
     store_max_stream_bytes: int = -1
     max_bytes_required: bool = False
+    cluster_traffic: str = ""
 
 
 @attrs.define
@@ -156,6 +176,9 @@ class StreamExport:
 
     subject: str
     accounts: list = attrs.field(factory=list)
+    # account_token_position: the token (1-based, a "*" in ``subject``) that
+    # must be the importing account's name (0: not used).
+    account_token_position: int = 0
 
 
 @attrs.define
@@ -167,8 +190,11 @@ class ServiceExport:
     subject: str
     accounts: list = attrs.field(factory=list)
     response_type: str = "Singleton"
-    response_threshold: float = 2.0  # seconds a responder has (nats-server's default)
+    # Seconds a response mapping lives without traffic (nats-server's
+    # DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD: 2 minutes).
+    response_threshold: float = 120.0
     allow_trace: bool = False
+    account_token_position: int = 0
 
 
 @attrs.define
@@ -252,6 +278,21 @@ class WebSocketConfig:
         return bool(self.username or self.token or self.no_auth_user)
 
 @attrs.define
+class ResolverConfig:
+    """Where account JWTs come from in operator mode (nats-server's
+    ``resolver``): ``MEMORY`` (the JWTs of ``resolver_preload``), or
+    ``FULL``, a directory holding every account JWT, kept up to date by
+    ``$SYS.REQ.CLAIMS.UPDATE`` requests."""
+
+    type: str = "MEMORY"  # MEMORY | FULL
+    dir: str = ""
+    allow_delete: bool = False
+    interval: float = 60.0  # seconds between store checks ($SYS.REQ.CLAIMS.PACK)
+    limit: int = 0  # most JWTs the directory holds (0: no limit)
+    timeout: float = 1.9  # seconds a lookup may take (nats-server's default)
+
+
+@attrs.define
 class ServerConfig:
     # Network
     host: str = "0.0.0.0"
@@ -282,6 +323,17 @@ class ServerConfig:
     # account (empty: nats-server's implicit $SYS).
     accounts: list = attrs.field(factory=list)  # list[AccountConfig]
     system_account: str = ""
+    # JWT operator mode: the trusted operators' JWTs (text), or trusted
+    # operator keys; the account resolver and the JWTs it starts with.
+    operators: list = attrs.field(factory=list)  # list[str]
+    trusted_keys: list = attrs.field(factory=list)  # list[str]
+    resolver: ResolverConfig | None = None
+    resolver_preload: dict = attrs.field(factory=dict)  # account public key -> JWT
+    resolver_pinned_accounts: list = attrs.field(factory=list)
+    # nats-server's default resolver for an operator without one: a URL
+    # (the operator's account_server_url + "/accounts"), which natsbroker
+    # does not fetch from.
+    resolver_url: str | None = None
     # Logging
     debug: bool = False
     trace: bool = False
@@ -311,3 +363,9 @@ class ServerConfig:
             return t
         # nats-server's getDefaultAuthTimeout: with TLS, the TLS timeout + 1 s.
         return self.tls.timeout + 1.0 if self.tls is not None else 2.0
+
+    @property
+    def operator_mode(self):
+        """JWT operator mode: trusted operators or trusted keys configured
+        (every client then logs in with a user JWT)."""
+        return bool(self.operators or self.trusted_keys)

@@ -29,9 +29,11 @@ import cattrs
 from natsbroker import conf
 from natsbroker import tls as tls_module
 from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, MapDest, NkeyUser,
-                               Permissions, ServerConfig, ServiceExport, ServiceImport, StreamExport,
-                               StreamImport, SubjectMapping, TLSConfig, User)
-from natsbroker.fatal import read_file_error
+                               Permissions, ResolverConfig, ServerConfig, ServiceExport, ServiceImport,
+                               StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
+from natsbroker.exports import resolve as resolve_exports
+from natsbroker.fatal import path_error, read_file_error
+from natsbroker.godur import parse_duration as parse_go_duration
 from natsbroker.nkey import public_user_key
 from natsbroker.mapping import MappingError, compile_mapping, go_quote
 from natsbroker.subjects import is_valid_subject
@@ -276,22 +278,63 @@ def _refuse(why):
 
 
 def _permission(ld, v, at):
-    """publish/subscribe: subjects (all allowed), or a map of allow/deny."""
+    """publish: subjects (all allowed), or a map of allow/deny."""
     if isinstance(v, dict):
-        return {"allow": [], "deny": [], **ld.block(v, _PERMISSION, at)}
+        return {"allow": [], "deny": [], **ld.block(v, _PERMISSION, at, unknown=_UNKNOWN_ALLOW_DENY)}
     return {"allow": _subjects(v), "deny": []}
 
 
-def _responses(ld, v, at):
+def _sub_permission(ld, v, at):
+    """subscribe: as publish, and an entry may be "subject queue"."""
     if isinstance(v, dict):
-        # nats-server's {max, expires} limits; we only know on or off.
-        ld.warnings.append(f"{at.file}:{at.line}: allow_responses limits are not supported, treated as true")
-        return True
-    return _boolean(v)
+        return {"allow": [], "deny": [], **ld.block(v, _SUB_PERMISSION, at, unknown=_UNKNOWN_ALLOW_DENY)}
+    return {"allow": _sub_subjects(v), "deny": []}
+
+
+def _sub_subjects(v):
+    """Subscribe permission entries: a subject, or a subject and a queue group
+    separated by white space (nats-server's checkPermSubjectArray)."""
+    entries = _strings(v)
+    for s in entries:
+        if is_valid_subject(s.encode()):
+            continue
+        fields = s.split()
+        if len(fields) != 2:
+            raise BadValue(f"{s!r} is not a valid subject")
+        if not is_valid_subject(fields[0].encode()):
+            raise BadValue(f"{fields[0]!r} is not a valid subject")
+        if not is_valid_subject(fields[1].encode()):
+            raise BadValue(f"queue {fields[1]!r} is not a valid queue")
+    return entries
+
+
+def _allow_responses(ld, v, at, out):
+    """``true``/``false``, or nats-server's ``{max: N, expires: "1m"}``; a
+    limit left out or 0 is nats-server's default (1 reply, 2 minutes), a
+    negative one no limit."""
+    if isinstance(v, dict):
+        limits = ld.block(v, _RESPONSES, at, unknown='Unknown field "{key}" parsing permissions')
+        out["allow_responses"] = True
+        out["response"] = {"max_msgs": limits.get("max_msgs") or 1,
+                           "expires": limits.get("expires") or 120.0}
+        return
+    if not isinstance(v, bool):
+        raise BadValue("error parsing response permissions, expected a boolean or a map")
+    out["allow_responses"] = v
+
+
+def _response_expires(v):
+    # nats-server takes only a duration string here (a number is an error).
+    if not isinstance(v, str):
+        raise BadValue("error parsing expires, not a duration string")
+    try:
+        return conf.parse_duration(v)
+    except ValueError:
+        raise BadValue(f'expected a duration such as "1m", got {_show(v)}') from None
 
 
 def _permissions(ld, v, at):
-    return ld.block(v, _PERMISSIONS, at)
+    return ld.block(v, _PERMISSIONS, at, unknown='Unknown field "{key}" parsing permissions')
 
 
 def _users(ld, v, at):
@@ -636,6 +679,7 @@ def _accounts(ld, v, at, out):
                 acc.users.append(_converter.structure(u, User))
         acc.users_at = fields.get("users_at", acc_at)
         accounts.append(acc)
+    _check_imports(accounts, at)
     out["accounts"] = accounts
 
 
@@ -656,134 +700,318 @@ def _account_mappings(ld, v, at, out):
 
 
 def _account_jetstream(ld, v, at, out):
-    """``jetstream: enabled|disabled|true|false`` or a block of limits
-    (nats-server's parseJetStreamForAccount)."""
+    """``jetstream: enabled|disabled|true|false`` or a block of limits, checked
+    as nats-server's parseJetStreamForAccount checks them (its texts; the
+    value errors outside a block carry no position there)."""
     if isinstance(v, bool):
         out["jetstream"] = AccountJetStream() if v else None
     elif isinstance(v, str):
         word = v.lower()
-        if word in ("enabled", "enable", "true"):
+        if word in ("enabled", "enable"):
             out["jetstream"] = AccountJetStream()
-        elif word in ("disabled", "disable", "false"):
+        elif word in ("disabled", "disable"):
             out["jetstream"] = None
         else:
-            raise ConfigError(f"{at}: Expected 'enabled' or 'disabled' for string value, got '{v}'")
+            raise ConfigError(f"Expected 'enabled' or 'disabled' for string value, got '{v}'")
     elif isinstance(v, dict):
-        out["jetstream"] = AccountJetStream(**ld.block(v, _ACCOUNT_JETSTREAM, at))
+        out["jetstream"] = _account_jetstream_limits(v)
     else:
-        raise ConfigError(f"{at}: Expected map, bool or string to define JetStream, got {_go_type(v)}")
+        raise ConfigError(f"Expected map, bool or string to define JetStream, got {_go_type(v)}")
+
+
+def _account_jetstream_limits(m):
+    """A ``jetstream { }`` block of account limits: every field -1 (none)
+    unless given. Unknown fields are errors here, as in nats-server (every
+    field it knows is known here), collected with the first bad value."""
+    positions = getattr(m, "positions", {})
+    quoted = getattr(m, "quoted", ())
+    fields = {}
+    errors = []
+    for key, value in m.items():
+        at = _go_at(positions[key], key in quoted) if key in positions else "?"
+        field = _ACCOUNT_JETSTREAM.get(key.lower())
+        if field is None:
+            errors.append(f"{at}: unknown field {go_quote(key)}")
+            continue
+        if field == "max_bytes_required":
+            if not isinstance(value, bool):
+                errors.append(f"{at}: Expected a parseable bool for {go_quote(key)}, "
+                              f"got {_go_value(value)}")
+                raise ConfigError("\n".join(errors))
+        elif field == "cluster_traffic":
+            if not isinstance(value, str):
+                errors.append(f"{at}: Expected either 'system' or 'owner' string value for "
+                              f"{go_quote(key)}, got {_go_value(value)}")
+                raise ConfigError("\n".join(errors))
+            if value not in ("", "system", "owner"):
+                errors.append(f"{at}: Expected 'system' or 'owner' string value for "
+                              f"{go_quote(key)}, got {value}")
+                raise ConfigError("\n".join(errors))
+        elif not _limit(value):
+            errors.append(f"{at}: Expected a parseable size for {go_quote(key)}, "
+                          f"got {_go_value(value)}")
+            raise ConfigError("\n".join(errors))
+        fields[field] = value
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return AccountJetStream(**fields)
 
 
 def _limit(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise BadValue(f"expected a number, got {_show(v)}")
-    return _size(v) if isinstance(v, str) else int(v)
+    """nats-server's account limits are int64 values (``1K`` and ``1KB`` are
+    integers to the config lexer; a quoted "1K" is a string, refused)."""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-_ACCOUNT_JETSTREAM = _table(
-    {
-        "max_memory max_mem mem memory": _set("max_memory", _limit),
-        "max_store max_file max_disk store disk": _set("max_file", _limit),
-        "max_streams streams": _set("max_streams", _limit),
-        "max_consumers consumers": _set("max_consumers", _limit),
-        "max_ack_pending": _set("max_ack_pending", _limit),
-        "mem_max_stream_bytes memory_max_stream_bytes": _set("memory_max_stream_bytes", _limit),
-        "disk_max_stream_bytes store_max_stream_bytes": _set("store_max_stream_bytes", _limit),
-        "max_bytes_required max_stream_bytes_required": _set("max_bytes_required", _boolean),
-    }
-)
+# Account limit keys (any case) -> AccountJetStream field.
+_ACCOUNT_JETSTREAM = {
+    alias: field
+    for aliases, field in {
+        "max_memory max_mem mem memory": "max_memory",
+        "max_store max_file max_disk store disk": "max_file",
+        "max_streams streams": "max_streams",
+        "max_consumers consumers": "max_consumers",
+        "max_bytes_required max_stream_bytes max_bytes": "max_bytes_required",
+        "mem_max_stream_bytes memory_max_stream_bytes": "memory_max_stream_bytes",
+        "disk_max_stream_bytes store_max_stream_bytes": "store_max_stream_bytes",
+        "max_ack_pending": "max_ack_pending",
+        "cluster_traffic": "cluster_traffic",
+    }.items()
+    for alias in aliases.split()
+}
 
 
 def _export(ld, v, at):
-    """One ``exports`` entry: ``{stream: subj}`` or ``{service: subj,
-    response_type, response_threshold}``, with ``accounts [...]``."""
+    """One ``exports`` entry, as parseExportStreamOrService reads it (keys in
+    file order): ``{stream: subject}`` or ``{service: subject, response_type,
+    response_threshold, latency, allow_trace}``, with ``accounts [...]`` and
+    ``account_token_position``. An entry with neither stream nor service is
+    ignored (``None``), as nats-server ignores it."""
     if not isinstance(v, dict):
         raise ConfigError(f"{at}: Export Items should be a map with type entry, got {_go_type(v)}")
     kind = subject = None
-    accounts, rt, threshold, trace = [], None, None, False
+    accounts = []
+    rt = rt_at = lat_at = trace_at = None
+    threshold = None
+    token_pos = 0
+    trace = False
     for key, value in v.items():
         k = key.lower()
-        if k in ("stream", "service"):
-            if kind is not None and kind != k:
-                raise ConfigError(f"{at}: Detected {k} {go_quote(str(value))} but already saw a {kind}")
+        kat = _key_at(v, key, at)
+        if k == "stream":
+            if kind == "service":
+                raise ConfigError(f"{kat}: Detected stream {go_quote(str(value))} but already saw a service")
+            if rt_at is not None:
+                raise ConfigError(f"{rt_at}: Detected response directive on non-service")
+            if lat_at is not None:
+                raise ConfigError(f"{lat_at}: Detected latency directive on non-service")
             if not isinstance(value, str):
-                raise ConfigError(f"{at}: Expected {k} name to be string, got {_go_type(value)}")
-            kind, subject = k, value
+                raise ConfigError(f"{kat}: Expected stream name to be string, got {_go_type(value)}")
+            kind, subject = "stream", value
+        elif k == "service":
+            if kind == "stream":
+                raise ConfigError(f"{kat}: Detected service {go_quote(str(value))} but already saw a stream")
+            if not isinstance(value, str):
+                raise ConfigError(f"{kat}: Expected service name to be string, got {_go_type(value)}")
+            kind, subject = "service", value
         elif k in ("response", "response_type"):
+            if rt_at is not None:
+                raise ConfigError(f"{kat}: Duplicate response type definition")
+            rt_at = kat
             if not isinstance(value, str):
-                raise ConfigError(f"{at}: Expected response type to be string, got {_go_type(value)}")
-            rt = {"single": "Singleton", "singleton": "Singleton", "stream": "Stream",
-                  "chunk": "Chunked", "chunked": "Chunked"}.get(value.lower())
+                raise ConfigError(f"{kat}: Expected response type to be string, got {_go_type(value)}")
+            rt = _RESPONSE_TYPES.get(value.lower())
             if rt is None:
-                raise ConfigError(f"{at}: Unknown response type: {go_quote(value)}")
+                raise ConfigError(f"{kat}: Unknown response type: {go_quote(value)}")
+            if kind == "stream":
+                raise ConfigError(f"{kat}: Detected response directive on non-service")
         elif k in ("threshold", "response_threshold", "response_max_time", "response_time"):
-            threshold = _duration(value)
+            if threshold is not None:
+                raise ConfigError(f"{kat}: Duplicate response threshold detected")
+            if not isinstance(value, str):
+                raise ConfigError(f"{kat}: Expected response threshold to be a parseable time "
+                                  f"duration, got {_go_type(value)}")
+            try:
+                threshold = parse_go_duration(value) / 1e9
+            except ValueError:
+                raise ConfigError(f"{kat}: Expected response threshold to be a parseable time "
+                                  f"duration, got {go_quote(value)}") from None
+            if kind == "stream":
+                raise ConfigError(f"{kat}: Detected response directive on non-service")
         elif k == "accounts":
-            accounts = _strings(value)
-        elif k == "allow_trace":
-            trace = _boolean(value)
+            if not isinstance(value, list):
+                raise _panic(kat, value, "[]interface {}")
+            for name in value:
+                if not isinstance(name, str):
+                    raise _panic(kat, name, "string")
+            accounts = list(value)
         elif k == "latency":
-            ld.warnings.append(f"{at.file}:{at.line}: service latency tracking is not supported")
+            lat_at = kat
+            if not isinstance(value, (str, dict)):
+                raise ConfigError(f"{kat}: Expected latency entry to be a map/struct or string, "
+                                  f"got {_go_type(value)}")
+            if kind == "stream":
+                raise ConfigError(f"{kat}: Detected latency directive on non-service")
+            ld.warnings.append(f"{kat}: service latency tracking is not supported")
+        elif k == "account_token_position":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _panic(kat, value, "int64")
+            token_pos = value
+        elif k == "allow_trace":
+            if not isinstance(value, bool):
+                raise _panic(kat, value, "bool")
+            trace, trace_at = value, kat
         else:
-            ld.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
-    if kind is None:
-        raise ConfigError(f"{at}: Export Items should be a map with type entry, got map[string]interface {{}}")
+            raise ConfigError(f'{kat}: unknown field "{key}"')
+    if kind == "stream" and trace_at is not None:
+        raise ConfigError(f"{trace_at}: Detected allow_trace directive on non-service")
     if kind == "stream":
-        if rt is not None:
-            raise ConfigError(f"{at}: Detected response directive on non-service")
-        return StreamExport(subject, accounts)
-    e = ServiceExport(subject, accounts, rt or "Singleton", allow_trace=trace)
-    if threshold is not None:
-        e.response_threshold = threshold
-    return e
+        return StreamExport(subject, accounts, account_token_position=token_pos)
+    if kind == "service":
+        e = ServiceExport(subject, accounts, rt or "Singleton", allow_trace=trace,
+                          account_token_position=token_pos)
+        if threshold:  # (0 keeps the default, as in nats-server)
+            e.response_threshold = threshold
+        return e
+    return None
+
+
+def _import_account(m, at):
+    """The ``{account, subject}`` map of an import (parseAccount)."""
+    account = subject = ""
+    for key, value in m.items():
+        k = key.lower()
+        kat = _key_at(m, key, at)
+        if k == "account":
+            if not isinstance(value, str):
+                raise _panic(kat, value, "string")
+            account = value
+        elif k == "subject":
+            if not isinstance(value, str):
+                raise _panic(kat, value, "string")
+            subject = value
+        else:
+            raise ConfigError(f'{kat}: unknown field "{key}"')
+    return account, subject
 
 
 def _import(ld, v, at):
-    """One ``imports`` entry: ``{stream: {account, subject}, prefix|to}`` or
-    ``{service: {account, subject}, to, share}``."""
+    """One ``imports`` entry, as parseImportStreamOrService reads it (keys in
+    file order): ``{stream: {account, subject}, prefix | to}`` or
+    ``{service: {account, subject}, to, share}``; ``None`` for an entry with
+    neither, which nats-server ignores."""
     if not isinstance(v, dict):
         raise ConfigError(f"{at}: Import Items should be a map with type entry, got {_go_type(v)}")
-    kind = None
-    account = subject = ""
+    stream = service = None
     prefix = to = ""
     share = False
+    trace_at = None
     for key, value in v.items():
         k = key.lower()
+        kat = _key_at(v, key, at)
         if k in ("stream", "service"):
+            other = service if k == "stream" else stream
+            if other is not None:
+                seen = "service" if k == "stream" else "stream"
+                raise ConfigError(f"{kat}: Detected {k} but already saw a {seen}")
             if not isinstance(value, dict):
-                raise ConfigError(f"{at}: {k.capitalize()} entry should be an account map, got {_go_type(value)}")
-            kind = k
-            for ak, av in value.items():
-                if ak.lower() == "account":
-                    account = _string(av)
-                elif ak.lower() == "subject":
-                    subject = _string(av)
-                else:
-                    ld.warnings.append(f'{at.file}:{at.line}: unknown field "{ak}"')
+                raise ConfigError(f"{kat}: {k.capitalize()} entry should be an account map, "
+                                  f"got {_go_type(value)}")
+            account, subject = _import_account(value, kat)
+            if not account or not subject:
+                raise ConfigError(f"{kat}: Expect an account name and a subject")
+            if k == "stream":
+                stream = StreamImport(account, subject, prefix, to)
+            else:
+                service = ServiceImport(account, subject, to or subject, share)
         elif k == "prefix":
-            prefix = _string(value)
+            if not isinstance(value, str):
+                raise _panic(kat, value, "string")
+            prefix = value
+            if stream is not None:
+                stream.prefix = prefix
         elif k == "to":
-            to = _string(value)
+            if not isinstance(value, str):
+                raise _panic(kat, value, "string")
+            to = value
+            if service is not None:
+                service.to = to
+            if stream is not None:
+                stream.to = to
+                if stream.prefix:
+                    raise ConfigError(f"{kat}: Stream import can not have a 'prefix' and a 'to' property")
         elif k == "share":
-            share = _boolean(value)
+            if not isinstance(value, bool):
+                raise _panic(kat, value, "bool")
+            share = value
+            if service is not None:
+                service.share = share
+        elif k == "allow_trace":
+            if not isinstance(value, bool):
+                raise _panic(kat, value, "bool")
+            trace_at = kat
         else:
-            ld.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
-    if kind is None:
-        raise ConfigError(f"{at}: Import Items should be a map with type entry, got map[string]interface {{}}")
-    if kind == "stream":
-        return StreamImport(account, subject, prefix, to)
-    if prefix:
-        raise ConfigError(f"{at}: Detected prefix directive on non-stream")
-    return ServiceImport(account, subject, to, share)
+            raise ConfigError(f'{kat}: unknown field "{key}"')
+    if service is not None and trace_at is not None:
+        raise ConfigError(f"{trace_at}: Detected allow_trace directive on a non-stream")
+    return stream or service
 
 
 def _items(parse, what):
+    """``exports``/``imports``: an array of entries (parseAccountExports/
+    parseAccountImports). An entry map is placed where it ends, as nats-server
+    places it; anything else at the array's key."""
     def handle(ld, v, at, out):
+        key_at = _go_at((at.file, at.line, at.col))
         if not isinstance(v, list):
-            raise ConfigError(f"{at}: {what} should be an array, got {_go_type(v)}")
-        positions = [getattr(item, "start", None) for item in v]
-        out[what.lower()] = [parse(ld, item, _Where(*p) if p else at) for item, p in zip(v, positions)]
+            raise ConfigError(f"{key_at}: {what} should be an array, got {_go_type(v)}")
+        items = []
+        services = {}
+        for item in v:
+            end = getattr(item, "end", None)
+            item_at = _go_at(end) if end else key_at
+            entry = parse(ld, item, item_at)
+            if entry is None:
+                continue
+            if isinstance(entry, ServiceImport):
+                dup = services.get(entry.to)
+                if dup is not None:
+                    raise ConfigError(
+                        f"{item_at}: Duplicate service import subject {go_quote(entry.to)}, "
+                        f"previously used in import for account {go_quote(dup.account)}, "
+                        f"subject {go_quote(dup.subject)}")
+                services[entry.to] = entry
+            items.append(entry)
+        out[what.lower()] = items
     return handle
+
+
+def _check_imports(accounts, at):
+    """nats-server's second pass over the accounts block: exports, then
+    imports, each checked against the other accounts (natsbroker.exports);
+    every error is reported, at the ``accounts`` key, as nats-server does."""
+    _, errors = resolve_exports(accounts)
+    if errors:
+        where = _go_at((at.file, at.line, at.col))
+        raise ConfigError("\n".join(f"{where}: {e}" for e in errors))
+
+
+_RESPONSE_TYPES = {"single": "Singleton", "singleton": "Singleton", "stream": "Stream",
+                   "chunk": "Chunked", "chunked": "Chunked"}
+
+
+def _key_at(m, key, fallback):
+    """Where nats-server puts an error about ``key`` of the map ``m``."""
+    positions = getattr(m, "positions", {})
+    if key in positions:
+        return _go_at(positions[key], key in getattr(m, "quoted", ()))
+    return fallback
+
+
+def _panic(at, v, want):
+    # A Go type assertion in nats-server's parser that fails: the panic it
+    # turns into an error. (It points at the value; we know the key's place.)
+    return ConfigError(f"{at}: interface conversion: interface {{}} is {_go_type(v)}, not {want}")
 
 
 _ACCOUNT = _table(
@@ -801,14 +1029,14 @@ _ACCOUNT = _table(
 
 def validate_accounts(config):
     """What nats-server checks once every account is parsed: unique users
-    across accounts, no single user or token beside account users, and
-    exports/imports naming accounts that exist."""
+    across accounts, no single user or token beside account users, and the
+    exports and imports (see :mod:`natsbroker.exports`)."""
     auth = config.authorization
     seen = {u.user for u in auth.users} | {u.nkey for u in auth.nkeys}
     names = {a.name for a in config.accounts}
     for acc in config.accounts:
         at = getattr(acc, "users_at", None)
-        where = f"{at}: " if at is not None else ""
+        where = f"{_go_at((at.file, at.line, at.col))}: " if at is not None else ""
         if acc.users or acc.nkeys:
             if auth.user:
                 raise ConfigError(f"{where}Can not have a single user/pass and accounts")
@@ -822,27 +1050,231 @@ def validate_accounts(config):
             if u.user in seen:
                 raise ConfigError(f'{where}Duplicate user "{u.user}" detected')
             seen.add(u.user)
-    for acc in config.accounts:
-        for e in acc.exports:
-            kind = "stream" if isinstance(e, StreamExport) else "service"
-            for an in e.accounts:
-                if an not in names:
-                    raise ConfigError(f'"{an}" account not defined for {kind} export')
-        for i in acc.imports:
-            kind = "stream" if isinstance(i, StreamImport) else "service"
-            if i.account not in names:
-                raise ConfigError(f'"{i.account}" account not defined for {kind} import')
-    if config.system_account and config.system_account not in names | {"$SYS"}:
+    # (A config file had these checked where its accounts block was read;
+    # this is for a configuration built in code.)
+    _, errors = resolve_exports(config.accounts)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    if config.system_account and config.system_account not in names | {"$SYS"} and not config.operator_mode:
         raise ConfigError(f"system account \"{config.system_account}\" not found")
+
+
+# -- JWT operator mode ---------------------------------------------------------------
+#
+# nats-server's words for each mistake, at the key's position; a value of the
+# wrong type inside a resolver block is Go's panic text, as nats-server says it.
+
+
+def _op_at(at):
+    # nats-server's position of a key (see _go_at).
+    return _go_at((at.file, at.line, at.col))
+
+
+def _operators(ld, v, at, out):
+    from natsbroker.jwtauth import claims
+    w = _op_at(at)  # where nats-server says the error is
+    if isinstance(v, str):
+        names = [v]
+    elif isinstance(v, list) and all(isinstance(x, str) for x in v):
+        names = list(v)
+    else:
+        raise ConfigError(f"{w}: error parsing operators: unsupported type {_go_type(v)}")
+    jwts = []
+    for name in names:
+        # A file name, or the JWT itself ("eyJ...").
+        try:
+            with open(name, "rb") as f:
+                text = f.read().decode(errors="replace")
+        except OSError as e:
+            if not name.startswith("eyJ"):
+                raise ConfigError(f"{w}: error parsing operator JWT: {read_file_error(name, e)}") from None
+            text = name
+        token = claims.parse_decorated(text)
+        try:
+            claims.decode_operator(token)
+        except claims.JWTError as e:
+            raise ConfigError(f"{w}: error parsing operator JWT: {e}") from None
+        jwts.append(token)
+    out["operators"] = jwts
+
+
+def _trusted_keys(ld, v, at, out):
+    from natsbroker.jwtauth.claims import is_public_key
+    w = _op_at(at)  # where nats-server says the error is
+    if isinstance(v, str):
+        keys = [v]
+    elif isinstance(v, list):
+        keys = []
+        for item in v:
+            if not isinstance(item, str):
+                raise ConfigError(f"{w}: error parsing trusted: unsupported type in array {_go_type(item)}")
+            keys.append(item)
+    else:
+        raise ConfigError(f"{w}: error parsing trusted: unsupported type {_go_type(v)}")
+    for key in keys:
+        if not is_public_key(key, "O"):
+            raise ConfigError(f'{w}: trust key {go_quote(key)} required to be a valid public operator nkey')
+    out["trusted_keys"] = keys
+
+
+_RESOLVER_ERROR = ('error parsing account resolver, should be MEM or  URL("url") or a map containing '
+                   "dir and type state=[FULL|CACHE])")
+_MEM_RESOLVER = re.compile(r"(?i)(MEM|MEMORY)\s*")
+_URL_RESOLVER = re.compile(r'(?i)(?:URL)(?:\(\s*"?([^\s"]*)"?\s*\))?\s*')
+
+
+def _resolver(ld, v, at, out):
+    """``resolver: MEMORY`` or ``resolver { type: full, dir, allow_delete,
+    interval, limit, timeout }`` (nats-server's parse, checks and order)."""
+    w = _op_at(at)  # where nats-server says the error is
+    if isinstance(v, str):
+        out["resolver_url"] = None
+        if _MEM_RESOLVER.search(v):
+            out["resolver"] = ResolverConfig("MEMORY")
+            return
+        if _URL_RESOLVER.search(v):
+            raise ConfigError(f"{w}: the URL account resolver is not supported by natsbroker "
+                              "(use MEMORY or a full directory resolver)")
+        raise ConfigError(f"{w}: {_RESOLVER_ERROR}")
+    if not isinstance(v, dict):
+        raise ConfigError(f"{w}: error parsing operator resolver, wrong type {_go_type(v)}")
+    positions = getattr(v, "positions", {})
+
+    def get(key, typ):
+        if key not in v:
+            return None
+        value = v[key]
+        ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
+        if not ok:
+            where = _Where(*positions[key]) if key in positions else at
+            want = {str: "string", bool: "bool", int: "int64"}[typ]
+            raise ConfigError(f"{_op_at(where)}: interface conversion: interface {{}} is "
+                              f"{_go_type(value)}, not {want}")
+        return value
+
+    directory = get("dir", str) or ""
+    kind = get("type", str) or ""
+    delete = bool(get("allow_delete", bool))
+    limit = get("limit", int) or 0
+    ttl = get("ttl", str)
+    interval = get("interval", str)
+    timeout = get("timeout", str)
+    durations = {}
+    for key, text in (("ttl", ttl), ("interval", interval), ("timeout", timeout)):
+        if text is None:
+            continue
+        try:
+            durations[key] = _go_duration(text)
+        except ValueError:
+            raise ConfigError(f'{w}: time: invalid duration {go_quote(text)}') from None
+    if "timeout" in durations and durations["timeout"] <= 0:
+        raise ConfigError(f"{w}: Fetch timeout {_format_go_duration(durations['timeout'])} is too smal")
+    if not directory:
+        raise ConfigError(f"{w}: dir has no value and needs to point to a directory\n"
+                          f"{w}: mkdir : no such file or directory")
+    if os.path.exists(directory) and (not os.path.isdir(directory) or not os.stat(directory).st_mode & 0o200):
+        why = "not a directory" if not os.path.isdir(directory) else "permission denied"
+        raise ConfigError(f"{w}: dir needs to point to an accessible directory\n"
+                          f"{w}: mkdir {directory}: {why}")
+    kind = kind.upper()
+    if kind == "CACHE":
+        raise ConfigError(f"{w}: the CACHE account resolver is not supported by natsbroker "
+                          "(use type: full)")
+    if kind != "FULL":
+        raise ConfigError(f"{w}: {_RESOLVER_ERROR}")
+    if "ttl" in durations:
+        raise ConfigError(f"{w}: FULL does not accept ttl")
+    try:
+        # As nats-server: the directory is made when the config is read.
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{w}: {path_error('mkdir', directory, e)}") from None
+    resolver = {"type": "FULL", "dir": os.path.abspath(directory), "allow_delete": delete,
+                "limit": limit}
+    if durations.get("interval", 0) > 0:
+        resolver["interval"] = durations["interval"] / 1e9
+    if "timeout" in durations:
+        resolver["timeout"] = durations["timeout"] / 1e9
+    out["resolver"] = ResolverConfig(**resolver)
+    out["resolver_url"] = None
+
+
+def _go_duration(text):
+    from natsbroker.godur import parse_duration
+    return parse_duration(text)
+
+
+def _format_go_duration(ns):
+    from natsbroker.godur import format_duration
+    return format_duration(ns)
+
+
+def _resolver_preload(ld, v, at, out):
+    from natsbroker.jwtauth import claims
+    w = _op_at(at)  # where nats-server says the error is
+    if not isinstance(v, dict):
+        raise ConfigError(f"{w}: preload should be a map of account_public_key:account_jwt")
+    positions = getattr(v, "positions", {})
+    preload = {}
+    for key, value in v.items():
+        where = _Where(*positions[key]) if key in positions else at
+        if not isinstance(value, str):
+            raise ConfigError(f"{_op_at(where)}: preload map value should be a string JWT")
+        try:
+            claims.decode_account(value)
+        except claims.JWTError:
+            raise ConfigError(f"{_op_at(where)}: invalid account JWT") from None
+        preload[key] = value
+    out["resolver_preload"] = preload
+
+
+def _pinned_accounts(ld, v, at, out):
+    w = _op_at(at)  # where nats-server says the error is
+    if isinstance(v, str):
+        out["resolver_pinned_accounts"] = [v]
+        return
+    if not isinstance(v, list):
+        raise ConfigError(f"{w}: error parsing resolver_pinned_accounts: unsupported type {_go_type(v)}")
+    for item in v:
+        if not isinstance(item, str):
+            raise ConfigError(f"{w}: error parsing resolver_pinned_accounts: unsupported type in array "
+                              f"{_go_type(item)}")
+    out["resolver_pinned_accounts"] = list(v)
+
+
+def validate_operator(config):
+    """What nats-server checks of operator mode when it starts
+    (validateTrustedOperators, validateNoAuthUser, the system account):
+    raises :class:`ConfigError`; sets ``system_account`` from the operator
+    JWT when the config names none, and the default resolver."""
+    from natsbroker.jwtauth.operator import OperatorError, check_operator_config
+    try:
+        check_operator_config(config)
+    except OperatorError as e:
+        raise ConfigError(str(e)) from None
 
 
 _PERMISSION = _table({"allow": _set("allow", _subjects), "deny": _set("deny", _subjects)})
 
+_SUB_PERMISSION = _table({"allow": _set("allow", _sub_subjects), "deny": _set("deny", _sub_subjects)})
+
+_UNKNOWN_ALLOW_DENY = ('Unknown field name "{key}" parsing subject permissions, '
+                       "only 'allow' or 'deny' are permitted")
+
+_RESPONSES = _table(
+    {
+        "max max_msgs max_messages max_responses": _set("max_msgs", _integer),
+        "expires expiration ttl": _set("expires", _response_expires),
+    }
+)
+
+# (import/export: nats-server's names for publish/subscribe on routes, also
+# taken here.)
 _PERMISSIONS = _table(
     {
-        "publish pub": _set_block("publish", _permission),
-        "subscribe sub": _set_block("subscribe", _permission),
-        "allow_responses resp": _set_block("allow_responses", _responses),
+        "publish pub import": _set_block("publish", _permission),
+        "subscribe sub export": _set_block("subscribe", _sub_permission),
+        "allow_responses publish_allow_responses": _allow_responses,
     }
 )
 
@@ -984,8 +1416,11 @@ _SERVER = _table(
         "mappings maps": _mappings,
         "accounts": _accounts,
         "system_account system": _set("system_account", _string),
-        "operator operators trusted trusted_keys resolver resolver_preload": _refuse(
-            "JWT authentication"),
+        "operator operators roots root root_operators root_operator": _operators,
+        "trusted trusted_keys": _trusted_keys,
+        "resolver account_resolver accounts_resolver": _resolver,
+        "resolver_preload": _resolver_preload,
+        "resolver_pinned_accounts": _pinned_accounts,
     }
 )
 
@@ -1018,6 +1453,7 @@ def validate(config):
         raise ConfigError("cannot have a user/password and a token")
     if (auth.users or auth.nkeys) and (auth.user or auth.token):
         raise ConfigError("cannot have a single user/password or token and a users array")
+    validate_operator(config)
     validate_accounts(config)
     if config.no_auth_user:
         # As nats-server 2.15: no_auth_user may name an nkey user too, and a
@@ -1067,8 +1503,11 @@ def validate_websocket(config):
         raise ConfigError("websocket authentication username not compatible with presence of users/nkeys")
     if users and ws.token:
         raise ConfigError("websocket authentication token not compatible with presence of users/nkeys")
+    if ws.jwt_cookie and config.operator_mode:
+        raise ConfigError(f'websocket jwt_cookie "{ws.jwt_cookie}" is not supported by natsbroker '
+                          "(the user JWT comes in CONNECT)")
     if ws.jwt_cookie:
-        # JWTs need trusted operators, which natsbroker does not have (yet).
+        # (nats-server: a cookie JWT needs trusted operators.)
         raise ConfigError("trusted operators or trusted keys configuration is required for "
                           f'JWT authentication via cookie "{ws.jwt_cookie}"')
 

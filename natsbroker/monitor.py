@@ -1,4 +1,5 @@
-"""HTTP monitoring in nats-server's shape: /varz, /connz, /subsz, /routez, /healthz.
+"""HTTP monitoring in nats-server's shape: /varz, /connz, /subsz, /routez,
+/accountz, /accstatz, /jsz, /healthz.
 
 ``make_site(broker)`` returns the Twisted ``Site`` the server listens with on
 ``http_port``. Tools written for nats-server (``nats server report``, Prometheus
@@ -13,11 +14,30 @@ v2.x closely:
   answers JSONP: ``?callback=`` is ignored and plain JSON comes back, and we do
   the same (a caller-named script is a same-origin bypass; CORS covers it).
 
+The documents are built by a :class:`Monitor` (one per broker, see
+:func:`monitor_for`) from options, so that the system account's
+``$SYS.REQ.SERVER.<id>.<Z>`` requests (plugins/system.py) answer with the very
+same data as the HTTP endpoints; the HTTP side only decodes query strings.
+
+Accounts: connections, subscriptions and the per-account statistics belong to
+the account of the client (``client.account``); ``/connz`` shows ``account``
+(with ``auth``) for accounts other than ``$G`` and filters with ``?acc=``,
+``/subsz?acc=`` and ``/accountz?acc=`` look at one account, ``/accstatz``
+lists the accounts in use (all with ``?unused=1``).
+
 A field is left out rather than invented when we have nothing true to put in it
-(``go``, ``git_commit``, ``gomaxprocs``, ``system_account``, ``feature_flags``,
+(``go``, ``git_commit``, ``gomaxprocs``, ``feature_flags``,
 ``disk_io_wait_stats``: see :data:`VARZ_OMITTED`). Counters for things this
 broker does not have (routes, leaf nodes, stalled producers) are reported as
 the zero they truly are.
+
+The subscriptions the system-account plugin (the plugin named ``"system"``)
+makes for itself - nats-server's internal system client and the service
+imports every account gets - are not counted or listed: nats-server's own
+internal subscriptions differ in number anyway, and what a client made is what
+the counts are for. That plugin names them in its ``internal_subscriptions``
+(``{account name: [Subscription]}``) and may add ``system_imports(name)`` /
+``system_exports(name)`` (lists in /accountz's import/export shape).
 
 Plugins add endpoints with ``broker.add_monitor_endpoint(path, handler)``:
 ``handler(request)`` returns a dict (or a Deferred firing with one), served as
@@ -26,6 +46,8 @@ nats-server does for bad query parameters. The JetStream plugin (the plugin
 named ``"jetstream"``) may also provide ``varz()`` returning /varz's
 ``"jetstream"`` block (nats-server's config/stats/limits shape) and
 ``healthz(options)`` returning a health status dict; see :func:`_healthz`.
+Without a ``jsz`` endpoint of a plugin, ``/jsz`` answers as nats-server does
+with JetStream off.
 """
 
 import decimal
@@ -37,6 +59,7 @@ import re
 import sys
 import time
 import urllib.parse
+import weakref
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -59,7 +82,7 @@ log = Logger()
 # nats-server's defaults for list sizes (DefaultConnListSize, DefaultSubListSize).
 DEFAULT_LIMIT = 1024
 
-# We have a single account: nats-server's global account.
+# nats-server's global account: connections in it show no "account" in /connz.
 GLOBAL_ACCOUNT = "$G"
 
 # nats-server reports its default TLS timeout even when TLS is off.
@@ -69,7 +92,6 @@ DEFAULT_TLS_TIMEOUT = 2
 VARZ_OMITTED = {
     "gomaxprocs": "a Go runtime setting; nothing corresponds in Python",
     "feature_flags": "nats-server's internal JetStream feature switches",
-    "system_account": "no $SYS system account: the broker has only $G",
     "disk_io_wait_stats": "nats-server's filestore disk I/O throttle, which we do not have",
 }
 
@@ -87,6 +109,11 @@ _LABELS = {
     "raftz": "Raft Groups", "healthz": "Health Probe",
 }
 
+# nats-server's /jsz (and JSZ request) with JetStream off: its JSInfo with
+# Disabled set, in the field order 2.15 writes.
+_JSZ_DISABLED_HEAD = {"memory": 0, "storage": 0, "reserved_memory": 0, "reserved_storage": 0,
+                      "accounts": 0, "ha_assets": 0, "api": {"level": 0, "total": 0, "errors": 0}}
+
 
 def make_site(broker):
     """The monitoring ``Site`` for ``broker``."""
@@ -94,6 +121,18 @@ def make_site(broker):
     site.displayTracebacks = False
     site.noisy = False
     return site
+
+
+_MONITORS = weakref.WeakKeyDictionary()
+
+
+def monitor_for(broker):
+    """The broker's :class:`Monitor` (one per broker, shared by the HTTP
+    listeners and the system account's requests, as nats-server's counters are)."""
+    m = _MONITORS.get(broker)
+    if m is None:
+        m = _MONITORS[broker] = Monitor(broker)
+    return m
 
 
 class _MonitorSite(server.Site):
@@ -108,7 +147,521 @@ class _MonitorSite(server.Site):
 
 
 class BadRequest(Exception):
-    """A bad query parameter: answered 400 with this text, as nats-server does."""
+    """A bad option: nats-server's error text (a 400 over HTTP, a 500 error
+    in a system request's answer)."""
+
+
+class Monitor:
+    """The monitoring documents of one broker, built from options.
+
+    Every method returns a dict in nats-server's field order (ready for
+    :func:`encode_json`) or raises :class:`BadRequest` with nats-server's text.
+    """
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.http_req_stats = {}
+        self._cpu = _CpuSampler()
+        self._config_digest = _config_digest(broker.config.config_file)
+        # Per account: what its closed connections had sent and received
+        # (in_msgs, in_bytes, out_msgs, out_bytes), so the account totals
+        # keep counting after a client leaves (see retire()).
+        self._retired = {}
+
+    # -- accounts --------------------------------------------------------------
+
+    def _system(self):
+        return self.broker.plugin("system")
+
+    def _hidden(self, acc):
+        own = getattr(self._system(), "internal_subscriptions", None)
+        if not own:
+            return ()
+        return own.get(acc.name, ())
+
+    def account_clients(self, acc):
+        """The open connections of account ``acc``."""
+        return [c for c in self.broker.clients() if getattr(c, "account", None) is acc]
+
+    def retire(self, client):
+        """Keep a closing connection's counts in its account's totals (the
+        system plugin calls this for every closed connection)."""
+        acc = getattr(client, "account", None)
+        if acc is None:
+            return
+        t = self._retired.setdefault(acc.name, [0, 0, 0, 0])
+        t[0] += client.in_msgs
+        t[1] += client.in_bytes
+        t[2] += client.out_msgs
+        t[3] += client.out_bytes
+
+    def traffic(self, acc):
+        """``(in_msgs, in_bytes, out_msgs, out_bytes)`` of the account's
+        clients, open and closed (nats-server's account "received"/"sent")."""
+        t = list(self._retired.get(acc.name, (0, 0, 0, 0)))
+        for c in self.account_clients(acc):
+            t[0] += c.in_msgs
+            t[1] += c.in_bytes
+            t[2] += c.out_msgs
+            t[3] += c.out_bytes
+        return t
+
+    def subscriptions(self, acc):
+        """The account's subscriptions, less the system plugin's own."""
+        hidden = self._hidden(acc)
+        subs = acc.sublist.all_subscriptions()
+        if hidden:
+            ids = {id(s) for s in hidden}
+            subs = [s for s in subs if id(s) not in ids]
+        return subs
+
+    def sub_count(self, acc):
+        return acc.sublist.count - sum(1 for s in self._hidden(acc) if not s.closed)
+
+    def sublist_stats(self, accounts):
+        """nats-server's SublistStats of ``accounts`` added up as its
+        ``SublistStats.add`` does. Our Sublist counts cache misses only; every
+        message a client publishes is one match, so the matches of an account
+        are taken from what its clients sent (at least its misses)."""
+        n = cache = inserts = removes = matches = hits = max_fanout = 0
+        fanout_total = samples = 0.0
+        for acc in accounts:
+            sl = acc.sublist
+            hidden = len(self._hidden(acc))
+            n += sl.count - sum(1 for s in self._hidden(acc) if not s.closed)
+            inserts += max(sl.inserts - hidden, 0)
+            removes += sl.removes
+            cache += sl.cache_size
+            m = max(sl.misses, self.traffic(acc)[0])
+            matches += m
+            hits += m - sl.misses
+            max_fanout = max(max_fanout, sl.max_fanout)
+            s = getattr(sl, "_fanout_samples", 0)
+            fanout_total += sl.avg_fanout * s
+            samples += s
+        return {
+            "num_subscriptions": n,
+            "num_cache": cache,
+            "num_inserts": inserts,
+            "num_removes": removes,
+            "num_matches": matches,
+            "cache_hit_rate": hits / matches if matches else 0,
+            "max_fanout": max_fanout,
+            "avg_fanout": fanout_total / samples if samples else 0,
+        }
+
+    def jetstream_enabled(self, acc):
+        """Whether account ``acc`` has JetStream, as nats-server decides: with
+        JetStream on, ``$G`` alone when no other account is configured, else
+        the accounts whose config enables it. The JetStream plugin may say
+        itself (``account_enabled(name)``, or its ``accounts`` dict of the
+        accounts it serves)."""
+        cfg = self.broker.config
+        if not cfg.jetstream.enabled:
+            return False
+        plugin = self.broker.plugin("jetstream")
+        hook = getattr(plugin, "account_enabled", None)
+        if hook is not None:
+            return bool(hook(acc.name))
+        engines = getattr(plugin, "accounts", None)
+        if isinstance(engines, dict):  # one JetStream per enabled account
+            return acc.name in engines
+        acfg = getattr(acc, "account_config", None)
+        if acfg is not None:
+            return acfg.jetstream is not None
+        if acc is self.broker.global_account:
+            return not any(not a.is_system for a in self.broker.accounts.values()
+                           if getattr(a, "account_config", None) is not None)
+        return False
+
+    # -- /varz -------------------------------------------------------------------
+
+    def varz(self):
+        b = self.broker
+        cfg = b.config
+        now_ns = time.time_ns()
+        stats = b.stats
+        v = {
+            "server_id": b.server_id,
+            "server_name": b.server_name,
+            "version": COMPAT_VERSION,
+            "proto": 1,
+        }
+        if GIT_COMMIT:
+            v["git_commit"] = GIT_COMMIT
+        v["go"] = runtime()
+        v["host"] = b.host
+        v["port"] = b.port
+        if cfg.authorization.enabled or any(a.users or a.nkeys for a in cfg.accounts):
+            v["auth_required"] = True
+        tls = cfg.tls
+        if tls is not None and not cfg.allow_non_tls:
+            v["tls_required"] = True
+        if tls is not None and tls.verify_clients:
+            v["tls_verify"] = True
+        v["max_connections"] = cfg.max_connections
+        if cfg.max_subscriptions:
+            v["max_subscriptions"] = cfg.max_subscriptions
+        v.update({
+            "ping_interval": _ns(cfg.ping_interval),
+            "ping_max": cfg.ping_max,
+            # What the server binds the monitor to (server.py: http_host or host).
+            "http_host": cfg.http_host or cfg.host,
+            "http_port": cfg.http_port,
+            "http_base_path": "",
+            "https_port": cfg.https_port,
+            "auth_timeout": cfg.auth_timeout,
+            "max_control_line": cfg.max_control_line,
+            "max_payload": cfg.max_payload,
+            "max_pending": cfg.max_pending,
+            # No clustering, gateways, leaf nodes, MQTT or websockets: nats-server
+            # shows these blocks empty when they are not configured.
+            "cluster": {},
+            "gateway": {},
+            "leaf": {},
+            "mqtt": {},
+            "websocket": _websocket_varz(b),
+            "jetstream": self.jetstream_varz(),
+            "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
+            "write_deadline": _ns(cfg.write_deadline),
+            "start": _rfc3339(b.start_time),
+            "now": _rfc3339_ns(now_ns),
+            "uptime": _uptime(now_ns / 1e9 - b.start_time),
+            "mem": _rss(),
+            "cores": _cores(),
+            "cpu": self.cpu(),
+            "connections": b.num_clients,
+            "total_connections": stats.total_connections,
+            "routes": 0,
+            "remotes": 0,
+            "leafnodes": 0,
+            "in_msgs": stats.in_msgs,
+            "in_bytes": stats.in_bytes,
+            # Without routes, gateways or leaf nodes every message is a
+            # client's, so the client-only counters equal the totals.
+            "in_client_msgs": stats.in_msgs,
+            "in_client_bytes": stats.in_bytes,
+            "out_msgs": stats.out_msgs,
+            "out_bytes": stats.out_bytes,
+            "out_client_msgs": stats.out_msgs,
+            "out_client_bytes": stats.out_bytes,
+            "slow_consumers": stats.slow_consumers,
+            "stale_connections": stats.stale_connections,
+            # nats-server counts producers it stalled for a slow consumer; we
+            # never stall a producer (slow consumers are cut off instead).
+            "stalled_clients": 0,
+            "subscriptions": self.total_subscriptions(),
+            # Go marshals maps with sorted keys.
+            "http_req_stats": dict(sorted(self.http_req_stats.items())),
+            "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),
+            "config_digest": self._config_digest,
+            "system_account": b.system_account.name,
+            "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
+                                    "gateways": 0, "leafs": 0},
+            "stale_connection_stats": {"clients": stats.stale_connections, "routes": 0,
+                                       "gateways": 0, "leafs": 0},
+        })
+        if tls is not None:
+            not_after = cert_not_after(tls.cert_file)
+            if not_after is not None:
+                v["tls_cert_not_after"] = _rfc3339(not_after)
+        return v
+
+    def cpu(self):
+        return self._cpu.percent()
+
+    def total_subscriptions(self):
+        return sum(self.sub_count(a) for a in self.broker.accounts.values())
+
+    def active_accounts(self):
+        """Accounts with a connection (nats-server's active_accounts)."""
+        return len({id(c.account) for c in self.broker.clients()
+                    if getattr(c, "account", None) is not None})
+
+    def jetstream_varz(self):
+        plugin = self.broker.plugin("jetstream")
+        hook = getattr(plugin, "varz", None)
+        if hook is None:
+            return {}
+        return hook() or {}
+
+    # -- /connz ------------------------------------------------------------------
+
+    def connz(self, sort="", auth=False, subs=False, subs_detail=False, offset=0, limit=0,
+              cid=0, state=_OPEN, user="", acc="", mqtt_client="", filter_subject=""):
+        """nats-server's Connz. ``state`` is "open", "closed", "any" (or None:
+        a state nats-server does not know, which lists nothing)."""
+        if sort and sort not in _SORTS:
+            raise BadRequest("invalid sorting option: %s" % sort)
+        offset = max(offset, 0)
+        if limit <= 0:
+            limit = DEFAULT_LIMIT
+        if sort in ("stop", "reason") and state != _CLOSED:
+            raise BadRequest("sort by %s only valid on closed connections" % sort)
+        if cid > 0:
+            limit = 1
+        if filter_subject and filter_subject != ">" and not acc:
+            raise BadRequest("filter by subject only valid with account filtering")
+        if filter_subject == ">":
+            filter_subject = ""
+
+        b = self.broker
+        now_ns = time.time_ns()
+        now = now_ns / 1e9
+        if acc and acc not in b.accounts:
+            # nats-server returns its Connz half made: no server id, no list.
+            return {"server_id": "", "now": _rfc3339_ns(now_ns), "num_connections": 0,
+                    "total": 0, "offset": offset, "limit": limit, "connections": None}
+        open_clients = list(b.clients()) if state in (_OPEN, _ANY) else []
+        closed = list(b.closed_clients) if state in (_CLOSED, _ANY) else []
+        if acc:
+            account = b.accounts[acc]
+            open_clients = [c for c in open_clients if getattr(c, "account", None) is account]
+            closed = [s for s in closed if s.get("account", GLOBAL_ACCOUNT) == acc]
+        total = len(open_clients) + len(closed)
+
+        if cid > 0:
+            open_clients = [c for c in open_clients if c.cid == cid]
+            closed = [s for s in closed if s.get("cid") == cid]
+        else:
+            if user:
+                # nats-server compares the user name a client sent in CONNECT.
+                open_clients = [c for c in open_clients if _raw_user(c) == user]
+                closed = [s for s in closed if s.get("user") == user]
+            if mqtt_client:
+                # No MQTT: no connection has an MQTT client id.
+                open_clients, closed = [], []
+        if filter_subject:
+            f = filter_subject.encode()
+            open_clients = [c for c in open_clients
+                            if any(subjects_collide(f, s.subject) for s in c.subs.values())]
+
+        rows = [_open_row(c, now, auth, subs, subs_detail) for c in open_clients]
+        rows += [_closed_row(s, now, auth, subs, subs_detail) for s in closed]
+        rows.sort(key=lambda r: r.cid)
+        _sort_rows(rows, sort, now)
+        page = rows[offset:offset + limit]
+        return {
+            "server_id": b.server_id,
+            "now": _rfc3339_ns(now_ns),
+            "num_connections": len(page),
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            "connections": [r.info for r in page],
+        }
+
+    # -- /subsz ------------------------------------------------------------------
+
+    def subsz(self, subs=False, offset=0, limit=0, test="", acc=""):
+        offset = max(offset, 0)
+        if limit <= 0:
+            limit = DEFAULT_LIMIT
+        test_b = test.encode("utf-8")
+        if test and not is_valid_literal_subject(test_b):
+            raise BadRequest("invalid test subject, must be valid publish subject: %s" % test)
+        b = self.broker
+        # An account we do not have: nothing, with zero stats (as nats-server).
+        accounts = [a for a in b.accounts.values() if not acc or a.name == acc]
+        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
+        out.update(self.sublist_stats(accounts))
+        out.update({"total": 0, "offset": offset, "limit": limit})
+        if subs:
+            found = [(a.name, s) for a in accounts for s in self.subscriptions(a)
+                     if not test or subject_matches(s.subject, test_b)]
+            # A stable order, so that offset/limit pages do not overlap.
+            found.sort(key=lambda x: (_owner_cid(x[1]), x[0], x[1].subject, x[1].sid))
+            out["total"] = len(found)
+            page = found[offset:offset + limit]
+            if page:
+                out["subscriptions_list"] = [_sub_detail(s, account=name) for name, s in page]
+        return out
+
+    # -- /routez, /gatewayz, /leafz -------------------------------------------------
+
+    def routez(self):
+        b = self.broker
+        return {
+            "server_id": b.server_id,
+            "server_name": b.server_name,
+            "now": _rfc3339_ns(time.time_ns()),
+            "num_routes": 0,
+            "routes": [],
+        }
+
+    def gatewayz(self):
+        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+                "outbound_gateways": {}, "inbound_gateways": {}}
+
+    def leafz(self):
+        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+                "leafnodes": 0, "leafs": []}
+
+    # -- /healthz ------------------------------------------------------------------
+
+    def healthz(self, opts):
+        """nats-server's HealthStatus, with ``status_code`` (the HTTP status)."""
+        status = _healthz(self.broker, opts)
+        code = status.pop("status_code", None) or (200 if status["status"] == "ok" else 503)
+        out = {"status": status.pop("status"), "status_code": code}
+        out.update(status)
+        return out
+
+    # -- /accountz, /accstatz ------------------------------------------------------
+
+    def accountz(self, acc=""):
+        b = self.broker
+        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+               "system_account": b.system_account.name}
+        if not acc:
+            out["accounts"] = list(b.accounts)
+            return out
+        out["account_detail"] = self.account_info(acc)
+        return out
+
+    def account_info(self, name):
+        """nats-server's AccountInfo of a configured account."""
+        b = self.broker
+        acc = b.accounts.get(name)
+        if acc is None:
+            raise BadRequest("Account %s does not exist" % name)
+        system = self._system()
+        d = {"account_name": name, "update_time": _rfc3339(b.start_time)}
+        if acc.is_system:
+            d["is_system"] = True
+        d.update({
+            "expired": False,
+            "complete": True,
+            "jetstream_enabled": self.jetstream_enabled(acc),
+            "leafnode_connections": 0,
+            "client_connections": len(self.account_clients(acc)),
+            "subscriptions": self.sub_count(acc),
+        })
+        mappings = acc.mappings.ext_map() if getattr(acc, "mappings", None) is not None else {}
+        if mappings:
+            d["mappings"] = mappings
+        exports, imports = _config_exports_imports(getattr(acc, "account_config", None))
+        hook = getattr(system, "system_exports", None)
+        if hook is not None:
+            exports += hook(name)
+        hook = getattr(system, "system_imports", None)
+        if hook is not None:
+            imports += hook(name)
+        if exports:
+            d["exports"] = exports
+        if imports:
+            d["imports"] = imports
+        d["name_tag"] = name
+        d["sublist_stats"] = self.sublist_stats([acc])
+        return d
+
+    def account_stat(self, acc):
+        """nats-server's AccountStat (also the body of its account
+        connection events)."""
+        conns = len(self.account_clients(acc))
+        in_msgs, in_bytes, out_msgs, out_bytes = self.traffic(acc)
+        return {
+            "acc": acc.name,
+            "name": acc.name,
+            "conns": conns,
+            "leafnodes": 0,
+            "total_conns": conns,
+            "num_subscriptions": self.sub_count(acc),
+            "sent": _data_stats(out_msgs, out_bytes),
+            "received": _data_stats(in_msgs, in_bytes),
+            "slow_consumers": 0,
+        }
+
+    def accstatz(self, accounts=(), include_unused=False):
+        """nats-server's AccountStatz: the accounts named (all if none) that
+        have a connection, or all of them with ``include_unused``."""
+        b = self.broker
+        if accounts:
+            chosen = [b.accounts[n] for n in accounts if n in b.accounts]
+        else:
+            chosen = list(b.accounts.values())
+        stats = [self.account_stat(a) for a in chosen
+                 if include_unused or self.account_clients(a)]
+        return {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+                "account_statz": stats}
+
+    # -- /jsz --------------------------------------------------------------------
+
+    def jsz_disabled(self):
+        """nats-server's /jsz with JetStream off."""
+        out = dict(_JSZ_DISABLED_HEAD)
+        out["api"] = dict(out["api"])
+        out.update({"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+                    "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
+                    "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0})
+        return out
+
+
+def _data_stats(msgs, nbytes):
+    zero = {"msgs": 0, "bytes": 0}
+    return {"msgs": msgs, "bytes": nbytes, "gateways": dict(zero), "routes": dict(zero),
+            "leafs": dict(zero)}
+
+
+_RESPONSE_TYPES = {"Singleton": "Singleton", "Stream": "Streamed", "Streamed": "Streamed",
+                   "Chunked": "Chunked"}
+
+
+def _config_exports_imports(acfg):
+    """An account's configured exports and imports in /accountz's shape
+    (nats-server's ExtExport/ExtImport): services before streams."""
+    exports, imports = [], []
+    if acfg is None:
+        return exports, imports
+    services = [e for e in acfg.exports if hasattr(e, "response_type")]
+    streams = [e for e in acfg.exports if not hasattr(e, "response_type")]
+    for e in services:
+        x = {"subject": e.subject, "type": "service",
+             "response_type": _RESPONSE_TYPES.get(e.response_type, e.response_type)}
+        if e.accounts:
+            x["approved_accounts"] = list(e.accounts)
+        exports.append(x)
+    for e in streams:
+        x = {"subject": e.subject, "type": "stream"}
+        if e.accounts:
+            x["approved_accounts"] = list(e.accounts)
+        exports.append(x)
+    for i in acfg.imports:
+        if hasattr(i, "prefix"):  # a stream import
+            if i.to:
+                local = i.to
+            elif i.prefix:
+                local = "%s.%s" % (i.prefix, i.subject)
+            else:
+                local = i.subject
+            imports.append({"subject": i.subject, "account": i.account, "local_subject": local,
+                            "type": "stream", "invalid": False, "share": False, "tracking": False})
+    for i in acfg.imports:
+        if not hasattr(i, "prefix"):  # a service import
+            to = i.to or i.subject
+            imports.append({"subject": i.subject, "account": i.account, "to": to,
+                            "local_subject": to, "type": "service", "invalid": False,
+                            "share": bool(getattr(i, "share", False)), "tracking": False})
+    return exports, imports
+
+
+def _raw_user(c):
+    """nats-server's getRawAuthUser: the nkey or user name the client sent."""
+    opts = c.opts
+    return getattr(opts, "nkey", "") or opts.user or ""
+
+
+def subjects_collide(a, b):
+    """nats-server's SubjectsCollide: could one message match both ``a`` and ``b``?"""
+    if a == b:
+        return True
+    ta, tb = a.split(b"."), b.split(b".")
+    for x, y in zip(ta, tb):
+        if x == b">" or y == b">":
+            return True
+        if x != y and x != b"*" and y != b"*":
+            return False
+    return len(ta) == len(tb)
 
 
 class MonitorResource(resource.Resource):
@@ -119,14 +672,17 @@ class MonitorResource(resource.Resource):
     def __init__(self, broker):
         super().__init__()
         self.broker = broker
-        self.http_req_stats = {}
-        self._cpu = _CpuSampler()
-        self._config_digest = _config_digest(broker.config.config_file)
+        self.monitor = monitor_for(broker)
         self._builtin = {
             "/": self.root, "/varz": self.varz, "/connz": self.connz,
             "/subsz": self.subsz, "/subscriptionsz": self.subsz,
-            "/routez": self.routez, "/healthz": self.healthz,
+            "/routez": self.routez, "/accountz": self.accountz, "/accstatz": self.accstatz,
+            "/healthz": self.healthz,
         }
+
+    @property
+    def http_req_stats(self):
+        return self.monitor.http_req_stats
 
     # -- dispatch ---------------------------------------------------------
 
@@ -139,11 +695,14 @@ class MonitorResource(resource.Resource):
         plugin_handler = None
         if handler is None:
             plugin_handler = self.broker.monitor_endpoints.get(path.strip("/"))
-            if plugin_handler is None or path != "/" + path.strip("/"):
+            if plugin_handler is None and path == "/jsz":
+                handler = self.jsz_disabled
+            elif plugin_handler is None or path != "/" + path.strip("/"):
                 return _not_found(request)
         # /subscriptionsz is nats-server's old name for /subsz, counted as /subsz.
         key = "/subsz" if path == "/subscriptionsz" else path
-        self.http_req_stats[key] = self.http_req_stats.get(key, 0) + 1
+        stats = self.monitor.http_req_stats
+        stats[key] = stats.get(key, 0) + 1
         query = _query(request)
         try:
             if plugin_handler is not None:
@@ -184,7 +743,9 @@ class MonitorResource(resource.Resource):
     # -- / ------------------------------------------------------------------
 
     def root(self, request, query):
-        names = ["varz", "connz", "subsz", "routez"]
+        names = ["varz", "connz", "subsz", "routez", "accountz", "accstatz"]
+        if "jsz" not in self.broker.monitor_endpoints:
+            names.append("jsz")
         names += sorted(p for p in self.broker.monitor_endpoints if p not in names)
         names.append("healthz")
         links = "\n".join(
@@ -196,106 +757,10 @@ class MonitorResource(resource.Resource):
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return page.encode("utf-8")
 
-    # -- /varz ----------------------------------------------------------------
+    # -- the endpoints: query strings decoded in nats-server's order -------------
 
     def varz(self, request, query):
-        b = self.broker
-        cfg = b.config
-        now_ns = time.time_ns()
-        stats = b.stats
-        v = {
-            "server_id": b.server_id,
-            "server_name": b.server_name,
-            "version": COMPAT_VERSION,
-            "proto": 1,
-        }
-        if GIT_COMMIT:
-            v["git_commit"] = GIT_COMMIT
-        v["go"] = runtime()
-        v["host"] = b.host
-        v["port"] = b.port
-        if cfg.authorization.enabled:
-            v["auth_required"] = True
-        tls = cfg.tls
-        if tls is not None and not cfg.allow_non_tls:
-            v["tls_required"] = True
-        if tls is not None and tls.verify_clients:
-            v["tls_verify"] = True
-        v["max_connections"] = cfg.max_connections
-        if cfg.max_subscriptions:
-            v["max_subscriptions"] = cfg.max_subscriptions
-        v.update({
-            "ping_interval": _ns(cfg.ping_interval),
-            "ping_max": cfg.ping_max,
-            # What the server binds the monitor to (server.py: http_host or host).
-            "http_host": cfg.http_host or cfg.host,
-            "http_port": cfg.http_port,
-            "http_base_path": "",
-            "https_port": cfg.https_port,
-            "auth_timeout": cfg.auth_timeout,
-            "max_control_line": cfg.max_control_line,
-            "max_payload": cfg.max_payload,
-            "max_pending": cfg.max_pending,
-            # No clustering, gateways, leaf nodes, MQTT or websockets: nats-server
-            # shows these blocks empty when they are not configured.
-            "cluster": {},
-            "gateway": {},
-            "leaf": {},
-            "mqtt": {},
-            "websocket": _websocket_varz(b),
-            "jetstream": self._jetstream_varz(),
-            "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
-            "write_deadline": _ns(cfg.write_deadline),
-            "start": _rfc3339(b.start_time),
-            "now": _rfc3339_ns(now_ns),
-            "uptime": _uptime(now_ns / 1e9 - b.start_time),
-            "mem": _rss(),
-            "cores": _cores(),
-            "cpu": self._cpu.percent(),
-            "connections": b.num_clients,
-            "total_connections": stats.total_connections,
-            "routes": 0,
-            "remotes": 0,
-            "leafnodes": 0,
-            "in_msgs": stats.in_msgs,
-            "in_bytes": stats.in_bytes,
-            # Without routes, gateways or leaf nodes every message is a
-            # client's, so the client-only counters equal the totals.
-            "in_client_msgs": stats.in_msgs,
-            "in_client_bytes": stats.in_bytes,
-            "out_msgs": stats.out_msgs,
-            "out_bytes": stats.out_bytes,
-            "out_client_msgs": stats.out_msgs,
-            "out_client_bytes": stats.out_bytes,
-            "slow_consumers": stats.slow_consumers,
-            "stale_connections": stats.stale_connections,
-            # nats-server counts producers it stalled for a slow consumer; we
-            # never stall a producer (slow consumers are cut off instead).
-            "stalled_clients": 0,
-            "subscriptions": sum(a.sublist.count for a in b.accounts.values()),
-            # Go marshals maps with sorted keys.
-            "http_req_stats": dict(sorted(self.http_req_stats.items())),
-            "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),
-            "config_digest": self._config_digest,
-            "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
-                                    "gateways": 0, "leafs": 0},
-            "stale_connection_stats": {"clients": stats.stale_connections, "routes": 0,
-                                       "gateways": 0, "leafs": 0},
-        })
-        if tls is not None:
-            not_after = cert_not_after(tls.cert_file)
-            if not_after is not None:
-                v["tls_cert_not_after"] = _rfc3339(not_after)
-        return _json(request, v)
-
-    def _jetstream_varz(self):
-        plugin = self.broker.plugin("jetstream")
-        hook = getattr(plugin, "varz", None)
-        if hook is None:
-            return {}
-        return hook() or {}
-
-    # -- /connz ---------------------------------------------------------------
+        return _json(request, self.monitor.varz())
 
     def connz(self, request, query):
         # Decoded in nats-server's order, so the first bad one is reported.
@@ -306,118 +771,34 @@ class MonitorResource(resource.Resource):
         limit = _int(query, "limit")
         cid = _uint(query, "cid")
         state = _state(query)
-        user = query.get("user", "")
-        acc = query.get("acc", "")
-        mqtt_client = query.get("mqtt_client", "")
-
-        if sort and sort not in _SORTS:
-            raise BadRequest("invalid sorting option: %s" % sort)
-        offset = max(offset, 0)
-        if limit <= 0:
-            limit = DEFAULT_LIMIT
-        if sort in ("stop", "reason") and state != _CLOSED:
-            raise BadRequest("sort by %s only valid on closed connections" % sort)
-        if cid > 0:
-            limit = 1
-
-        b = self.broker
-        now_ns = time.time_ns()
-        now = now_ns / 1e9
-        open_clients = list(b.clients()) if state in (_OPEN, _ANY) else []
-        closed = list(b.closed_clients) if state in (_CLOSED, _ANY) else []
-        if acc and acc != GLOBAL_ACCOUNT:
-            # Only the global account exists: nothing belongs to any other.
-            open_clients, closed = [], []
-        total = len(open_clients) + len(closed)
-
-        if cid > 0:
-            open_clients = [c for c in open_clients if c.cid == cid]
-            closed = [s for s in closed if s.get("cid") == cid]
-        else:
-            if user:
-                # nats-server compares the user name a client sent in CONNECT.
-                open_clients = [c for c in open_clients if c.opts.user == user]
-                closed = [s for s in closed if s.get("user") == user]
-            if mqtt_client:
-                # No MQTT: no connection has an MQTT client id.
-                open_clients, closed = [], []
-
-        rows = [_open_row(c, now, auth, subs, detail) for c in open_clients]
-        rows += [_closed_row(s, now, auth, subs, detail) for s in closed]
-        rows.sort(key=lambda r: r.cid)
-        _sort_rows(rows, sort, now)
-        page = rows[offset:offset + limit]
-        return _json(request, {
-            "server_id": b.server_id,
-            "now": _rfc3339_ns(now_ns),
-            "num_connections": len(page),
-            "total": total,
-            "offset": offset,
-            "limit": limit,
-            "connections": [r.info for r in page],
-        })
-
-    # -- /subsz ---------------------------------------------------------------
+        return _json(request, self.monitor.connz(
+            sort=sort, auth=auth, subs=subs, subs_detail=detail, offset=offset, limit=limit,
+            cid=cid, state=state, user=query.get("user", ""), acc=query.get("acc", ""),
+            mqtt_client=query.get("mqtt_client", "")))
 
     def subsz(self, request, query):
         subs = _bool(query, "subs")
-        offset = max(_int(query, "offset"), 0)
+        offset = _int(query, "offset")
         limit = _int(query, "limit")
-        if limit <= 0:
-            limit = DEFAULT_LIMIT
-        test = query.get("test", "")
-        acc = query.get("acc", "")
-        test_b = test.encode("utf-8")
-        if test and not is_valid_literal_subject(test_b):
-            raise BadRequest("invalid test subject, must be valid publish subject: %s" % test)
-
-        b = self.broker
-        sl = b.sublist
-        ours = acc in ("", GLOBAL_ACCOUNT)
-        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
-        if ours:
-            matches, hits = b.match_stats()
-            out.update({
-                "num_subscriptions": sl.count,
-                "num_cache": sl.cache_size,
-                "num_inserts": sl.inserts,
-                "num_removes": sl.removes,
-                "num_matches": matches,
-                "cache_hit_rate": hits / matches if matches else 0,
-                "max_fanout": sl.max_fanout,
-                "avg_fanout": sl.avg_fanout,
-            })
-        else:
-            # An account we do not have: nats-server answers with zero stats.
-            out.update(dict.fromkeys(("num_subscriptions", "num_cache", "num_inserts",
-                                      "num_removes", "num_matches", "cache_hit_rate",
-                                      "max_fanout", "avg_fanout"), 0))
-        out.update({"total": 0, "offset": offset, "limit": limit})
-        if subs and ours:
-            found = [s for s in sl.all_subscriptions()
-                     if not test or subject_matches(s.subject, test_b)]
-            # A stable order, so that offset/limit pages do not overlap.
-            found.sort(key=lambda s: (_owner_cid(s), s.subject, s.sid))
-            out["total"] = len(found)
-            page = found[offset:offset + limit]
-            if page:
-                out["subscriptions_list"] = [_sub_detail(s, account=True) for s in page]
-        return _json(request, out)
-
-    # -- /routez --------------------------------------------------------------
+        return _json(request, self.monitor.subsz(
+            subs=subs, offset=offset, limit=limit, test=query.get("test", ""),
+            acc=query.get("acc", "")))
 
     def routez(self, request, query):
         _subs(query)  # validated as nats-server does, though there is nothing to list
-        b = self.broker
-        return _json(request, {
-            "server_id": b.server_id,
-            "server_name": b.server_name,
-            "now": _rfc3339_ns(time.time_ns()),
-            "num_routes": 0,
-            "routes": [],
-        })
+        return _json(request, self.monitor.routez())
 
-    # -- /healthz -------------------------------------------------------------
+    def accountz(self, request, query):
+        # (nats-server reads only "acc" here; an unknown one is a 400.)
+        return _json(request, self.monitor.accountz(query.get("acc", "")))
+
+    def accstatz(self, request, query):
+        # Over HTTP nats-server takes "unused" only (no account filter).
+        unused = _bool(query, "unused")
+        return _json(request, self.monitor.accstatz(include_unused=unused))
+
+    def jsz_disabled(self, request, query):
+        return _json(request, self.monitor.jsz_disabled())
 
     def healthz(self, request, query):
         # Every flag is decoded (in nats-server's order) before any is used, so a
@@ -468,8 +849,6 @@ def _healthz(broker, opts):
     return {"status": "unavailable", "status_code": 503,
             "error": "JetStream not enabled (10076)"}
 
-
-# -- /connz rows ----------------------------------------------------------------
 
 class _Row:
     """One connection of /connz: its JSON, and the raw values sorts compare."""
@@ -577,18 +956,26 @@ def _open_row(c, now, auth, subs, detail):
     tls_fields = getattr(c, "tls_fields", None)
     if tls_fields is not None:
         info.update(tls_fields(auth))
-    if auth and c.user:
-        info["authorized_user"] = c.user
-    # "account" is shown only for accounts other than $G: never here.
+    acc = getattr(c, "account", None)
+    acc = acc.name if acc is not None else GLOBAL_ACCOUNT
+    user = c.user or _raw_user(c)
+    if auth and user:
+        info["authorized_user"] = user
+    if auth and acc != GLOBAL_ACCOUNT:
+        # "account" is shown only for accounts other than $G.
+        info["account"] = acc
     if c.subs:
         if detail:
             info["subscriptions_list_detail"] = [_sub_detail(s) for s in c.subs.values()]
         elif subs:
             info["subscriptions_list"] = [_str(s.subject) for s in c.subs.values()]
+    jwt = getattr(c.opts, "jwt", "")
+    if auth and jwt:
+        info["jwt"] = jwt
     if auth and isinstance(c.user, NkeyName):
-        info["issuer_key"] = GLOBAL_ACCOUNT  # an nkey user's issuer: its account
+        info["issuer_key"] = acc  # an nkey user's issuer: its account
     if auth:
-        info["name_tag"] = GLOBAL_ACCOUNT
+        info["name_tag"] = acc
     return _Row(info, c.start, c.last_activity, None, c.rtt)
 
 
@@ -609,8 +996,11 @@ def _closed_row(snap, now, auth, subs, detail):
         "subscriptions": snap.get("subscriptions", 0),
     }, snap.get("name"), snap.get("lang"), snap.get("version"), snap.get("rtt", 0.0))
     info.update(snap.get("tls") or {})
+    acc = snap.get("account") or GLOBAL_ACCOUNT
     if auth and snap.get("user"):
         info["authorized_user"] = snap["user"]
+    if auth and acc != GLOBAL_ACCOUNT:
+        info["account"] = acc
     # A snapshot may carry full subscription details ("subs_detail": dicts in
     # the subscriptions_list_detail shape) or only the subjects ("subjects").
     details = snap.get("subs_detail") or []
@@ -621,7 +1011,10 @@ def _closed_row(snap, now, auth, subs, detail):
     elif subs and subjects:
         info["subscriptions_list"] = list(subjects)
     if auth and snap.get("nkey"):
-        info["issuer_key"] = GLOBAL_ACCOUNT
+        info["issuer_key"] = acc
+    if auth and acc != GLOBAL_ACCOUNT:
+        # (nats-server tags a closed connection only outside $G)
+        info["name_tag"] = acc
     return _Row(info, start, last, stop, snap.get("rtt", 0.0))
 
 
@@ -630,12 +1023,12 @@ def _owner_cid(sub):
     return getattr(sub.owner, "cid", 0)
 
 
-def _sub_detail(sub, account=False):
+def _sub_detail(sub, account=None):
     d = {}
-    if account:
+    if account is not None:
         # /subsz names the account (and its tag); /connz's per-client lists do not.
-        d["account"] = GLOBAL_ACCOUNT
-        d["account_tag"] = GLOBAL_ACCOUNT
+        d["account"] = account
+        d["account_tag"] = account
     d["subject"] = _str(sub.subject)
     if sub.queue:
         d["qgroup"] = _str(sub.queue)
@@ -966,3 +1359,19 @@ def _config_digest(path):
 def _seconds(value):
     # A Go float64 of whole seconds marshals without a fraction (2, not 2.0).
     return int(value) if float(value).is_integer() else value
+
+
+# -- for the system account plugin (the same values its events carry) ------------------
+
+rfc3339 = _rfc3339
+rfc3339_ns = _rfc3339_ns
+
+
+def memory():
+    """The resident set size in bytes (nats-server's "mem")."""
+    return _rss()
+
+
+def cores():
+    """CPUs this process may run on (nats-server's "cores")."""
+    return _cores()

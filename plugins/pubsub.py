@@ -16,6 +16,22 @@ ERR_INVALID_SUBJECT = "Invalid Subject"
 ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
 
+# First bytes of the subjects nats-server reserves ("_" and "$").
+RESERVED_FIRST = frozenset(b"_$")
+
+
+def is_reserved_reply(reply):
+    """nats-server's isReservedReply: a service import reply (``_R_.``), a
+    JetStream ack (``$JS.ACK.``) or a gateway reply a client may not use as
+    its own reply subject."""
+    return (reply[:4] == b"_R_." or (len(reply) > 8 and reply[:8] == b"$JS.ACK.")
+            or is_gateway_reply(reply))
+
+
+def is_gateway_reply(subject):
+    """nats-server's hasGWRoutedReplyPrefix (``_GR_.`` and the old ``$GR.``)."""
+    return (len(subject) > 5 and subject[:5] == b"_GR_.") or (len(subject) > 4 and subject[:4] == b"$GR.")
+
 
 @implementer(IBrokerPlugin, IClientOps)
 class PubSub:
@@ -45,7 +61,6 @@ class PubSub:
         return ok
 
     def client_ops(self, client):
-        max_subs = self.config.max_subscriptions
         valid_pub = self._valid_pub
         OK = wire.OK
 
@@ -56,17 +71,26 @@ class PubSub:
             payload = op[3]
             client.in_msgs += 1
             client.in_bytes += len(payload)
+            if subject[0] in RESERVED_FIRST and is_gateway_reply(subject):
+                # (nats-server's gateway reply subjects: no client publishes there)
+                client.permission_violation(subject)
+                return
             if client.pedantic and not valid_pub(subject):
                 # (still routed, as nats-server does: a wildcard subject is
                 # delivered, one with an empty token reaches no one)
                 client.send_err(ERR_INVALID_PUB_SUBJECT)
             perms = client.permissions
-            if perms is not None and not perms.can_publish(subject):
+            # (an allowed subject is a dict hit: no call)
+            if perms is not None and not (perms.pub_cache.get(subject) or perms.can_publish(subject)):
                 client.permission_violation(subject)
+                return
+            reply = op[2]
+            if reply and reply[0] in RESERVED_FIRST and is_reserved_reply(reply):
+                client.reply_violation(reply)
                 return
             if client.verbose:
                 client.send(OK)
-            client.account.route(client, subject, op[2], 0, payload)
+            client.account.route(client, subject, reply, 0, payload)
 
         def on_hpub(op):
             if not client.headers:
@@ -78,15 +102,24 @@ class PubSub:
             raw = op[4]
             client.in_msgs += 1
             client.in_bytes += len(raw)
+            if subject[0] in RESERVED_FIRST and is_gateway_reply(subject):
+                # (nats-server's gateway reply subjects: no client publishes there)
+                client.permission_violation(subject)
+                return
             if client.pedantic and not valid_pub(subject):
                 client.send_err(ERR_INVALID_PUB_SUBJECT)
             perms = client.permissions
-            if perms is not None and not perms.can_publish(subject):
+            # (an allowed subject is a dict hit: no call)
+            if perms is not None and not (perms.pub_cache.get(subject) or perms.can_publish(subject)):
                 client.permission_violation(subject)
+                return
+            reply = op[2]
+            if reply and reply[0] in RESERVED_FIRST and is_reserved_reply(reply):
+                client.reply_violation(reply)
                 return
             if client.verbose:
                 client.send(OK)
-            client.account.route(client, subject, op[2], op[3], raw)
+            client.account.route(client, subject, reply, op[3], raw)
 
         def on_sub(op):
             _, subject, queue, sid = op
@@ -94,17 +127,27 @@ class PubSub:
                 client.send_err(ERR_INVALID_SUBJECT)
                 return
             perms = client.permissions
-            if perms is not None and not perms.can_subscribe(subject):
-                client.permission_violation(subject, sid, queue)
-                return
+            if perms is not None:
+                if not perms.can_subscribe(subject, queue):
+                    client.permission_violation(subject, sid, queue)
+                    return
+                if perms.checks_deliveries(subject, queue):
+                    # A wildcard subscription next to deny entries: what it
+                    # receives is checked against them (nats-server's mperms).
+                    client.check_deliveries()
             subs = client.subs
             if sid not in subs:
+                max_subs = client.max_subs  # (a JWT user's limit is its own)
                 if max_subs and len(subs) >= max_subs:
                     client.send_err(ERR_MAX_SUBS)
                     return
                 sub = Subscription(subject, sid, client, queue)
                 subs[sid] = sub
-                client.account.sublist.insert(sub)
+                acc = client.account
+                acc.sublist.insert(sub)
+                if acc.imports is not None:
+                    # Stream imports: shadow subscriptions in the exporters.
+                    acc.imports.sub_added(sub)
             if client.verbose:
                 client.send(OK)
 

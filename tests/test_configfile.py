@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from natsbroker.config import Authorization, Permission, Permissions, ServerConfig, User
+from natsbroker.config import Authorization, Permission, Permissions, ResponsePermission, ServerConfig, User
 from natsbroker.configfile import ConfigError, apply_overrides, load_config
 
 
@@ -179,10 +179,11 @@ def test_users_and_permissions(load):
     assert config.no_auth_user == "bob"
 
 
-def test_allow_responses_limits_warn(load):
-    config, warnings = load("authorization { users: [{user: a, permissions: {allow_responses: {max: 1}}}] }")
-    assert config.authorization.users[0].permissions.allow_responses is True
-    assert len(warnings) == 1 and "server.conf:1: allow_responses limits" in warnings[0]
+def test_allow_responses_limits(load):
+    config, warnings = load("authorization { users: [{user: a, permissions: {allow_responses: {max: 3}}}] }")
+    perms = config.authorization.users[0].permissions
+    assert perms.allow_responses is True and not warnings
+    assert perms.response == ResponsePermission(max_msgs=3, expires=120.0)
 
 
 @pytest.mark.parametrize(
@@ -295,7 +296,8 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
         ("tls { cert_file: /nonexistent.pem, key_file: y }",
          "server.conf:2:0: error parsing X509 certificate/key pair: open /nonexistent.pem: "
          "no such file or directory"),
-        ("operator: /tmp/op.jwt", "not supported by natsbroker (JWT authentication"),
+        ("operator: /nonexistent/op.jwt",
+         "server.conf:2:1: error parsing operator JWT: open /nonexistent/op.jwt: no such file or directory"),
         ("port: 4222\nport {", "Parse error on line 3: 'unterminated map: missing '}'' ("),  # a syntax error
     ],
 )

@@ -190,8 +190,7 @@ class ClientProtocol(protocol.Protocol):
         # $G until CONNECT names a user of another account.
         self.account = broker.global_account
         # With nkey users configured, each client's INFO has a nonce to sign.
-        self.nonce = new_nonce() if (cfg.authorization.nkeys or any(
-            a.nkeys for a in cfg.accounts)) else ""
+        self.nonce = new_nonce() if authenticator.nonce_required else ""
         self.host = ""
         self.port = 0
         self.connect_received = False
@@ -217,6 +216,9 @@ class ClientProtocol(protocol.Protocol):
         self.pending_bytes = 0
         self.pending_chunks = 0
         self.max_pending = cfg.max_pending
+        # Subscriptions this connection may have (0: no limit; a JWT user's
+        # limits may lower it).
+        self.max_subs = cfg.max_subscriptions
         self.trace = cfg.trace
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.pings_out = 0
@@ -444,10 +446,13 @@ class ClientProtocol(protocol.Protocol):
             for plugin in b.providers(IClientObserver):
                 plugin.client_closed(self)
             # Whatever a plugin left behind must not keep delivering to us.
+            acc = self.account
             for sub in list(self.subs.values()):
                 if not sub.closed:
                     sub.closed = True
-                    self.account.sublist.remove(sub)
+                    acc.sublist.remove(sub)
+                    if acc.imports is not None:
+                        acc.imports.sub_removed(sub)
             self.subs.clear()
 
     def snapshot(self):
@@ -460,7 +465,10 @@ class ClientProtocol(protocol.Protocol):
             "in_bytes": self.in_bytes, "out_bytes": self.out_bytes,
             "subscriptions": len(self.subs), "name": self.opts.name,
             "lang": self.opts.lang, "version": self.opts.version,
-            "user": self.user, "nkey": isinstance(self.user, NkeyName),
+            # (the user a failed login tried, too: nats-server's raw auth user)
+            "user": self.user or self.opts.nkey or self.opts.user,
+            "nkey": isinstance(self.user, NkeyName),
+            "account": self.account.name,
             "reason": self.close_reason,
             "stop": time.time() if self.closed else None,
             "rtt": self.rtt,
@@ -568,7 +576,9 @@ class ClientProtocol(protocol.Protocol):
     def _auth_violation(self, opts):
         # nats-server's authViolation: the log line names what was tried
         # (never the secret), then the -ERR and the close.
-        if opts.nkey:
+        if self.auth.operator_mode:
+            what = ""  # nats-server names nothing in operator mode
+        elif opts.nkey:
             what = " - Nkey %s" % _go_quote(opts.nkey)
         elif opts.user:
             what = " - User %s" % _go_quote(opts.user)
@@ -579,6 +589,9 @@ class ClientProtocol(protocol.Protocol):
         self.broker.security_log.error(
             "authentication", "{prefix} - authentication error{what}",
             prefix=self.log_prefix(), what=what)
+        # What was tried stays with the connection, as in nats-server: its
+        # auth error and disconnect events and /connz name it.
+        self.opts = opts
         self.send_err(ERR_AUTH_VIOLATION, close=True, reason="Authentication Failure")
 
     def _auth_note(self, text):
@@ -590,7 +603,10 @@ class ClientProtocol(protocol.Protocol):
         authenticated, the account and identity."""
         prefix = "%s:%s - cid:%d" % (self.host, self.port, self.cid)
         acc = self.account.name
-        if isinstance(self.user, NkeyName):
+        tag = getattr(self.user, "log_tag", None)
+        if tag is not None:
+            prefix += ' - "%s"' % tag  # a JWT user: "<account>/<name>/jwt:<user>"
+        elif isinstance(self.user, NkeyName):
             prefix += ' - "%s/nkey:%s"' % (acc, self.user)
         elif self.user:
             prefix += ' - "%s/user:%s"' % (acc, self.user)
@@ -617,6 +633,14 @@ class ClientProtocol(protocol.Protocol):
         self.broker.security_log.error("permissions", "{prefix} - {what}",
                                        prefix=self.log_prefix(), what=what)
 
+    def reply_violation(self, reply):
+        """Refuse a publish whose reply subject is reserved (service import and
+        JetStream ack replies), in nats-server's words."""
+        quoted = _go_quote(reply.decode(errors="replace"))
+        self.send_err("Permissions Violation for Publish with Reply of %s" % quoted)
+        self.broker.security_log.error("permissions", "{prefix} - {what}", prefix=self.log_prefix(),
+                                       what="Publish Violation - Reply %s" % quoted)
+
     def _on_unhandled(self, op):
         if op[0] == P.OP_ERROR:
             msg = op[1]
@@ -641,13 +665,15 @@ class ClientProtocol(protocol.Protocol):
             return
         if not self.connect_received and self.auth.required:
             ok, user, perms, account = self.auth.authenticate(
-                opts, self._tls_names(), nonce=self.nonce, note=self._auth_note)
+                opts, self._tls_names(), nonce=self.nonce, note=self._auth_note, client=self)
             if not ok:
                 self._auth_violation(opts)
                 return
             self.user = user
             self.permissions = perms
             self._join(account)
+            if not self.auth.admit(self):
+                return
         elif not self.connect_received:
             # No auth configured; a no_auth_user still brings its permissions.
             ok, user, perms, account = self.auth.authenticate(opts)
@@ -738,11 +764,37 @@ class ClientProtocol(protocol.Protocol):
         self.transport.unregisterProducer()
         self.transport.loseConnection()
 
+    def check_deliveries(self):
+        """From now on, check what this client's wildcard subscriptions
+        receive against its subscribe deny list: it has one that a deny
+        entry overlaps. (The check is put in front of ``deliver`` only for
+        such a client, so that no other delivery pays for it.)"""
+        if "deliver" in self.__dict__:
+            return
+        perms = self.permissions
+        known, wildcard_subs, denied = perms.deny_cache, perms.wildcard_subs, perms.delivery_denied
+        deliver = ClientProtocol.deliver.__get__(self)
+
+        def deliver_checked(sub, subject, reply, hdr_len, raw):
+            # As nats-server's deliverMsg: a message on a denied subject does
+            # not reach a wildcard subscription (nor count against its max,
+            # nor grant a reply). False tells the router it was not delivered.
+            if known.get(subject) is not False and sub.subject in wildcard_subs and \
+                    denied(subject, sub.queue):
+                return False
+            return deliver(sub, subject, reply, hdr_len, raw)
+
+        self.deliver = deliver_checked
+        # The router must hear about refusals: the next queue member gets the
+        # message, and a request nobody took gets no-responders.
+        self.account.count_deliveries()
+
     def deliver(self, sub, subject, reply, hdr_len, raw):
         if self.closed:
             return
         if reply and self._allow_responses:
-            # allow_responses: receiving a request grants one reply to it.
+            # allow_responses: receiving a request grants a reply to it
+            # (within the user's max and expires).
             self.permissions.grant_response(reply)
         if len(raw) >= LARGE_PAYLOAD:
             self._out.extend(self._large_pieces(sub, subject, reply, hdr_len, raw))
@@ -813,7 +865,11 @@ class ClientProtocol(protocol.Protocol):
     def remove_sub(self, sub):
         if not sub.closed:
             sub.closed = True
-            self.account.sublist.remove(sub)
+            acc = self.account
+            acc.sublist.remove(sub)
+            if acc.imports is not None:
+                # Its shadow subscriptions and the response mappings waiting on it.
+                acc.imports.sub_removed(sub)
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
 

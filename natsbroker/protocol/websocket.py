@@ -138,6 +138,10 @@ class WebSocketAuthenticator:
         self._nkeys = self.base._nkeys
         self.required = self.base.required or self.ws.auth_override
 
+    def __getattr__(self, name):
+        # The rest (nonce_required, operator_mode, admit) is the base's.
+        return getattr(self.base, name)
+
     def authenticate(self, opts, tls_names=None, **kw):
         ws = self.ws
         if ws.username:

@@ -208,6 +208,8 @@ class Bench:
                 self.transports["tls"] = Transport.make("tls", self.tls_files, a.tls_first)
             if "ws" in kinds:
                 self.transports["ws"] = Transport.make("ws")
+            if "perms" in kinds:
+                self.transports["perms"] = Transport.make("perms")
         except TransportError as e:
             raise BenchError(str(e)) from None
         ports = free_ports(2)
@@ -478,7 +480,7 @@ class Bench:
                 args = js_args(sc)
                 self.say(f"  {sc.name}: " + "; ".join(
                     f"{self.servers[r].name} + {args[r]}" for r in ROLES if r in self.servers))
-        for kind in ("tls", "ws"):
+        for kind in ("tls", "ws", "perms"):
             tp = self.transports.get(kind)
             if tp is not None:
                 names = ", ".join(n for n in a.scenario_list if SCENARIOS[n].transport == kind)

@@ -364,7 +364,8 @@ def w_subscriber(port, p, start_evt, report):
     try:
         conn.handshake()
         conn.subscribe(p["subject"], p["sid"])
-        frame = msg_frame(p["subject"], p["sid"], make_payload(p["size"]))
+        # (a wildcard subscription gets the messages under their own subject)
+        frame = msg_frame(p.get("msg_subject", p["subject"]), p["sid"], make_payload(p["size"]))
         flen = len(frame)
         expected = p["count"] * flen
         buf = bytearray(RECV_BUF)

@@ -42,7 +42,8 @@ class Scenario:
     unit: str = "msg"
     # Core scenarios: how the clients connect, "tcp", "tls" or "ws" (see
     # transports.py; both servers are restarted with that transport's config
-    # when the previous scenario used another one).
+    # when the previous scenario used another one), or "perms": plain TCP,
+    # both servers configured with a user with permissions (PERMS_CONF).
     transport: str = "tcp"
 
     @property
@@ -72,6 +73,14 @@ def _sub_specs(k):
                  for i in range(k_)]
                 + [("publisher", {"subject": subject, "size": size, "count": n})])
     return specs
+
+
+def _wildcard_sub_specs(n, size, subs, tag, opts=None):
+    """pub -> 1 sub on a wildcard subject (``bench.sub.<tag>.*``)."""
+    subject = f"bench.sub.{tag}.x"
+    return [("subscriber", {"subject": f"bench.sub.{tag}.*", "msg_subject": subject, "sid": "1",
+                            "size": size, "count": n}),
+            ("publisher", {"subject": subject, "size": size, "count": n})]
 
 
 def _sub_metrics(k):
@@ -266,6 +275,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              2_000_000, _sub_specs(1), _sub_metrics(1), "delivered msgs/s"),
     Scenario("fanout", "pub -> N subs (fan-out)",
              800_000, _sub_specs(None), _sub_metrics(None), "delivered msgs/s"),
+    # With permissions (transports.PERMS_CONF): compare with pubsub / pubsub-wild.
+    Scenario("pubsub-perms", "pub -> 1 sub, clients with publish/subscribe permissions",
+             2_000_000, _sub_specs(1), _sub_metrics(1), "delivered msgs/s", transport="perms"),
+    Scenario("pubsub-wild", "pub -> 1 sub on a wildcard subject (bench.sub.<tag>.*)",
+             2_000_000, _wildcard_sub_specs, _sub_metrics(1), "delivered msgs/s"),
+    Scenario("pubsub-perms-wild", "pubsub-wild, clients with permissions (subscribe deny "
+             "entries: every delivery to the wildcard subscription is checked)",
+             2_000_000, _wildcard_sub_specs, _sub_metrics(1), "delivered msgs/s",
+             transport="perms"),
     Scenario("reqrep", "request-reply (1 requester, 1 at a time; 1 responder)",
              15_000, _rr_specs, _rr_metrics, "round trips/s"),
     # The same over TLS and WebSocket: compare each with pubsub / reqrep.

@@ -82,9 +82,30 @@ def remove_tls_files(files: TLSFiles | None) -> None:
 
 # -- server side -----------------------------------------------------------------
 
+# The "perms" scenarios: the same clients, as a user with permissions to
+# check on every PUB and SUB. Every bench subject is allowed. A wildcard
+# subscription to bench.sub.<tag>.* (pubsub-perms-wild) overlaps the deny
+# entry bench.sub.*.*.secret, so every delivery to it is checked as well.
+PERMS_CONF = """no_auth_user: bench
+authorization {
+  users = [
+    {user: bench, password: bench, permissions: {
+      publish: {
+        allow: ["bench.>", "_INBOX.>", "metrics.*.cpu", "orders.*.created"]
+        deny: ["bench.admin.>", "bench.*.secret", "orders.eu.*", "$SYS.>"]
+      }
+      subscribe: {
+        allow: ["bench.>", "_INBOX.>", "metrics.> q1"]
+        deny: ["bench.admin.>", "bench.*.*.secret", "bench.sub.*.*.secret", "bench.*.* q9"]
+      }
+    }}
+  ]
+}
+"""
+
 @dataclass(frozen=True)
 class Transport:
-    kind: str                       # "tls" or "ws" ("tcp" is no Transport: None)
+    kind: str                       # "tls", "ws" or "perms" ("tcp" is no Transport: None)
     tls: TLSFiles | None = None     # kind "tls"
     tls_first: bool = False         # kind "tls": handshake_first on both sides
     client: dict = field(default_factory=dict, compare=False, hash=False)
@@ -100,6 +121,10 @@ class Transport:
                        {"kind": "tls", "ca": tls.ca, "tls_first": tls_first})
         if kind == "ws":
             return cls(kind, client={"kind": "ws"})
+        if kind == "perms":
+            # plain TCP; the clients are the no_auth_user, so they connect
+            # (and the readiness probe connects) without credentials
+            return cls(kind, client={"kind": "tcp"})
         raise TransportError(f"unknown transport {kind!r}")
 
     def config_text(self) -> str:
@@ -110,6 +135,8 @@ class Transport:
                     f"  cert_file: {json.dumps(self.tls.cert)}\n"
                     f"  key_file: {json.dumps(self.tls.key)}\n"
                     f"{first}}}\n")
+        if self.kind == "perms":
+            return PERMS_CONF
         return 'websocket {\n  host: "127.0.0.1"\n  port: -1\n  no_tls: true\n}\n'
 
     def server_args(self, role: str, tmp: Path) -> tuple[list, dict]:
@@ -121,6 +148,10 @@ class Transport:
 
     def describe(self) -> str:
         text = " ".join(self.config_text().split())
+        if self.kind == "perms":
+            return ("-c CONF: every client is the no_auth_user \"bench\", whose permissions "
+                    "have allow and deny lists with wildcards, publish and subscribe (see "
+                    "transports.PERMS_CONF)")
         if self.kind == "tls":
             how = ("TLS first (handshake_first)" if self.tls_first
                    else "INFO first, then the handshake")

@@ -1,0 +1,857 @@
+"""Operator mode at run time: trusted keys, accounts made from their JWTs,
+and the login of a user JWT, as nats-server's (server/auth.go
+``processClientOrLeafAuthentication``, server/accounts.go, server/jwt.go).
+
+A client sends its user JWT in CONNECT (``jwt``) and, unless the JWT is a
+bearer token, ``sig``: its signature of the INFO ``nonce`` with the user's
+key. The JWT must be issued by its account's key or one of the account's
+signing keys; the account JWT, found by the resolver, by a trusted operator
+key. Every refusal is nats-server's ``-ERR 'Authorization Violation'`` with
+its debug line saying why. The account is made (``Broker.add_account``) the
+first time one of its users logs in.
+"""
+
+import time
+
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from natsbroker import COMPAT_VERSION
+from natsbroker.config import MapDest, Permission, Permissions, ResponsePermission, SubjectMapping
+from natsbroker.godur import format_duration
+from natsbroker.interfaces import IBrokerPlugin, IClientObserver
+from natsbroker.jwtauth import claims as C
+from natsbroker.jwtauth.resolver import DirResolver, MemoryResolver, ResolverError
+from natsbroker.nkey import decode_signature
+
+log = Logger()
+
+ERR_MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
+ERR_MAX_SUBS = "maximum subscriptions exceeded"
+ERR_EXPIRED = "User Authentication Expired"
+ACCOUNT_VALIDATION = "account validation failed"
+
+# nats-server's connection types (jwt.ConnectionType*), and which one a
+# client of ours is.
+CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS",
+                    "IN_PROCESS")
+
+
+class OperatorError(Exception):
+    """A configuration nats-server refuses to start with (its words)."""
+
+
+class JwtUser(str):
+    """The identity of a client logged in with a user JWT: its public key.
+    ``log_tag`` is nats-server's ``"<account>/<account name>/jwt:<user>"``."""
+
+    __slots__ = ("claims", "account", "log_tag", "valid_for", "claims_limits")
+
+
+# -- start-up checks ---------------------------------------------------------------
+
+
+def _version(text):
+    parts = text.split(".") if text else []
+    if not text:
+        return 0, 0, 0
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError("invalid version string format %s" % text)
+    return tuple(int(p) for p in parts)
+
+
+def check_operator_config(config):
+    """nats-server's validateTrustedOperators and the operator-mode parts of
+    its start (no_auth_user, the system account, the default resolver).
+    Sets ``config.system_account`` from the operator JWT when the config
+    names none. Raises :class:`OperatorError`."""
+    if not config.operators:
+        if config.trusted_keys and config.no_auth_user:
+            raise OperatorError("no_auth_user not compatible with Trusted Operator")
+        return
+    operators = [C.decode_operator(j) for j in config.operators]
+    if len(operators) == 1:
+        if config.resolver is None and config.resolver_url is None:
+            config.resolver_url = (operators[0].account_server_url or "") + "/accounts"
+        if not config.system_account:
+            config.system_account = operators[0].system_account
+    if config.resolver is None and config.resolver_url is None:
+        raise OperatorError("operators require an account resolver to be configured")
+    if config.accounts:
+        raise OperatorError("operators do not allow Accounts to be configured directly")
+    auth = config.authorization
+    if auth.users or auth.nkeys:
+        raise OperatorError("operators do not allow users to be configured directly")
+    if config.trusted_keys:
+        raise OperatorError("conflicting options for 'TrustedKeys' and 'TrustedOperators'")
+    if config.system_account:
+        non_empty = [op.system_account for op in operators if op.system_account]
+        if non_empty and config.system_account not in non_empty:
+            raise OperatorError("system_account in config and operator JWT must be identical")
+    elif config.resolver is not None and config.resolver.type == "FULL":
+        raise OperatorError("using nats based account resolver - the system account needs to be "
+                            "specified in configuration or the operator jwt")
+    server = _version(COMPAT_VERSION.split("-")[0])
+    for op in operators:
+        try:
+            want = _version(op.assert_server_version)
+        except ValueError as e:
+            raise OperatorError("operator %s expects version %s got error instead: %s"
+                                % (op.subject, op.assert_server_version, e)) from None
+        for i, what in enumerate(("major", "minor", "update")):
+            if want[i] > server[i]:
+                raise OperatorError("operator %s expected %s version %d > server %s version %d"
+                                    % (op.subject, what, want[i], what, server[i]))
+            if server[i] > want[i]:
+                break
+    for key in trusted_keys(config, operators):
+        if not C.is_public_key(key, "O"):
+            raise OperatorError("trusted Keys %s are required to be a valid public operator nkey"
+                                % _quote(key))
+    for key in config.resolver_pinned_accounts:
+        if not C.is_public_key(key, "A"):
+            raise OperatorError("pinned account key %s is not a valid public account nkey" % _quote(key))
+    if config.no_auth_user:
+        raise OperatorError("no_auth_user not compatible with Trusted Operator")
+    if config.resolver is None:
+        # nats-server fetches from the operator's account server: we don't.
+        url = config.resolver_url
+        if url == "/accounts":
+            raise OperatorError('could not fetch <"/accounts/">: Get "/accounts/": unsupported '
+                                'protocol scheme ""')
+        raise OperatorError("the operator's account server (%s) is not supported by natsbroker: "
+                            "configure resolver: MEMORY or a full resolver" % url)
+    sys_key = config.system_account
+    if sys_key and config.resolver.type == "MEMORY":
+        # The system account is looked up when the server starts.
+        if not C.is_public_key(sys_key, "A"):
+            raise OperatorError("error resolving system account: will only fetch valid account keys")
+        token = config.resolver_preload.get(sys_key)
+        if token is None:
+            raise OperatorError("error resolving system account: account missing")
+        if verify_account(token, sys_key, set(trusted_keys(config, operators))) is None:
+            raise OperatorError("error resolving system account: " + ACCOUNT_VALIDATION)
+
+
+def trusted_keys(config, operators=None):
+    """The operator keys account JWTs may be signed with."""
+    if operators is None:
+        operators = [C.decode_operator(j) for j in config.operators]
+    keys = list(config.trusted_keys)
+    for op in operators:
+        if not op.strict_signing_key_usage:
+            keys.append(op.subject)
+        keys.extend(op.signing_keys)
+    return keys
+
+
+def verify_account(token, name, trusted, now=None):
+    """The AccountClaims of ``token`` if it is a valid account JWT for
+    ``name`` issued by a ``trusted`` key (nats-server's verifyAccountClaims),
+    else None."""
+    try:
+        claims = C.decode_account(token)
+    except C.JWTError:
+        return None
+    if claims.issuer not in trusted:
+        return None
+    vr = C.ValidationResults()
+    claims.validate(vr, now)
+    if vr.is_blocking(True) or claims.subject != name:
+        return None
+    return claims
+
+
+def _quote(s):
+    import json
+    return json.dumps(s)
+
+
+# -- accounts ---------------------------------------------------------------------
+
+
+class JwtAccount:
+    """An account as its JWT says: the broker's :class:`Account` and the
+    claims that govern it."""
+
+    def __init__(self, account, claims):
+        self.account = account
+        self.update(claims)
+
+    def update(self, claims):
+        self.claims = claims
+        self.name_tag = claims.name
+        self.signing_keys = claims.signing_keys()
+        self.revocations = claims.revocations()
+        limits = claims.limits()
+        self.max_conns = _limit(limits.get("conn"))
+        self.max_subs = _limit(limits.get("subs"))
+        self.max_payload = _limit(limits.get("payload"))
+        self.disallow_bearer = bool(limits.get("disallow_bearer"))
+        self.expires = claims.expires
+        self.default_permissions = permissions_from_jwt(claims.nats.get("default_permissions"))
+
+    def has_issuer(self, issuer):
+        """``(known, scope)``: the account's own key or one of its signing
+        keys (scope: a user_scope dict, or None)."""
+        if issuer == self.account.name:
+            return True, None
+        if issuer in self.signing_keys:
+            return True, self.signing_keys[issuer]
+        return False, None
+
+    def revoked(self, subject, issued_at):
+        """nats-server's isRevoked: revoked at or after the JWT was issued."""
+        rev = self.revocations
+        if not rev:
+            return False
+        t = rev.get(subject)
+        if t is None or t < issued_at:
+            t = rev.get("*")
+            if t is None or t < issued_at:
+                return False
+        return True
+
+    def expired(self, now=None):
+        now = time.time() if now is None else now
+        return bool(self.expires) and now > self.expires
+
+
+def _limit(v):
+    """A JWT limit as nats-server reads it: -1 is no limit, and an absent
+    one is Go's zero value, 0 (an account JWT without limits takes no
+    connections)."""
+    if v is None:
+        return 0
+    return int(v)
+
+
+def _min_limit(value, limit):
+    """nats-server's minLimit: the lower of two limits, -1 meaning none."""
+    if value != C.NO_LIMIT:
+        if limit != C.NO_LIMIT and limit < value:
+            return limit
+        return value
+    return limit
+
+
+def permissions_from_jwt(p):
+    """nats-server's buildPermissionsFromJwt: a :class:`Permissions`, or
+    None when the JWT sets none."""
+    if not p:
+        return None
+    out = None
+    pub, sub, resp = p.get("pub") or {}, p.get("sub") or {}, p.get("resp")
+    if pub.get("allow") or pub.get("deny"):
+        out = Permissions()
+        out.publish = Permission(list(pub.get("allow") or []), list(pub.get("deny") or []))
+    if sub.get("allow") or sub.get("deny"):
+        out = out or Permissions()
+        out.subscribe = Permission(list(sub.get("allow") or []), list(sub.get("deny") or []))
+    if resp is not None:
+        out = out or Permissions()
+        out.allow_responses = True
+        max_msgs = int(resp.get("max") or 0)
+        ttl = int(resp.get("ttl") or 0)
+        out.response = ResponsePermission(max_msgs=max_msgs or 1,
+                                          expires=ttl / 1e9 if ttl else 120.0)
+    return out
+
+
+def _mappings(claims):
+    out = []
+    for source, dests in (claims.nats.get("mappings") or {}).items():
+        out.append(SubjectMapping(source, [MapDest(d.get("subject", ""), d.get("weight") or 100,
+                                                   d.get("cluster") or "") for d in dests or ()]))
+    return out
+
+
+# -- scoped signing keys --------------------------------------------------------------
+
+_UPL_LISTS = ("src", "times", "allowed_connection_types")
+
+
+def _permission_limits_empty(nats):
+    """Go's ``UserPermissionLimits.Empty()`` (reflect.DeepEqual with the zero
+    value): a scoped user's JWT may set none of them."""
+    for which in ("pub", "sub"):
+        p = nats.get(which)
+        if isinstance(p, dict) and (p.get("allow") is not None or p.get("deny") is not None):
+            return False
+    if nats.get("resp") is not None:
+        return False
+    for key in _UPL_LISTS:
+        if nats.get(key) is not None:
+            return False
+    if nats.get("times_location"):
+        return False
+    for key in ("subs", "data", "payload"):
+        if nats.get(key):
+            return False
+    return not nats.get("bearer_token")
+
+
+def _apply_template(entries, user, acc, fail_on_bad):
+    """nats-server's processUserPermissionsTemplate for one list."""
+    from natsbroker.subjects import is_valid_subject
+    if not any(t.startswith("{{") and t.endswith("}}") for e in entries for t in e.split(".")):
+        return list(entries)
+    out = []
+    for entry in entries:
+        tokens = entry.split(".")
+        new_tokens = []
+        tag_values = []
+        for tk in tokens:
+            if tk.startswith("{{") and tk.endswith("}}"):
+                op = tk[2:-2].lower()
+                if op == "name()":
+                    tk = user.name
+                elif op == "subject()":
+                    tk = user.subject
+                elif op == "account-name()":
+                    tk = acc.name_tag
+                elif op == "account-subject()":
+                    tk = user.issuer_account
+                elif (op.startswith("tag(") or op.startswith("account-tag(")) and op.endswith(")"):
+                    tk = ""
+                    if op.startswith("account-tag("):
+                        tags = acc.claims.tags
+                        prefix = op[len("account-tag("):-1].lower() + ":"
+                    else:
+                        tags = user.tags
+                        prefix = op[len("tag("):-1].lower() + ":"
+                    values = [t[len(prefix):] for t in tags if t.startswith(prefix)]
+                    if values:
+                        tag_values.append(values)
+                else:
+                    tk = " "
+            new_tokens.append(tk)
+        if not tag_values:
+            candidates = [".".join(new_tokens)]
+        else:
+            candidates = []
+            for combo in _product(tag_values):
+                combo = list(combo)
+                parts = []
+                for tk in new_tokens:
+                    parts.append(combo.pop(0) if tk == "" else tk)
+                candidates.append(".".join(parts))
+        for subj in candidates:
+            if is_valid_subject(subj.encode()):
+                out.append(subj)
+            elif fail_on_bad:
+                raise ValueError("generated invalid subject")
+    return out
+
+
+def _product(lists):
+    import itertools
+    return itertools.product(*lists)
+
+
+def _process_template(template, user, acc):
+    lim = dict(template)
+    pub = dict(lim.get("pub") or {})
+    sub = dict(lim.get("sub") or {})
+    sub_allow_was = bool(sub.get("allow"))
+    pub_allow_was = bool(pub.get("allow"))
+    sub["allow"] = _apply_template(sub.get("allow") or [], user, acc, False)
+    sub["deny"] = _apply_template(sub.get("deny") or [], user, acc, True)
+    pub["allow"] = _apply_template(pub.get("allow") or [], user, acc, False)
+    pub["deny"] = _apply_template(pub.get("deny") or [], user, acc, True)
+    if sub_allow_was and not sub["allow"] and ">" not in sub["deny"]:
+        sub["deny"].append(">")
+    if pub_allow_was and not pub["allow"] and ">" not in pub["deny"]:
+        pub["deny"].append(">")
+    lim["pub"], lim["sub"] = pub, sub
+    return lim
+
+
+# -- time windows ---------------------------------------------------------------------
+
+
+def validate_times(nats, now=None):
+    """nats-server's validateTimes: ``(allowed now, seconds left or 0)``."""
+    ranges = nats.get("times") or []
+    if not ranges:
+        return True, 0
+    import datetime
+    tz = None
+    loc = nats.get("times_location") or ""
+    if loc:
+        tz = C._zone(loc)
+        if tz is None:
+            return False, 0
+    current = datetime.datetime.now(tz) if now is None else now
+    if tz is None:
+        current = current.astimezone()
+    midnight = current.replace(hour=0, minute=0, second=0, microsecond=0)
+    for tr in ranges:
+        start = C.parse_clock(tr.get("start"))
+        end = C.parse_clock(tr.get("end"))
+        if start is None or end is None:
+            return False, 0
+        s = midnight + datetime.timedelta(seconds=start)
+        e = midnight + datetime.timedelta(seconds=end)
+        if start > end:
+            e += datetime.timedelta(days=1)
+        if s < current < e:
+            return True, (e - current).total_seconds()
+    return False, 0
+
+
+def validate_src(nats, host):
+    """nats-server's validateSrc."""
+    import ipaddress
+    cidrs = C.cidr_list(nats.get("src"))
+    if not cidrs:
+        return True
+    if not host:
+        return False
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    for text in cidrs:
+        net = C.parse_cidr(text)
+        if net is None:
+            return False
+        if ip.version == net.version and ip in net:
+            return True
+    return False
+
+
+# -- the mode itself -------------------------------------------------------------------
+
+
+@implementer(IBrokerPlugin, IClientObserver)
+class OperatorMode:
+    """Operator mode for one broker: its trusted keys, its resolver, the
+    accounts loaded from JWTs; the login of user JWTs; the limits and
+    expiry of JWT users' connections. A broker plugin so that it starts
+    (the resolver's requests, the store checks) and stops with the server."""
+
+    name = "operator"
+
+    def __init__(self, broker, config):
+        self.broker = broker
+        self.config = config
+        self.operators = [C.decode_operator(j) for j in config.operators]
+        self.trusted = set(trusted_keys(config, self.operators))
+        first = self.operators[0] if self.operators else None
+        self.operator_key = first.subject if first else ""
+        self.strict = bool(first and first.strict_signing_key_usage)
+        # getOperatorKeys: who may send a delete request.
+        self.operator_keys = set()
+        if first:
+            if not self.strict:
+                self.operator_keys.add(first.subject)
+            self.operator_keys.update(first.signing_keys)
+        self.pinned = set(config.resolver_pinned_accounts)
+        if self.pinned and config.system_account:
+            self.pinned.add(config.system_account)
+        self.accounts = {}  # public key -> JwtAccount
+        self._seq = 0
+        rc = config.resolver
+        if rc is None:
+            self.resolver = None
+        elif rc.type == "FULL":
+            self.resolver = DirResolver(rc.dir, rc.limit, rc.allow_delete, rc.interval, rc.timeout)
+        else:
+            self.resolver = MemoryResolver()
+        self._preload_errors = []
+        if self.resolver is not None:
+            for key, token in config.resolver_preload.items():
+                try:
+                    self.resolver.store(key, token)
+                except (ResolverError, C.JWTError, OSError) as e:
+                    self._preload_errors.append("preload account error for %s: %s" % (_quote(key), e))
+        self._bootstrap_system_account()
+
+    def _bootstrap_system_account(self):
+        sys_acc = self.broker.system_account
+        name = sys_acc.name
+        self.bootstrapped = False
+        if not C.is_public_key(name, "A") or self.resolver is None:
+            return
+        try:
+            token = self.resolver.fetch(name)
+        except ResolverError:
+            token = None
+        claims = verify_account(token, name, self.trusted) if token is not None else None
+        if claims is None:
+            # The full resolver starts without one (nats-server's
+            # "bootstrapping system account").
+            self.bootstrapped = True
+            return
+        self.accounts[name] = JwtAccount(sys_acc, claims)
+
+    # -- IBrokerPlugin -----------------------------------------------------
+
+    def start(self, broker):
+        log.info("Trusted Operators")
+        for op in self.operators:
+            log.info("  System  : {a}", a=_quote(op.data.get("aud") or ""))
+            log.info("  Operator: {n}", n=_quote(op.name))
+            log.info("  Issued  : {t}", t=_go_time(op.issued_at))
+            log.info("  Expires : {t}", t=_go_time(op.expires) if op.expires else "Never")
+        for text in self._preload_errors:
+            log.error("{t}", t=text)
+        if self.resolver is not None:
+            self.resolver.start(self)
+        if self.bootstrapped and self.config.resolver is not None and self.config.resolver.type == "FULL":
+            log.info("Using bootstrapping system account")
+
+    def stop(self):
+        if self.resolver is not None:
+            self.resolver.stop()
+
+    # -- IClientObserver ---------------------------------------------------
+
+    def client_connected(self, client):
+        pass
+
+    def client_closed(self, client):
+        call = getattr(client, "_jwt_expiry", None)
+        if call is not None and call.active():
+            call.cancel()
+
+    # -- accounts ------------------------------------------------------------
+
+    def lookup_account(self, name):
+        """``(JwtAccount, None)`` or ``(None, why)`` (nats-server's
+        LookupAccount with the resolver behind it)."""
+        jacc = self.accounts.get(name)
+        if jacc is not None:
+            return jacc, None
+        if not C.is_public_key(name, "A"):
+            return None, "will only fetch valid account keys"
+        if self.resolver is None:
+            return None, "Account Resolver Missing"
+        began = time.monotonic()
+        try:
+            token = self.resolver.fetch(name)
+        except ResolverError as e:
+            self._fetch_took(name, began)
+            log.warn("Account fetch failed: {e}", e=e)
+            return None, str(e)
+        self._fetch_took(name, began)
+        claims = verify_account(token, name, self.trusted)
+        if claims is None:
+            try:
+                C.decode_account(token)
+            except C.JWTError as e:
+                return None, str(e)
+            return None, ACCOUNT_VALIDATION
+        log.debug("Updating account claims: {a}/{n}", a=name, n=claims.name)
+        account = self.broker.add_account(name, mappings=_mappings(claims))
+        jacc = self.accounts[name] = JwtAccount(account, claims)
+        return jacc, None
+
+    def _fetch_took(self, name, began):
+        ns = int((time.monotonic() - began) * 1e9)
+        log.debug("Account [{a}] fetch took {d}", a=name, d=format_duration(max(ns, 1)))
+
+    def account_changed(self, key, token):
+        """The full resolver stored a new JWT for ``key``: a loaded account
+        takes its new claims."""
+        if key in self.accounts:
+            err = self.update_account(key, token)
+            if err is not None:
+                log.error('DirResolver - Update for account "{a}" resulted in error {e}', a=key, e=err)
+
+    def update_account(self, key, token):
+        """A loaded account takes the claims of ``token`` (limits, signing
+        keys, revocations, mappings); its users now revoked are
+        disconnected. Returns None, or why the JWT was refused."""
+        jacc = self.accounts.get(key)
+        if jacc is None:
+            return None
+        claims = verify_account(token, key, self.trusted)
+        if claims is None:
+            return ACCOUNT_VALIDATION
+        log.debug("Updating account claims: {a}/{n}", a=key, n=claims.name)
+        jacc.update(claims)
+        set_mappings(jacc.account, _mappings(claims))
+        # Users revoked by the new claims go now.
+        for client in list(self.broker.clients()):
+            user = client.user
+            if (client.account is jacc.account and isinstance(user, JwtUser) and not client.closed
+                    and jacc.revoked(user.claims.subject, user.claims.issued_at)):
+                log.debug("{prefix} - User Authentication Revoked - Account:{a}/{n} - jwt:{u}",
+                          prefix=client.log_prefix(), a=key, n=jacc.name_tag, u=str(user))
+                client.send_err("User Authentication Revoked", close=True, reason="Credentials Revoked")
+        return None
+
+    def account_deleted(self, key):
+        """The resolver deleted ``key``'s JWT: no one logs in to it any more
+        (nats-server's removeCb locks new clients out)."""
+        jacc = self.accounts.get(key)
+        if jacc is None:
+            return
+        log.debug("Disable account {a} due to remove", a=key)
+        jacc.max_conns = jacc.max_subs = jacc.max_payload = 0
+        for client in list(self.broker.clients()):
+            if client.account is jacc.account:
+                client.send_err("Account Authentication Expired", close=True,
+                                reason="Account Authentication Expired")
+
+    def server_response(self, body, server_last=False):
+        """A system-account reply: ``{"server": <ServerInfo>, ...body}``
+        (``server_last``: after the body, as a Go map marshals it)."""
+        import json
+        b = self.broker
+        system = b.plugin("system")
+        if system is not None and hasattr(system, "server_info"):
+            # The system account's ServerInfo and its one sequence number.
+            info = system.server_info()
+        else:
+            self._seq += 1
+            info = {"name": b.server_name, "host": b.host or "0.0.0.0", "id": b.server_id,
+                    "ver": COMPAT_VERSION, "jetstream": bool(b.config.jetstream.enabled),
+                    "flags": 0, "seq": self._seq, "time": _rfc3339_nano(time.time_ns())}
+        out = dict(body) if server_last else {"server": info}
+        if server_last:
+            out["server"] = info
+        else:
+            out.update(body)
+        return json.dumps(out, separators=(",", ":")).encode()
+
+    # -- login ----------------------------------------------------------------
+
+    def authenticate(self, opts, nonce, client, note):
+        """``(ok, JwtUser, Permissions|None, account name)`` for a CONNECT in
+        operator mode; ``note(text)`` hears why a login was refused (at
+        debug level, as nats-server; the reasons it logs as errors are
+        logged here with the client's prefix)."""
+        refused = (False, None, None, None)
+        debug = note or (lambda text: None)
+        if not opts.jwt:
+            debug("Authentication requires a user JWT")
+            return refused
+        try:
+            juc = C.decode_user(opts.jwt)
+        except C.JWTError:
+            # (nats-server 2.15 says the same of a token it cannot decode.)
+            debug("Authentication requires a user JWT")
+            return refused
+        vr = C.ValidationResults()
+        juc.validate(vr)
+        if vr.is_blocking(True):
+            debug("User JWT no longer valid: %s" % vr)
+            return refused
+        nats = juc.nats
+        types = nats.get("allowed_connection_types")
+        if types:
+            known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
+            unknown = [t for t in types if t.upper() not in CONNECTION_TYPES]
+            if unknown:
+                debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
+                if not known:
+                    return refused
+            kind = "WEBSOCKET" if getattr(client, "websocket", None) is not None else "STANDARD"
+            if kind not in known:
+                debug("Connection type not allowed")
+                return refused
+        issuer = juc.issuer_account or juc.issuer
+        if self.pinned and issuer not in self.pinned:
+            debug("Account %s not listed as operator pinned account" % issuer)
+            return refused
+        jacc, why = self.lookup_account(issuer)
+        if jacc is None:
+            debug("Account JWT lookup error: %s" % why)
+            return refused
+        if jacc.claims.issuer not in self.trusted:
+            debug("Account JWT not signed by trusted operator")
+            return refused
+        known, scope = jacc.has_issuer(juc.issuer)
+        limits = nats
+        if not known:
+            debug("User JWT issuer is not known")
+            return refused
+        if scope is not None:
+            if scope.get("key") != juc.issuer:
+                debug("User JWT is not valid: issuer not the scoped signer")
+                return refused
+            if not _permission_limits_empty(nats):
+                debug("User JWT is not valid: scoped users require no permissions or limits set")
+                return refused
+            try:
+                limits = _process_template(scope.get("template") or {}, juc, jacc)
+            except ValueError:
+                debug("User JWT generated invalid permissions")
+                return refused
+        if jacc.expired():
+            debug("Account JWT has expired")
+            return refused
+        bearer = bool(limits.get("bearer_token")) if scope is not None else juc.bearer_token
+        if juc.bearer_token and jacc.disallow_bearer:
+            debug("Account does not allow bearer tokens")
+            return refused
+        if not bearer and not juc.bearer_token:
+            why = _check_sig(juc.subject, opts.sig, nonce)
+            if why is not None:
+                debug(why)
+                return refused
+        if jacc.revoked(juc.subject, juc.issued_at):
+            debug("User authentication revoked")
+            return refused
+        host = getattr(client, "host", "") if client is not None else ""
+        if not validate_src(limits, host):
+            _error(client, "Bad src Ip %s" % host)
+            return refused
+        allowed, valid_for = validate_times(limits)
+        if not allowed:
+            _error(client, "Outside connect times")
+            return refused
+        perms = permissions_from_jwt(limits)
+        if perms is None:
+            perms = jacc.default_permissions
+        user = JwtUser(juc.subject)
+        user.claims = juc
+        user.account = jacc
+        user.log_tag = "%s/%s/jwt:%s" % (jacc.account.name, jacc.name_tag, juc.subject)
+        user.valid_for = valid_for
+        user_limits = {k: limits.get(k, 0) for k in ("subs", "payload")}
+        user.claims_limits = user_limits
+        return True, user, perms, jacc.account.name
+
+    def admit(self, client):
+        """After the login of a JWT user: the account's connection limit,
+        the connection's payload and subscription limits, the expiry timer.
+        False if the connection was refused (and is closing)."""
+        user = client.user
+        if not isinstance(user, JwtUser):
+            return True
+        jacc = user.account
+        if jacc.max_conns != C.NO_LIMIT:
+            n = sum(1 for c in self.broker.clients() if c.account is jacc.account and c is not client
+                    and c.connect_received)
+            if n >= jacc.max_conns:
+                _error(None, "%s - %s" % (_peer_prefix(client), ERR_MAX_ACCOUNT_CONNECTIONS))
+                client.send_err(ERR_MAX_ACCOUNT_CONNECTIONS, close=True,
+                                reason="Maximum Account Connections Exceeded")
+                _error(None, "%s - %s" % (_peer_prefix(client), ERR_MAX_ACCOUNT_CONNECTIONS))
+                return False
+        lim = user.claims_limits
+        payload = _min_limit(int(lim.get("payload") or 0), jacc.max_payload)
+        subs = _min_limit(int(lim.get("subs") or 0), jacc.max_subs)
+        cfg = self.broker.config
+        if payload == C.NO_LIMIT or (cfg.max_payload and payload > cfg.max_payload):
+            payload = cfg.max_payload
+        if subs == C.NO_LIMIT:
+            subs = cfg.max_subscriptions or C.NO_LIMIT
+        elif cfg.max_subscriptions and cfg.max_subscriptions < subs:
+            subs = cfg.max_subscriptions
+        client.parser.max_payload = payload
+        client.max_payload = payload
+        if subs == 0:
+            # No subscription at all is allowed: nats-server says so and
+            # closes the connection a moment later.
+            client.max_subs = -1
+            self.broker.reactor.callLater(0, _max_subs_exceeded, client)
+        else:
+            client.max_subs = 0 if subs == C.NO_LIMIT else subs  # (0: no limit)
+        juc = user.claims
+        self._set_expiration(client, juc.expires, user.valid_for)
+        log.debug('{prefix} - Authenticated JWT: Client "{u}" (claim-name: "{n}", claim-tags: [{t}]) '
+                  'signed with "{i}" by Account "{a}" (claim-name: "{an}", claim-tags: [{at}]) '
+                  'signed with "{ai}" has mappings {m}',
+                  prefix=_peer_prefix(client), u=juc.subject, n=juc.name,
+                  t=" ".join(_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
+                  an=jacc.name_tag, at=" ".join(_quote(x) for x in jacc.claims.tags),
+                  ai=jacc.claims.issuer, m="true" if jacc.account.mappings is not None else "false")
+        return True
+
+    def _set_expiration(self, client, expires, valid_for):
+        at = 0.0
+        if expires:
+            at = max(expires - time.time(), 0.0)
+            if valid_for and valid_for < at:
+                at = valid_for
+        elif valid_for:
+            at = valid_for
+        else:
+            return
+        client._jwt_expiry = self.broker.reactor.callLater(at, self._expired, client)
+
+    def _expired(self, client):
+        client._jwt_expiry = None
+        if client.closed:
+            return
+        user = client.user
+        log.debug("{prefix} - User Authentication Expired - Account:{a}/{n} - jwt:{u}",
+                  prefix=client.log_prefix(), a=user.account.account.name,
+                  n=user.account.name_tag, u=str(user))
+        client.send_err(ERR_EXPIRED, close=True, reason="Authentication Expired")
+
+
+def _max_subs_exceeded(client):
+    # As nats-server (in a goroutine of its own, after the CONNECT is
+    # answered): the error, and the close 20 ms later.
+    if client.closed:
+        return
+    _error(client, ERR_MAX_SUBS)
+    client.send_err(ERR_MAX_SUBS)
+    client.broker.reactor.callLater(0.02, _close_later, client)
+
+
+def _close_later(client):
+    if not client.closed:
+        client.close("Maximum Subscriptions Exceeded")
+
+
+def set_mappings(account, mappings):
+    """Give a loaded account new subject mappings (an account JWT update),
+    as Account.__init__ sets them up."""
+    from natsbroker.mapping import SubjectMappings
+    if mappings:
+        account.mappings = SubjectMappings(mappings, account.broker.config.cluster.name)
+        account._mapped = account.mappings.cache
+        if "route" not in account.__dict__ or account.route.__func__ is type(account).route:
+            account.route = account._route_mapped
+    elif account.mappings is not None and account.__dict__.get("route") is not None \
+            and account.route.__func__ is type(account)._route_mapped:
+        account.mappings = None
+        del account.route
+
+
+def _check_sig(subject, sig, nonce):
+    """The nonce signature check of a (non-bearer) user JWT, with
+    nats-server's debug lines."""
+    if not sig:
+        return "Signature missing"
+    raw = decode_signature(sig)
+    if raw is None:
+        return "Signature not valid base64"
+    if C.public_key_raw(subject) is None:
+        return "User nkey not valid: nkeys: invalid public key"
+    if not nonce or not C.verify(subject, nonce.encode(), raw):
+        return "Signature not verified"
+    return None
+
+
+def _peer_prefix(client):
+    return "%s:%s - cid:%d" % (client.host, client.port, client.cid)
+
+
+def _error(client, text):
+    if client is None:
+        log.error("{t}", t=text)
+    else:
+        log.error("{prefix} - {t}", prefix=client.log_prefix(), t=text)
+
+
+def _go_time(ts):
+    import datetime
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S +0000 UTC")
+
+
+def _rfc3339_nano(ns):
+    """Go's time.RFC3339Nano of ``ns`` (UTC): nanoseconds, zeros trimmed."""
+    secs, frac = divmod(ns, 1_000_000_000)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if frac:
+        text += ("." + "%09d" % frac).rstrip("0")
+    return text + "Z"
