@@ -86,6 +86,11 @@ class StreamStore:
         """Current :class:`StreamState`."""
         raise NotImplementedError
 
+    @property
+    def stored_bytes(self):
+        """``state().bytes`` (stores may answer it without building a state)."""
+        return self.state().bytes
+
     def append(self, subject, hdr, data, ts):
         """Store a message with the next sequence; returns that sequence."""
         raise NotImplementedError

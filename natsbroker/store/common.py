@@ -264,6 +264,12 @@ class StreamBase(StreamStore):
 
     # -- reading ----------------------------------------------------------
 
+    @property
+    def stored_bytes(self):
+        """``state().bytes`` without building a state (account usage is summed
+        over streams on every publish that storage limits bound)."""
+        return self._bytes
+
     def state(self):
         ft = self._first_ts
         if ft is None:

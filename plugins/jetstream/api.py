@@ -7,13 +7,16 @@ nats-server's.
 """
 
 import base64
+import json
 
 from twisted.logger import Logger
 
 from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_api
+from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import direct
 from plugins.jetstream import errors as E
+from plugins.jetstream import limits as L
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 
@@ -64,25 +67,10 @@ def handle(js, subject, reply, body, hdr=b""):
     """Dispatch one API request and publish the response to ``reply``
     (``hdr``: the request's header block, for ``Nats-Required-Api-Level``)."""
     source = js.broker.route_source
-    prefix_len = len(b"$JS.API.")
-    if not subject.startswith(b"$JS.API."):
-        # $JS.<domain>.API.<...>
-        parts = subject.split(b".", 3)
-        if len(parts) < 4:
-            return
-        rest = parts[3]
-    else:
-        rest = subject[prefix_len:]
-    tokens = [t.decode(errors="replace") for t in rest.split(b".")]
-    for n in (3, 2, 1):
-        key = tuple(tokens[:n])
-        route = _ROUTES.get(key)
-        if route is not None:
-            break
-    else:
+    route = _route(subject)
+    if route is None:
         return  # nats-server does not answer unknown API subjects
-    handler, kind, nargs = route
-    args = tokens[len(key):]
+    handler, kind, nargs, args = route
     js.api_total += 1
     try:
         if nargs is not None and len(args) < nargs:
@@ -129,6 +117,97 @@ def handle(js, subject, reply, body, hdr=b""):
         js.audit(source, subject, body, payload)
 
 
+def _route(subject):
+    """``(handler, kind, nargs, args)`` of an API subject, or None."""
+    if not subject.startswith(b"$JS.API."):
+        # $JS.<domain>.API.<...>
+        parts = subject.split(b".", 3)
+        if len(parts) < 4:
+            return None
+        rest = parts[3]
+    else:
+        rest = subject[8:]
+    tokens = [t.decode(errors="replace") for t in rest.split(b".")]
+    for n in (3, 2, 1):
+        key = tuple(tokens[:n])
+        route = _ROUTES.get(key)
+        if route is not None:
+            handler, kind, nargs = route
+            return handler, kind, nargs, tokens[n:]
+    return None
+
+
+# -- an account without JetStream ---------------------------------------------------
+
+NO_RESPONDERS = object()
+
+
+def not_enabled(subject, body):
+    """nats-server's answer to an API request in an account without JetStream:
+    the response with 503/10039 "JetStream not enabled for account" (after the
+    checks some handlers make of the request first: clustering required,
+    a consumer request's JSON...), ``NO_RESPONDERS`` for direct gets and pull
+    requests (nothing serves them), ``None`` for no answer."""
+    if b".API.DIRECT.GET." in subject or b".API.CONSUMER.MSG.NEXT." in subject:
+        return NO_RESPONDERS
+    route = _route(subject)
+    if route is None:
+        return None
+    handler, kind, nargs, args = route
+    if nargs is not None and len(args) < nargs:
+        return None
+    try:
+        if handler in _CLUSTER_ONLY:
+            handler(None, args, body)
+        first = _NOT_ENABLED_FIRST.get(handler)
+        if first is not None and first(args, body) is False:
+            return None
+        raise E.not_enabled_for_account()
+    except M.ApiError as e:
+        resp = {"type": TYPE % kind, "error": e.to_json()}
+        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        return resp
+
+
+def _consumer_request_first(legacy):
+    key = ["CONSUMER", "DURABLE", "CREATE"] if legacy else ["CONSUMER", "CREATE"]
+
+    def check(args, body):
+        where = CM.parse_create_subject("$JS.API." + ".".join(key + list(args)))
+        if where is None:
+            return False
+        stream, cname, filt, legacy_durable = where
+        CM.parse_consumer_request(body, stream, cname, filt, legacy_durable=legacy_durable)
+    return check
+
+
+def _empty_request_first(args, body):
+    if not M.is_empty_request(body):
+        raise E.not_empty_request()
+
+
+def _pause_request_first(args, body):
+    if not M.is_empty_request(body):
+        CM.parse_pause_request(body)
+
+
+def _unpin_request_first(args, body):
+    if len(args) != 2:
+        return False
+    CM.parse_unpin_request(body)
+
+
+# nats-server answers an account without JetStream only after these checks
+# of the request (observed on 2.15.1).
+_NOT_ENABLED_FIRST = {
+    consumer_api.consumer_create: _consumer_request_first(False),
+    consumer_api.consumer_durable_create: _consumer_request_first(True),
+    consumer_api.consumer_info: _empty_request_first,
+    consumer_api.consumer_pause: _pause_request_first,
+    consumer_api.consumer_unpin: _unpin_request_first,
+}
+
+
 # nats-server answers a failed delete of an existing stream's message as an
 # ordinary response: not in api.errors.
 _STORE_DELETE_ERRORS = {10057, 10043}
@@ -155,11 +234,10 @@ def account_info(js, args, body):
         "memory": mem, "storage": sto, "reserved_memory": rmem, "reserved_storage": rsto,
         "streams": len(js.streams),
         "consumers": sum(len(s.consumers) for s in js.streams.values()),
-        # Account limits: none configured (the server-wide ones are in /jsz).
-        "limits": {"max_memory": -1, "max_storage": -1,
-                   "max_streams": -1, "max_consumers": -1, "max_ack_pending": -1,
-                   "memory_max_stream_bytes": -1, "storage_max_stream_bytes": -1,
-                   "max_bytes_required": False},
+        # The account's limits as configured (-1: none; the server-wide ones
+        # are in /jsz). No "tiers": a config file's limits are not tiered.
+        "limits": L.limits_json(js.limits),
+        **({"domain": js.js.domain} if js.js.domain else {}),
         # The total nats-server reports does not include this request yet.
         "api": {"level": M.API_LEVEL, "total": js.api_total - 1, "errors": js.api_errors},
     }
@@ -183,6 +261,16 @@ def _lookup(js):
     return lookup
 
 
+def _names_storage(body):
+    """Does the request body set ``storage`` (Go's case-insensitive key match)?
+    nats-server's first limits check sees an unset storage type as neither."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and any(k.lower() == "storage" for k in doc)
+
+
 def _check_overlap(js, cfg, skip=None):
     for other in js.streams.values():
         if other.name != skip and M.subjects_overlap(cfg.subjects, other.config.subjects):
@@ -190,10 +278,14 @@ def _check_overlap(js, cfg, skip=None):
 
 
 def stream_create(js, args, body):
-    # nats-server's order: parse (name mismatch first), validate and fill
-    # defaults, clustering, name in use, resources, subject overlap.
+    # nats-server's order: parse (name mismatch first), the account's stream
+    # count and limits on the request as sent, validate and fill defaults
+    # (the account's max bytes rules among them), clustering, name in use,
+    # resources, subject overlap.
     name = args[0]
-    cfg = M.fill_defaults(M.parse_stream_config(body, name), lookup=_lookup(js))
+    raw = M.parse_stream_config(body, name)
+    L.precheck_create(js, raw, _names_storage(body))
+    cfg = M.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits)
     M.check_create(cfg)
     existing = js.streams.get(name)
     if existing is not None:
@@ -202,9 +294,7 @@ def stream_create(js, args, body):
         raise M.stream_name_exist()
     if name in js.offline:
         raise E.stream_offline_reason(js.offline[name])
-    rmem, rsto = js.reserved()
-    M.check_resources(cfg, max_memory=js.js.max_memory_store, max_storage=js.js.max_file_store,
-                      reserved_memory=rmem, reserved_storage=rsto)
+    L.check_create(js, cfg)
     _check_overlap(js, cfg)
     stream = js.create_stream(cfg)
     out = _info(js, stream, did_create=True)
@@ -214,9 +304,10 @@ def stream_create(js, args, body):
 
 def stream_update(js, args, body):
     name = args[0]
-    cfg = M.parse_stream_config(body, name, update=True)
+    cfg = M.parse_stream_config(body, name, update=True, account_limits=js.limits)
     stream = _stream(js, name)
     cfg = M.check_update(stream.config, M.fill_defaults(cfg, lookup=_lookup(js)))
+    L.check_update(js, stream.config, cfg)
     _check_overlap(js, cfg, skip=name)
     js.update_stream(stream, cfg)
     out = _info(js, stream)
@@ -253,10 +344,11 @@ def _page_subjects(subjects, offset):
 def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
           deleted_details=False):
     mirror, sources = js.sourcing.info(stream)
+    # A create's reply has no domain in nats-server (every other info has).
     info = M.stream_info_json(
         stream.config, stream.created, _state(stream, subjects_filter, deleted_details),
-        cluster_leader=js.broker.server_name if leader else None, domain=js.js.domain,
-        mirror=mirror, sources=sources)
+        cluster_leader=js.broker.server_name if leader else None,
+        domain="" if did_create else js.js.domain, mirror=mirror, sources=sources)
     out = dict(info)
     if did_create:
         out["did_create"] = True

@@ -5,6 +5,7 @@ ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
+from plugins.jetstream import limits as L
 from plugins.jetstream import models as M
 
 
@@ -47,9 +48,15 @@ def consumer_create(js, args, body, legacy=False):
     stream = js.streams.get(args[0]) if args else None
     consumers = {n: c.config for n, c in stream.consumers.items()} if stream else {}
     dsubj = _deliver_subject(body)
+    lim = js.limits
+    # The account's consumer limit (per stream), else nats-server 2.15's
+    # default for a stream without its own.
+    max_consumers = lim.max_consumers if lim.max_consumers > 0 else (
+        L.DEFAULT_MAX_CONSUMERS if stream is not None and stream.config.max_consumers <= 0 else 0)
     cfg = CM.process_consumer_create(
         subject, body, stream.config if stream else None, consumers,
-        max_consumers=stream.config.max_consumers if stream else 0,
+        max_consumers=max_consumers,
+        account_max_ack_pending=max(lim.max_ack_pending, 0),
         deliver_subject_has_interest=bool(dsubj) and js.broker.sublist.has_interest(dsubj))
     if cfg is None:
         return None

@@ -28,10 +28,11 @@ The parts:
 * Stream config pipeline, in nats-server's order::
 
       cfg = parse_stream_config(body, subject_name)   # JSON + create-time checks
-      cfg = fill_defaults(cfg, lookup=...)             # checkStreamCfg: defaults + validation
+      limits.precheck_create(...)                      # stream count, limits as sent (10027...)
+      cfg = fill_defaults(cfg, lookup=..., account_limits=...)  # checkStreamCfg (10113/10122 too)
       check_create(cfg)                                # replicas > 1 standalone (10074)
       ... existing stream with a different config -> stream_name_exist() (10058)
-      check_resources(cfg, max_storage=..., ...)       # 10028 / 10047
+      limits.check_create(...)                         # 10026 / 10028 / 10047
       ... subjects overlap another stream         -> stream_subject_overlap() (10065)
 
   and for STREAM.UPDATE::
@@ -70,6 +71,7 @@ from natsbroker.godur import format_duration as go_duration
 from plugins.jetstream import errors as E
 from plugins.jetstream.errors import *  # noqa: F401,F403  (M.stream_not_found() etc.)
 from plugins.jetstream.errors import ApiError, go_quote
+from plugins.jetstream.limits import check_max_bytes
 
 # ---------------------------------------------------------------------------
 # Constants
@@ -1166,8 +1168,8 @@ class PubAck:
     as ``{"stream":"S","seq":2,"duplicate": true}`` -- note the space -- and an
     error as ``{"error":{...},"stream":"S","seq":0}``: see ``pub_ack_json``."""
     stream: str = _f(STRING, "")
+    domain: str = _f(STRING, "", omit=True)  # before seq, as nats-server's PubAck
     seq: int = _f(UINT64, 0)
-    domain: str = _f(STRING, "", omit=True)
     duplicate: bool = _f(BOOL, False, omit=True)
     val: str = _f(STRING, "", omit=True)
     batch: str = _f(STRING, "", omit=True)
@@ -1776,7 +1778,7 @@ def validate_mapping(src, dest):
 # Stream configuration
 # ---------------------------------------------------------------------------
 
-def parse_stream_config(raw, subject_name=None, *, update=False, lookup=None):
+def parse_stream_config(raw, subject_name=None, *, update=False, lookup=None, account_limits=None):
     """Decode a STREAM.CREATE/UPDATE body and run the checks nats-server runs
     before ``checkStreamCfg`` (create) or around it (update).
 
@@ -1796,7 +1798,7 @@ def parse_stream_config(raw, subject_name=None, *, update=False, lookup=None):
     if subject_name is None:
         return cfg
     if update:
-        fill_defaults(cfg, lookup=lookup)
+        fill_defaults(cfg, lookup=lookup, account_limits=account_limits)
         if cfg.name != subject_name:
             raise E.stream_mismatch()
         return cfg
@@ -1838,7 +1840,7 @@ def config_required_level(cfg):
     return level
 
 
-def fill_defaults(cfg, *, lookup=None, pedantic=None, max_duplicate_window=0):
+def fill_defaults(cfg, *, lookup=None, pedantic=None, max_duplicate_window=0, account_limits=None):
     """nats-server's ``checkStreamCfg``: validate and return a defaulted copy.
 
     Defaults: ``subjects`` -> ``[name]`` (no mirror/sources); ``storage`` file;
@@ -1855,6 +1857,9 @@ def fill_defaults(cfg, *, lookup=None, pedantic=None, max_duplicate_window=0):
     text; pedantic mode 10157).  ``lookup(name) -> StreamConfig | None`` lets
     mirror/source checks see existing streams (mirror inherits
     ``allow_direct`` as ``mirror_direct``; max message sizes; cycles).
+    ``account_limits`` (an ``AccountJetStream``): the account's
+    ``max_bytes_required`` (10113) and per-stream maximum (10122), checked
+    where nats-server checks them (after the subjects).
     """
     if pedantic is None:
         pedantic = cfg.pedantic
@@ -2018,6 +2023,9 @@ def fill_defaults(cfg, *, lookup=None, pedantic=None, max_duplicate_window=0):
     if not cfg.subjects and not cfg.sources and cfg.mirror is None:
         raise E.stream_invalid_config(
             "stream needs at least one configured subject or be a source/mirror")
+
+    if account_limits is not None:
+        check_max_bytes(account_limits, cfg)
 
     if cfg.subject_transform is not None:
         st = cfg.subject_transform

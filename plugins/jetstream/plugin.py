@@ -4,13 +4,34 @@ It is an ordinary broker plugin: it subscribes to ``$JS.API.>`` and to every
 stream's subjects through ``IBroker.subscribe`` and answers with
 ``IBroker.publish``; nothing in the core knows about JetStream.
 
+Accounts: :class:`JetStream` (the plugin) runs one :class:`JetStreamAccount`
+per account with JetStream -- the global account when no accounts are
+configured, else every configured account with a ``jetstream`` setting, never
+the system account (nats-server's ``enableJetStreamAccounts``). Each is given
+its :class:`~natsbroker.accounts.Account` as its broker, so its streams,
+consumers, API subscriptions and advisories live in that account's subject
+space, with its own stores and the account's limits (plugins/jetstream/
+limits.py). The global account's store is ``<store_dir>/jetstream`` as it
+always was; another account's is ``<store_dir>/jetstream/accounts/<name>``
+(:func:`account_dir`: the name made filesystem-safe). An account without
+JetStream gets nats-server's answers on ``$JS.API.>``: 503/10039 "JetStream
+not enabled for account".
+
 Durability: every write of a reactor turn is staged in the store; one
 ``commit`` (a synced LevelDB write batch per stream) runs at the end of the
-turn, and only then are the acks of that turn sent (group commit).
+turn, and only then are the acks of that turn sent (group commit). Each
+account commits its own stores: the sync is per stream anyway, so one commit
+across accounts would save no fsync.
+
+Change feeds (``IStreamEvents``) see the global account's streams under their
+names and another account's as ``<account>/<stream>`` (a stream name never
+holds ``/``).
 """
 
+import hashlib
 import json
 import os
+import re
 
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -26,6 +47,7 @@ from plugins.jetstream import batches
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
 from plugins.jetstream import fastbatch
+from plugins.jetstream import limits as L
 from plugins.jetstream import models as M
 from plugins.jetstream import snapshot
 from plugins.jetstream.consumer import Consumer
@@ -52,14 +74,45 @@ def pinned_meta(key):
         key.startswith(b"c.") and (key.endswith(b".config") or key.endswith(b".created")))
 
 
-@implementer(IBrokerPlugin, IStreamEvents)
-class JetStream:
-    name = "jetstream"
+GLOBAL_ACCOUNT = "$G"
 
-    def __init__(self, config):
-        self.config = config
-        self.js = config.jetstream
-        self.broker = None
+# Account names are kept as they are in their store directory's name, except
+# for what a file name cannot safely hold: anything but letters, digits, "_"
+# and "-" is %XX-escaped (so no name is "", "." or ".." or holds "/").
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_DIR_NAME = 200
+
+
+def account_dir(root, name):
+    """The store directory of account ``name`` under the JetStream ``root``
+    (``<store_dir>/jetstream``): ``root`` itself for the global account (where
+    its streams always were), else ``root/accounts/<escaped name>``. The global
+    account's store keeps only ``streams/``, ``trash/`` and ``quarantine/`` in
+    ``root``, so ``accounts/`` collides with nothing."""
+    if name == GLOBAL_ACCOUNT:
+        return root
+    safe = _UNSAFE.sub(lambda m: "".join("%%%02X" % b for b in m.group().encode()), name)
+    if len(safe) > _MAX_DIR_NAME:
+        # A file name has 255 bytes at most: a long name keeps its start and
+        # a digest ("~" never appears in an escaped name).
+        safe = safe[:100] + "~" + hashlib.sha256(name.encode()).hexdigest()[:32]
+    return os.path.join(root, "accounts", safe)
+
+
+class JetStreamAccount:
+    """JetStream in one account: its streams and consumers, its stores, its
+    ``$JS.API`` subscriptions and group commit. ``broker`` is the account (an
+    IBroker acting in it); ``server`` the plugin, which holds what all accounts
+    share (the server's limits, change-feed observers)."""
+
+    def __init__(self, server, account, limits=None, root=None):
+        self.server = server
+        self.config = server.config
+        self.js = self.config.jetstream
+        self.broker = account
+        self.account_name = getattr(account, "name", GLOBAL_ACCOUNT)
+        self.limits = limits if limits is not None else L.UNLIMITED
+        self.root = root
         self.streams = {}
         self._subs = {}  # stream name -> [Subscription]
         self._api_subs = []
@@ -70,7 +123,15 @@ class JetStream:
         self._lazy_consumers = set()  # ... and those written by the next flush
         self._flush_call = None
         self._kicked = []  # consumers to run after the commit
-        self._observers = []  # IStreamEvents observers, shared with every Stream
+        # The observers every stream calls (one list, shared, changed in
+        # place): this account's own (mirrors and sources, by bare stream
+        # names), then the plugin's -- the global account's streams reach
+        # them as they are, another account's through one forwarder that
+        # names the account.
+        self.prefix = "" if self.account_name == GLOBAL_ACCOUNT else self.account_name + "/"
+        self._observers = []
+        self._local_observers = []
+        self.observers_changed()
         self.api_total = 0
         self.api_errors = 0
         self.file_store = None
@@ -79,44 +140,15 @@ class JetStream:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def start(self, broker):
-        self.broker = broker
-        store_dir = os.path.abspath(self.js.store_dir or os.path.join(os.getcwd(), "data"))
-        self.store_dir = store_dir
-        root = os.path.join(store_dir, "jetstream")
-        # nats-server's checks, and its words for a store it cannot use
-        # (naming the directory as it was given).
-        import tempfile
-
-        from natsbroker.fatal import StartupError, path_error
-        given = os.path.normpath(os.path.join(self.js.store_dir, "jetstream")) if self.js.store_dir else root
-        try:
-            os.stat(given)
-        except FileNotFoundError:
-            try:
-                os.makedirs(given, exist_ok=True)
-            except OSError as e:
-                raise StartupError("Can't start JetStream: could not create storage directory - "
-                                   + path_error("mkdir", e.filename, e)) from None
-        except OSError:
-            raise StartupError("Can't start JetStream: storage directory is not a directory") from None
-        else:
-            if not os.path.isdir(root):
-                raise StartupError("Can't start JetStream: storage directory is not a directory")
-            try:
-                fd, probe = tempfile.mkstemp(prefix="_test_", dir=root)
-                os.close(fd)
-                os.unlink(probe)
-            except OSError:
-                raise StartupError("Can't start JetStream: storage directory is not writable") from None
+    def start(self):
         # Durable unless a positive sync_interval asks for lazy syncing.
         sync = self.js.sync_always or self.js.sync_interval <= 0
-        self.file_store = LevelDBStore(root, sync=sync, pin_meta=pinned_meta)
+        self.file_store = LevelDBStore(self.root, sync=sync, pin_meta=pinned_meta)
         self.memory_store = MemoryStore()
         if not sync:
             from twisted.internet.task import LoopingCall
             self._lazy_sync = LoopingCall(self.file_store.sync_all)
-            self._lazy_sync.clock = broker.reactor
+            self._lazy_sync.clock = self.broker.reactor
             self._lazy_sync.start(self.js.sync_interval, now=False)
         # Streams whose store could not be opened: known by name, answered
         # with "stream is offline" (10194), listed, deletable, never recreated
@@ -128,7 +160,7 @@ class JetStream:
             except Exception as e:
                 # One stream that fails to load never stops the others.
                 log.failure("JetStream stream {name} could not be loaded; it is offline",
-                            name=name)
+                            name=self.prefix + name)
                 self.streams.pop(name, None)
                 self.offline[name] = "could not be loaded: %s" % (e,)
         for name, why in sorted(self.offline.items()):
@@ -136,11 +168,8 @@ class JetStream:
         snapshot.cleanup_orphans(self)
         self.sourcing = Sourcing(self)  # mirrors and sources
         self.sourcing.start()
-        broker.add_info_field("jetstream", True)
         for p in self._api_prefixes():
-            self._api_subs.append(broker.subscribe(p + b">", self._on_api))
-        broker.add_monitor_endpoint("jsz", self.jsz)
-        log.info("Starting JetStream: {n} stream(s) in {dir}", n=len(self.streams), dir=root)
+            self._api_subs.append(self.broker.subscribe(p + b">", self._on_api))
 
     def stop(self):
         snapshot.stop(self)
@@ -171,6 +200,31 @@ class JetStream:
             return [API_PREFIX, b"$JS.%s.API." % self.js.domain.encode()]
         return [API_PREFIX]
 
+    def observers_changed(self):
+        """This account's or the plugin's observers changed."""
+        observers = list(self._local_observers)
+        if self.server._observers:
+            if self.prefix:
+                observers.append(self._forward)
+            else:
+                observers.extend(self.server._observers)
+        self._observers[:] = observers
+
+    def add_stream_observer(self, observer):
+        """Watch this account's streams (events name them without the account)."""
+        self._local_observers.append(observer)
+        self.observers_changed()
+
+    def remove_stream_observer(self, observer):
+        if observer in self._local_observers:
+            self._local_observers.remove(observer)
+        self.observers_changed()
+
+    def _forward(self, event):
+        event = event._replace(stream=self.prefix + event.stream)
+        for observer in self.server._observers:
+            observer(event)
+
     def _load(self, name, store):
         ss = store.stream(name)
         raw = ss.get_meta(META_CONFIG)
@@ -188,6 +242,7 @@ class JetStream:
         stream.observers = self._observers
         stream.on_change = self.schedule_commit
         stream.publish = self.broker.publish
+        stream.guard = L.publish_guard(self, stream)
         self.streams[stream.name] = stream
         self._capture(stream)
         stream.schedule_expiry()
@@ -430,7 +485,7 @@ class JetStream:
         info = {}
         if client is not None:
             info = {"start": M.rfc3339(int(client.start * 1e9)), "host": client.host,
-                    "id": client.cid, "acc": "$G", "lang": client.opts.lang,
+                    "id": client.cid, "acc": self.account_name, "lang": client.opts.lang,
                     "ver": client.opts.version, "rtt": int(client.rtt * 1e9),
                     "server": self.broker.server_name, "kind": "Client",
                     "client_type": "nats"}
@@ -596,85 +651,478 @@ class JetStream:
         self.sourcing.stream_removed(stream)
         return self.store_for(stream.config).delete_stream(stream.name)
 
-    # -- IStreamEvents ---------------------------------------------------------------
-
-    def add_stream_observer(self, observer):
-        self._observers.append(observer)
-
-    def remove_stream_observer(self, observer):
-        if observer in self._observers:
-            self._observers.remove(observer)
-
-    def stream_names(self):
-        return sorted(self.streams)
-
-    def stream_created(self, name):
-        s = self.streams.get(name)
-        return s.created if s is not None else None
-
-    def read_stream(self, name, seq):
-        s = self.streams.get(name)
-        return s.store.load_next(seq) if s is not None else None
-
-    # -- monitoring ----------------------------------------------------------------
+    # -- usage -------------------------------------------------------------------
 
     def usage(self):
+        """Bytes stored, (memory, file)."""
         mem = sto = 0
         for s in self.streams.values():
-            b = s.store.state().bytes
+            b = s.store.stored_bytes
             if s.config.storage == "memory":
                 mem += b
             else:
                 sto += b
         return mem, sto
 
+    def used_bytes(self, storage):
+        """Bytes stored in ``storage`` ("memory" or "file") streams."""
+        return sum(s.store.stored_bytes for s in self.streams.values()
+                   if s.config.storage == storage)
+
     def reserved(self):
         """Bytes set aside by streams' max_bytes, (memory, file): what new
         streams are checked against, as nats-server does."""
-        mem = sto = 0
-        for s in self.streams.values():
-            b = s.config.max_bytes
-            if b > 0:
-                if s.config.storage == "memory":
-                    mem += b
-                else:
-                    sto += b
-        return mem, sto
+        return self.reservation("memory"), self.reservation("file")
 
-    def jsz(self, request):
-        mem, sto = self.usage()
-        out = {
-            "server_id": self.broker.server_id,
-            "now": M.rfc3339(now_ns()),
-            "config": {"max_memory": self.js.max_memory_store, "max_storage": self.js.max_file_store,
-                       "store_dir": self.store_dir, "sync_interval": int(self.js.sync_interval * 1e9)},
-            "memory": mem, "storage": sto,
-            "streams": len(self.streams),
-            "consumers": sum(len(s.consumers) for s in self.streams.values()),
-            "messages": sum(s.store.state().msgs for s in self.streams.values()),
-            "bytes": mem + sto,
-            "api": {"total": self.api_total, "errors": self.api_errors},
-        }
-        if self.offline:
-            # Not a nats-server field: streams whose store is damaged.
-            out["offline_streams"] = dict(sorted(self.offline.items()))
+    def reservation(self, storage, exclude=None):
+        """The ``max_bytes`` of the ``storage`` streams (but ``exclude``):
+        nats-server's ``tieredReservation``."""
+        return sum(s.config.max_bytes for s in self.streams.values()
+                   if s.config.max_bytes > 0 and s.config.storage == storage
+                   and s.name != exclude)
+
+    def stream_count(self):
+        return len(self.streams)
+
+    def consumer_count(self):
+        return sum(len(s.consumers) for s in self.streams.values())
+
+
+def _go_bool(query, name):
+    s = query.get(name, "")
+    if s in ("", "0", "f", "F", "FALSE", "false", "False"):
+        return False
+    if s in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    raise ValueError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
+                     "invalid syntax" % (name, E.go_quote(s)))
+
+
+def _go_int(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not re.fullmatch(r"[+-]?[0-9]+", s):
+        why = "invalid syntax"
+    elif not -2**63 <= int(s) < 2**63:
+        why = "value out of range"
+    else:
+        return int(s)
+    raise ValueError("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
+                     % (name, E.go_quote(s), why))
+
+
+def _query(request):
+    import urllib.parse
+    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
+    query = {}
+    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+        query.setdefault(key, value)
+    return query
+
+
+_U64 = 1 << 64
+
+
+@implementer(IBrokerPlugin, IStreamEvents)
+class JetStream:
+    """The JetStream plugin: a :class:`JetStreamAccount` per account with
+    JetStream, nats-server's answer in the others, and what is server-wide
+    (INFO ``jetstream``, /jsz, /varz, /healthz, the server's storage limits,
+    change-feed observers).
+
+    With JetStream in the global account only (no accounts configured) the
+    plugin also answers for it as the single-account plugin did
+    (``streams``, ``file_store``, ``sourcing``...: that account's)."""
+
+    name = "jetstream"
+
+    def __init__(self, config):
+        self.config = config
+        self.js = config.jetstream
+        self.broker = None
+        self.accounts = {}  # account name -> JetStreamAccount
+        self._observers = []  # IStreamEvents observers
+        self._unavailable = []  # (account, Subscription) answering 10039
+        self.store_dir = None
+        self.root = None
+
+    # -- the global account's engine, for single-account callers -------------
+
+    @property
+    def global_engine(self):
+        return self.accounts.get(GLOBAL_ACCOUNT)
+
+    streams = property(lambda self: self.global_engine.streams)
+    file_store = property(lambda self: self.global_engine.file_store)
+    memory_store = property(lambda self: self.global_engine.memory_store)
+    offline = property(lambda self: self.global_engine.offline)
+    sourcing = property(lambda self: self.global_engine.sourcing)
+    batches = property(lambda self: self.global_engine.batches)
+    fastbatches = property(lambda self: self.global_engine.fastbatches)
+
+    def commit(self):
+        for engine in self.accounts.values():
+            engine.commit()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self, broker):
+        import tempfile
+
+        from natsbroker.fatal import StartupError, path_error
+        self.broker = broker
+        system = getattr(broker, "system_account", None)
+        scfg = getattr(system, "account_config", None)
+        if scfg is not None and scfg.jetstream is not None:
+            raise StartupError("Not allowed to enable JetStream on the system account")
+        store_dir = os.path.abspath(self.js.store_dir or os.path.join(os.getcwd(), "data"))
+        self.store_dir = store_dir
+        root = self.root = os.path.join(store_dir, "jetstream")
+        # nats-server's checks, and its words for a store it cannot use
+        # (naming the directory as it was given).
+        given = os.path.normpath(os.path.join(self.js.store_dir, "jetstream")) if self.js.store_dir else root
+        try:
+            os.stat(given)
+        except FileNotFoundError:
+            try:
+                os.makedirs(given, exist_ok=True)
+            except OSError as e:
+                raise StartupError("Can't start JetStream: could not create storage directory - "
+                                   + path_error("mkdir", e.filename, e)) from None
+        except OSError:
+            raise StartupError("Can't start JetStream: storage directory is not a directory") from None
+        else:
+            if not os.path.isdir(root):
+                raise StartupError("Can't start JetStream: storage directory is not a directory")
+            try:
+                fd, probe = tempfile.mkstemp(prefix="_test_", dir=root)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError:
+                raise StartupError("Can't start JetStream: storage directory is not writable") from None
+        granted = []  # limits of the accounts enabled so far
+        for account, limits in self._enabled_accounts(broker):
+            name = getattr(account, "name", GLOBAL_ACCOUNT)
+            err = self._insufficient(limits, granted)
+            if err is not None:
+                raise StartupError("Can't start JetStream: Error enabling jetstream on configured "
+                                   "accounts: %s (%d)" % (err.description, err.err_code))
+            granted.append(limits)
+            # The global account's engine talks to the broker itself: it acts
+            # in $G with no Account.__getattr__ hop for reactor, begin/end...
+            view = broker if account is getattr(broker, "global_account", None) else account
+            engine = JetStreamAccount(self, view, limits, account_dir(root, name))
+            self.accounts[name] = engine
+            engine.start()
+        for account in getattr(broker, "accounts", {}).values():
+            if account.name not in self.accounts and not _imports_js_api(account):
+                for p in self._api_prefixes():
+                    sub = account.subscribe(p + b">", self._unavailable_cb(account))
+                    self._unavailable.append((account, sub))
+        broker.add_info_field("jetstream", True)
+        broker.add_monitor_endpoint("jsz", self.jsz)
+        log.info("Starting JetStream: {n} stream(s) in {dir}",
+                 n=sum(e.stream_count() for e in self.accounts.values()), dir=root)
+
+    def stop(self):
+        for engine in self.accounts.values():
+            engine.stop()
+        for account, sub in self._unavailable:
+            account.unsubscribe(sub)
+        self._unavailable = []
+
+    def _api_prefixes(self):
+        if self.js.domain:
+            return [API_PREFIX, b"$JS.%s.API." % self.js.domain.encode()]
+        return [API_PREFIX]
+
+    @staticmethod
+    def _enabled_accounts(broker):
+        """(account, limits) of the accounts with JetStream, as nats-server's
+        ``enableJetStreamAccounts``: the global account when it and the system
+        account are the only ones, else the accounts configured with it."""
+        accounts = getattr(broker, "accounts", None)
+        if accounts is None:
+            return [(broker, L.UNLIMITED)]
+        gacc, system = broker.global_account, broker.system_account
+        if all(a is gacc or a is system for a in accounts.values()):
+            return [(gacc, L.UNLIMITED)]
+        out = []
+        for account in accounts.values():
+            cfg = account.account_config
+            if cfg is not None and cfg.jetstream is not None and not account.is_system:
+                out.append((account, cfg.jetstream))
         return out
 
-    def healthz(self, opts):
-        """/healthz's JetStream part: streams named in the query must exist."""
-        name = opts.get("stream") if hasattr(opts, "get") else None
-        if name and name in self.offline:
-            return {"status": "unavailable", "status_code": 503,
-                    "error": "JetStream stream '$G > %s' is offline: %s" % (name, self.offline[name])}
-        if name and name not in self.streams:
-            return {"status": "unavailable", "status_code": 503,
-                    "error": "JetStream stream '$G > %s' could not be found" % name}
-        return {"status": "ok"}
+    def _insufficient(self, limits, granted):
+        """nats-server's ``sufficientResources`` for one more account: its
+        memory and file limits next to the streams' reservations and to the
+        accounts enabled before it, against the server's maximums."""
+        for storage, field, error in (("memory", "max_memory", E.memory_resources_exceeded),
+                                      ("file", "max_file", E.storage_resources_exceeded)):
+            server_max = self.max_bytes(storage)
+            if server_max < 0:
+                continue
+            want = max(getattr(limits, field), 0)
+            if self.reserved_bytes(storage) + want > server_max:
+                return error()
+            if sum(max(getattr(g, field), 0) for g in granted) + want > server_max:
+                return error()
+        return None
+
+    def _unavailable_cb(self, account):
+        def on_api(sub, subject, reply, hdr_len, raw):
+            answer = api.not_enabled(subject, raw[hdr_len:])
+            if answer is None or not reply:
+                return
+            if answer is api.NO_RESPONDERS:
+                source = self.broker.route_source
+                if source is not None and getattr(source, "no_responders", False):
+                    account.deliver(reply, reply, b"", None,
+                                    b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % subject)
+                return
+            account.publish(reply, M.go_json_dumps(answer).encode())
+        return on_api
+
+    # -- the server's storage --------------------------------------------------
+
+    def max_bytes(self, storage):
+        """The server's maximum for ``storage`` (-1: none)."""
+        return self.js.max_memory_store if storage == "memory" else self.js.max_file_store
+
+    def reserved_bytes(self, storage):
+        """``max_bytes`` reserved by every account's ``storage`` streams."""
+        return sum(e.reservation(storage) for e in self.accounts.values())
+
+    def used_bytes(self, storage):
+        return sum(e.used_bytes(storage) for e in self.accounts.values())
+
+    # -- IStreamEvents -----------------------------------------------------------
+
+    def add_stream_observer(self, observer):
+        self._observers.append(observer)
+        for engine in self.accounts.values():
+            engine.observers_changed()
+
+    def remove_stream_observer(self, observer):
+        if observer in self._observers:
+            self._observers.remove(observer)
+        for engine in self.accounts.values():
+            engine.observers_changed()
+
+    def _stream(self, qname):
+        account, _, name = qname.rpartition("/")
+        engine = self.accounts.get(account or GLOBAL_ACCOUNT)
+        if engine is None or engine.prefix != (account + "/" if account else ""):
+            return None
+        return engine.streams.get(name)
+
+    def stream_names(self):
+        return sorted(e.prefix + n for e in self.accounts.values() for n in e.streams)
+
+    def stream_created(self, name):
+        s = self._stream(name)
+        return s.created if s is not None else None
+
+    def read_stream(self, name, seq):
+        s = self._stream(name)
+        return s.store.load_next(seq) if s is not None else None
+
+    # -- monitoring ----------------------------------------------------------------
+
+    def _stats(self):
+        """nats-server's ``JetStreamStats`` of the server."""
+        mem = sto = 0
+        for e in self.accounts.values():
+            m, f = e.usage()
+            mem += m
+            sto += f
+        return {"memory": mem, "storage": sto,
+                "reserved_memory": self.reserved_bytes("memory"),
+                "reserved_storage": self.reserved_bytes("file"),
+                "accounts": len(self.accounts), "ha_assets": 0,
+                "api": {"level": M.API_LEVEL,
+                        "total": sum(e.api_total for e in self.accounts.values()),
+                        "errors": sum(e.api_errors for e in self.accounts.values())}}
+
+    def _config_json(self):
+        return {"max_memory": self.js.max_memory_store, "max_storage": self.js.max_file_store,
+                "store_dir": self.root, "sync_interval": int(self.js.sync_interval * 1e9),
+                "strict": True}
+
+    def jsz(self, request):
+        """/jsz with nats-server's options: ``accounts``, ``acc``, ``streams``,
+        ``consumers``, ``config``, ``offset``, ``limit`` (decoded in its order)."""
+        q = _query(request)
+        accounts = _go_bool(q, "accounts")
+        streams = _go_bool(q, "streams")
+        consumers = _go_bool(q, "consumers")
+        config = _go_bool(q, "config")
+        offset = _go_int(q, "offset")
+        limit = _go_int(q, "limit") or 1024
+        _go_bool(q, "leader-only")
+        _go_bool(q, "raft")
+        _go_bool(q, "stream-leader-only")
+        acc = q.get("acc", "")
+        if consumers:
+            streams = True
+        if streams and not acc:
+            accounts = True
+        engines = list(self.accounts.values())
+        out = self._stats()
+        out.update({"server_id": self.broker.server_id, "now": M.rfc3339(now_ns()),
+                    "config": self._config_json(),
+                    "limits": {"default_max_consumers": L.DEFAULT_MAX_CONSUMERS}})
+        out["streams"] = sum(e.stream_count() for e in engines)
+        out["consumers"] = sum(e.consumer_count() for e in engines)
+        out["messages"] = sum(s.store.state().msgs for e in engines for s in e.streams.values())
+        out["bytes"] = sum(s.store.stored_bytes for e in engines for s in e.streams.values())
+        if acc:
+            picked = [self.accounts[acc]] if acc in self.accounts else []
+        elif accounts:
+            picked = sorted(engines, key=lambda e: e.account_name)[max(offset, 0):]
+            picked = picked[:limit] if limit > 0 else picked
+        else:
+            picked = []
+        if picked:
+            out["account_details"] = [self._account_detail(e, streams, consumers, config)
+                                      for e in picked]
+        out["total"] = len(engines)
+        offline = {e.prefix + n: why for e in engines for n, why in e.offline.items()}
+        if offline:
+            # Not a nats-server field: streams whose store is damaged.
+            out["offline_streams"] = dict(sorted(offline.items()))
+        return out
+
+    def enabled_for(self, account):
+        """Does the account called ``account`` have JetStream?"""
+        return account in self.accounts
+
+    def account_jsz(self, account, streams=False, consumers=False, config=False):
+        """nats-server's ``AccountDetail`` of one account (/jsz?acc=, the
+        system account's ``$SYS.REQ.ACCOUNT.<acc>.JSZ``), or ``None``
+        without JetStream there."""
+        e = self.accounts.get(account)
+        if e is None:
+            return None
+        return self._account_detail(e, streams or consumers, consumers, config)
+
+    def _account_detail(self, e, streams, consumers, config):
+        mem, sto = e.usage()
+        lim = e.limits
+        detail = {"name": e.account_name, "id": e.account_name, "memory": mem, "storage": sto,
+                  "reserved_memory": lim.max_memory % _U64,
+                  "reserved_storage": lim.max_file % _U64,
+                  "accounts": 0, "ha_assets": 0,
+                  "api": {"level": 0, "total": e.api_total, "errors": e.api_errors}}
+        if streams and e.streams:
+            detail["stream_detail"] = [self._stream_detail(e, s, consumers, config)
+                                       for _, s in sorted(e.streams.items())]
+        return detail
+
+    def _stream_detail(self, e, stream, consumers, config):
+        from plugins.jetstream import consumer_api
+        d = {"name": stream.name, "created": M.rfc3339(stream.created),
+             "cluster": {"leader": self.broker.server_name}}
+        if config:
+            d["config"] = M.stream_config_json(stream.config, dynamic=False)
+        d["state"] = M.to_json(api._state(stream))
+        mirror, sources = e.sourcing.info(stream)
+        if mirror is not None:
+            d["mirror"] = M.to_json(mirror) if not isinstance(mirror, dict) else mirror
+        if sources:
+            d["sources"] = [M.to_json(x) if not isinstance(x, dict) else x for x in sources]
+        if consumers and stream.consumers:
+            out = []
+            for _, c in sorted(stream.consumers.items()):
+                info = consumer_api._info(e, stream, c)
+                if config:
+                    meta = (info.get("config") or {}).get("metadata")
+                    if meta:
+                        for k in (M.META_SERVER_VERSION, M.META_SERVER_LEVEL):
+                            meta.pop(k, None)
+                else:
+                    info.pop("config", None)
+                out.append(info)
+            d["consumer_detail"] = out
+        return d
 
     def varz(self):
-        mem, sto = self.usage()
-        return {"config": {"max_memory": self.js.max_memory_store,
-                           "max_storage": self.js.max_file_store,
-                           "store_dir": self.store_dir},
-                "stats": {"memory": mem, "storage": sto, "accounts": 1,
-                          "api": {"total": self.api_total, "errors": self.api_errors}}}
+        return {"config": self._config_json(), "stats": self._stats(),
+                "limits": {"default_max_consumers": L.DEFAULT_MAX_CONSUMERS}}
+
+    def healthz(self, opts):
+        """/healthz's JetStream part, as nats-server's single-server check:
+        every account's streams must have been recovered; a named account,
+        stream or consumer must exist (404 otherwise)."""
+        get = opts.get if hasattr(opts, "get") else (lambda k, d=None: d)
+        if get("js-server-only") or get("js-enabled-only"):
+            return {"status": "ok"}
+        details = bool(get("details"))
+        account, stream, consumer = get("account") or "", get("stream") or "", get("consumer") or ""
+        errors = []
+        found_acc = found_stream = found_consumer = False
+        for e in self.accounts.values():
+            if not (e.streams or e.offline):
+                continue  # nats-server: no account directory yet
+            if account:
+                if e.account_name != account:
+                    continue
+                found_acc = True
+            for name in sorted(set(e.streams) | set(e.offline)):
+                if stream:
+                    if name != stream:
+                        continue
+                    found_stream = True
+                if name in e.offline and name not in e.streams:
+                    why = "JetStream stream '%s > %s' is offline: %s" % (
+                        e.account_name, name, e.offline[name])
+                    if not details:
+                        return {"status": "unavailable", "status_code": 503, "error": why}
+                    errors.append({"type": "STREAM", "account": e.account_name, "stream": name,
+                                   "error": why})
+                    continue
+                if found_stream:
+                    if consumer and consumer in e.streams[name].consumers:
+                        found_consumer = True
+                    break
+            if found_acc:
+                break
+
+        def not_found(kind, text):
+            if not details:
+                return {"status": "unavailable", "status_code": 404, "error": text}
+            err = {"type": kind, "account": account}
+            if kind != "ACCOUNT":
+                err["stream"] = stream
+            if kind == "CONSUMER":
+                err["consumer"] = consumer
+            err["error"] = text
+            return {"status": "error", "status_code": 404, "errors": [err]}
+
+        if account and not found_acc:
+            return not_found("ACCOUNT", "JetStream account %s not found" % E.go_quote(account))
+        if stream and not found_stream:
+            return not_found("STREAM", "JetStream stream %s not found on account %s"
+                             % (E.go_quote(stream), E.go_quote(account)))
+        if consumer and not found_consumer:
+            return not_found("CONSUMER", "JetStream consumer %s not found for stream %s on "
+                             "account %s" % (E.go_quote(consumer), E.go_quote(stream),
+                                             E.go_quote(account)))
+        if errors:
+            return {"status": "error", "status_code": 503, "errors": errors}
+        return {"status": "ok"}
+
+
+def _imports_js_api(account):
+    """Does the account import ``$JS.API.INFO`` from another account (then
+    that account answers; nats-server's ``serviceImportShadowed``)?"""
+    from natsbroker.subjects import subject_matches
+    cfg = getattr(account, "account_config", None)
+    for imp in getattr(cfg, "imports", None) or ():
+        local = getattr(imp, "to", "") or getattr(imp, "subject", "")
+        if type(imp).__name__ == "ServiceImport" and local and subject_matches(
+                local.encode(), b"$JS.API.INFO"):
+            return True
+    return False

@@ -58,6 +58,7 @@ from twisted.logger import Logger
 from natsbroker.nuid import nuid
 from natsbroker.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
 from plugins.jetstream import errors as E
+from plugins.jetstream import limits as L
 from plugins.jetstream import models as M
 
 log = Logger()
@@ -393,12 +394,10 @@ def stream_restore(js, args, body):
     cfg = req.config
     if not cfg.name:
         cfg.name = name
-    cfg = M.fill_defaults(cfg)
+    cfg = M.fill_defaults(cfg, account_limits=js.limits)
     if cfg.name != name:
         raise M.stream_mismatch()
-    rmem, rsto = js.reserved()
-    M.check_resources(cfg, max_memory=js.js.max_memory_store, max_storage=js.js.max_file_store,
-                      reserved_memory=rmem, reserved_storage=rsto)
+    L.check_restore(js, cfg)
     sessions = _sessions(js)
     if name in js.streams or name in sessions["restores"]:
         raise E.stream_name_exist_restore_failed()

@@ -37,6 +37,9 @@ H_ROLLUP = b"Nats-Rollup"
 H_EXPECTED_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
 H_TTL = b"Nats-TTL"
 H_MARKER_REASON = b"Nats-Marker-Reason"
+# What a service import adds to a request from another account (the client's
+# info); nats-server's stream drops it before anything else reads the headers.
+H_REQUEST_INFO = b"Nats-Request-Info"
 
 # nats-server finds these by their exact name: "nats-msg-id" is just a header.
 _WATCHED = frozenset((H_MSG_ID, H_EXPECTED_STREAM, H_EXPECTED_LAST_SEQ, H_EXPECTED_LAST_SUBJ_SEQ,
@@ -201,6 +204,10 @@ class Stream:
 
     # Publishes republished copies (set by the plugin to IBroker.publish).
     publish = None
+    # ``guard(subject, hdr, data)``: raises the ApiError of a publish the
+    # server's or the account's storage limits refuse (plugins.jetstream.limits);
+    # None when nothing bounds this stream's storage type.
+    guard = None
 
     @property
     def config(self):
@@ -245,6 +252,8 @@ class Stream:
                 raise E.stream_message_exceeds_maximum()
             if cfg.allow_msg_counter:
                 raise E.message_incr_missing()
+            if self.guard is not None:
+                self.guard(subject, hdr, data)
             if cfg.discard == "new":
                 self._check_discard_new(Prepared(subject, hdr, data), None)
             return self._store(subject, hdr, data, ts, None, None, 0, False), False
@@ -265,6 +274,8 @@ class Stream:
         cfg = self._config
         if cfg.sealed:
             raise E.stream_sealed()
+        if b"\r\nNats-Request-Info:" in hdr:
+            hdr = HB.remove_header(hdr, H_REQUEST_INFO)
         if self._transform is not None and sourced is None:
             subject = self._transform.match(subject) or subject
         if cfg.max_msg_size > 0 and len(hdr) + len(data) > cfg.max_msg_size:
@@ -279,6 +290,8 @@ class Stream:
         if not h:
             if cfg.allow_msg_counter:
                 raise E.message_incr_missing()
+            if self.guard is not None:
+                self.guard(subject, hdr, data)
             if cfg.discard == "new":
                 self._check_discard_new(p, batch)
             return p
@@ -378,6 +391,10 @@ class Stream:
             limit = cfg.max_msg_size if cfg.max_msg_size > 0 else MAX_PAYLOAD
             if len(p.hdr) + len(p.data) > limit:
                 raise E.stream_message_exceeds_maximum()
+        if self.guard is not None:
+            # The storage limits come after every check of the message, as
+            # in nats-server (a duplicate is acked even past them).
+            self.guard(p.subject, p.hdr, p.data)
         if cfg.discard == "new":
             self._check_discard_new(p, batch)
         return p
