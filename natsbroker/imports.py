@@ -402,12 +402,7 @@ class _StreamImport:
         """The subject a message published under ``subject`` in the
         exporting account has in the importing one."""
         if self.transform is not None:
-            out = self._cache.get(subject)
-            if out is None:
-                if len(self._cache) >= _CACHE_MAX:
-                    self._cache.clear()
-                out = self._cache[subject] = self.transform.transform(subject)
-            return out
+            return _transformed(self._cache, self.transform, subject)
         if self.use_pub:
             return subject
         return self.local
@@ -470,12 +465,7 @@ class _ServiceImport:
     def target(self, subject):
         """The exported subject a request to ``subject`` goes to."""
         if self.transform is not None:
-            out = self._cache.get(subject)
-            if out is None:
-                if len(self._cache) >= _CACHE_MAX:
-                    self._cache.clear()
-                out = self._cache[subject] = self.transform.transform(subject)
-            return out
+            return _transformed(self._cache, self.transform, subject)
         if self.use_pub:
             return subject
         return self.remote
@@ -570,6 +560,16 @@ class ResponseSink:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _transformed(cache, transform, subject):
+    """``transform`` applied to ``subject``, through a bounded per-import cache."""
+    out = cache.get(subject)
+    if out is None:
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        out = cache[subject] = transform.transform(subject)
+    return out
 
 
 def _overlap(toks, itoks):
