@@ -23,7 +23,8 @@ import attrs
 
 from natsbroker.config import ServiceExport, ServiceImport, StreamExport, StreamImport
 from natsbroker.mapping import go_quote
-from natsbroker.subjects import is_literal, is_valid_subject, subset_of
+from natsbroker.subjects import (
+    is_literal, is_valid_subject, subject_is_subset_match, subjects_collide)
 from natsbroker.transform import _WILDCARD_RE, SubjectTransform, TransformError, _function_args
 
 # nats-server's error texts (server/errors.go).
@@ -124,39 +125,8 @@ def _tokens(subject):
     return subject.split(".")
 
 
-def subjects_collide(s1, s2):
-    """SubjectsCollide: could one literal subject match both?"""
-    if s1 == s2:
-        return True
-    t1, t2 = _tokens(s1), _tokens(s2)
-    pwc1, fwc1 = "*" in t1, ">" in t1
-    pwc2, fwc2 = "*" in t2, ">" in t2
-    lit1, lit2 = not (pwc1 or fwc1), not (pwc2 or fwc2)
-    if lit1 and lit2:
-        return False
-    if lit1:
-        return _subset(s1, s2)
-    if lit2:
-        return _subset(s2, s1)
-    if not fwc1 and not fwc2 and len(t1) != len(t2):
-        return False
-    if len(t1) != len(t2):
-        if (len(t1) < len(t2) and not fwc1) or (len(t2) < len(t1) and not fwc2):
-            return False
-    for a, b in zip(t1, t2):
-        # tokensCanMatch: nats-server looks at the first character only.
-        if not a or not b:
-            return False
-        if a[0] in "*>" or b[0] in "*>":
-            continue
-        if a != b:
-            return False
-    return True
-
-
-def _subset(subject, pattern):
-    """subjectIsSubsetMatch(subject, pattern) on str."""
-    return subset_of(subject.encode(), pattern.encode())
+# nats-server's subjectIsSubsetMatch(subject, pattern).
+_subset = subject_is_subset_match
 
 
 def _valid(subject):

@@ -70,6 +70,7 @@ from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.identity import GIT_COMMIT, runtime
 from natsbroker.tls import cert_not_after
+from natsbroker import subjects as S
 from natsbroker.subjects import is_valid_literal_subject, subject_matches
 
 try:
@@ -652,16 +653,8 @@ def _raw_user(c):
 
 
 def subjects_collide(a, b):
-    """nats-server's SubjectsCollide: could one message match both ``a`` and ``b``?"""
-    if a == b:
-        return True
-    ta, tb = a.split(b"."), b.split(b".")
-    for x, y in zip(ta, tb):
-        if x == b">" or y == b">":
-            return True
-        if x != y and x != b"*" and y != b"*":
-            return False
-    return len(ta) == len(tb)
+    """nats-server's SubjectsCollide on the bytes of two subjects."""
+    return S.subjects_collide(a.decode(errors="replace"), b.decode(errors="replace"))
 
 
 class MonitorResource(resource.Resource):

@@ -90,6 +90,66 @@ def subset_of(subject, pattern):
     return len(pt) == len(st)
 
 
+# -- nats-server's subject relations on str, first-character quirks kept (its
+# JetStream, export and import checks use these, so ours give its answers).
+
+
+def _is_subset_match_tokens(tokens, test):
+    # nats-server isSubsetMatchTokenized (first-character wildcard quirks kept).
+    ttoks = test.split(".")
+    for i, t2 in enumerate(ttoks):
+        if i >= len(tokens):
+            return False
+        if not t2:
+            return False
+        if t2 == ">":
+            return True
+        t1 = tokens[i]
+        if not t1 or t1 == ">":
+            return False
+        if t1 == "*":
+            if not t2 == "*":
+                return False
+            continue
+        if t2[0] != "*" and t1 != t2:
+            return False
+    return len(tokens) == len(ttoks)
+
+
+def subject_is_subset_match(subject, test):
+    """True if every subject ``subject`` matches is matched by ``test``."""
+    return _is_subset_match_tokens(subject.split("."), test)
+
+
+def subjects_collide(subj1, subj2):
+    """nats-server ``SubjectsCollide``: could some subject match both?"""
+    if subj1 == subj2:
+        return True
+    t1, t2 = subj1.split("."), subj2.split(".")
+    pwc1, fwc1 = "*" in t1, ">" in t1
+    pwc2, fwc2 = "*" in t2, ">" in t2
+    l1, l2 = not (pwc1 or fwc1), not (pwc2 or fwc2)
+    if l1 and l2:
+        return False
+    if l1 and not l2:
+        return _is_subset_match_tokens(t1, subj2)
+    if l2 and not l1:
+        return _is_subset_match_tokens(t2, subj1)
+    if not fwc1 and not fwc2 and len(t1) != len(t2):
+        return False
+    if len(t1) != len(t2):
+        if (len(t1) < len(t2) and not fwc1) or (len(t2) < len(t1) and not fwc2):
+            return False
+    for a, b in zip(t1, t2):
+        if not a or not b:
+            return False
+        if a[0] in "*>" or b[0] in "*>":
+            continue
+        if a != b:
+            return False
+    return True
+
+
 class Subscription:
     """One interest in a subject, owned by a client or an internal subscriber.
 

@@ -131,3 +131,42 @@ def test_watch_interest():
     sl.unwatch(h)
     sl.insert(Subscription(b"deliver.x", b"5", None))
     assert len(seen) == 3 and sl._watches == {}
+
+
+# -- subjects_collide / subject_is_subset_match (nats-server's relations on str) --------
+
+_REL_TOKENS = st.sampled_from(["a", "b", "*"])
+
+
+@st.composite
+def _rel_subject(draw):
+    toks = draw(st.lists(_REL_TOKENS, min_size=1, max_size=3))
+    if draw(st.booleans()):
+        toks.append(">")
+    return ".".join(toks)
+
+
+def _literals(max_len=5):
+    import itertools
+    for n in range(1, max_len + 1):
+        for toks in itertools.product(["a", "b", "c"], repeat=n):
+            yield ".".join(toks).encode()
+
+
+_ALL_LITERALS = list(_literals())
+
+
+@given(_rel_subject(), _rel_subject())
+def test_subjects_collide_is_some_literal_matching_both(x, y):
+    from natsbroker.subjects import subjects_collide
+    both = any(subject_matches(x.encode(), s) and subject_matches(y.encode(), s)
+               for s in _ALL_LITERALS)
+    assert subjects_collide(x, y) == subjects_collide(y, x) == both
+
+
+@given(_rel_subject(), _rel_subject())
+def test_subject_is_subset_match_is_inclusion(x, y):
+    from natsbroker.subjects import subject_is_subset_match
+    included = all(subject_matches(y.encode(), s) for s in _ALL_LITERALS
+                   if subject_matches(x.encode(), s))
+    assert subject_is_subset_match(x, y) == included
