@@ -11,7 +11,7 @@ import time
 import bcrypt
 
 from natsbroker.accounts import GLOBAL_ACCOUNT
-from natsbroker.config import ResponsePermission
+from natsbroker.config import Permission, Permissions, ResponsePermission
 from natsbroker.nkey import check_signature
 from natsbroker.subjects import is_literal
 
@@ -312,6 +312,12 @@ class Authenticator:
             self.required = True
         # Whether INFO carries a nonce to sign (nkey users, operator mode).
         self.nonce_required = self.operator_mode or bool(self._nkeys)
+        # Auth callout (config mode): which CONNECTs an external service
+        # decides (natsbroker.authcallout); None without one.
+        self.callout = None
+        if a.auth_callout is not None and not self.operator_mode:
+            from natsbroker.authcallout import CalloutPolicy
+            self.callout = CalloutPolicy(config)
 
     def authenticate(self, opts, tls_names=None, nonce=None, note=None, client=None):
         """``(ok, user_name, ResolvedPermissions|None, account_name)`` for
@@ -332,6 +338,19 @@ class Authenticator:
                 return _REFUSED
             ok, user, perms, account = operator.authenticate(opts, nonce, client, note)
             return ok, user, _resolve(perms), account
+        if self.callout is not None:
+            ok, user, perms, account = self._authenticate(opts, tls_names, nonce, note)
+            if ok:
+                perms = self.callout.admitted(perms, account)
+            return ok, user, perms, account
+        return self._authenticate(opts, tls_names, nonce, note)
+
+    def wants_callout(self, opts, result):
+        """Must the auth service decide this CONNECT, whatever ``result``
+        (what :meth:`authenticate` said of it) is?"""
+        return self.callout is not None and self.callout.wanted(opts, result[0], result[3])
+
+    def _authenticate(self, opts, tls_names, nonce, note):
         a = self.config.authorization
         if self._nkeys:
             nk = opts.nkey
@@ -398,6 +417,16 @@ class Authenticator:
 
 
 _REFUSED = (False, None, None, None)
+
+
+def deny_publish(perms, subjects):
+    """``perms`` (ResolvedPermissions or None) with publishing to
+    ``subjects`` denied as well (nats-server's mergeDenyPermissions)."""
+    if perms is None:
+        return ResolvedPermissions(Permissions(publish=Permission(deny=list(subjects))))
+    perms.pub_deny = (perms.pub_deny or ()) + _compile(subjects, False)
+    perms.pub_cache.clear()
+    return perms
 
 
 def _resolve(perms):

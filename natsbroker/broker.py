@@ -243,7 +243,9 @@ class Broker:
         # made from the server's own INFO, does; a WebSocket client's INFO
         # always does).
         no_auth = cfg.no_auth_user and not connect_info and ws is None
-        if (cfg.authorization.enabled and not no_auth) or (ws is not None and ws.auth_override) or (
+        # (Users of the accounts block require auth as much as the authorization block's.)
+        auth_on = cfg.authorization.enabled or any(a.users or a.nkeys for a in cfg.accounts)
+        if (auth_on and not no_auth) or (ws is not None and ws.auth_override) or (
                 self.operator is not None):
             fields["auth_required"] = True
         listener = getattr(client, "listener_info", None)

@@ -60,6 +60,22 @@ class NkeyUser:
 
 
 @attrs.define
+class AuthCallout:
+    """``authorization { auth_callout { } }``: CONNECTs decided by an external
+    auth service (nats-server's AuthCallout). ``issuer`` is the account
+    public key (``A...``) that signs the service's answers; ``auth_users``
+    log in as usual (the service itself among them); requests go to
+    ``$SYS.REQ.USER.AUTH`` in ``account``, encrypted to ``xkey`` (``X...``)
+    if set. ``allowed_accounts`` is checked at start-up, as nats-server does."""
+
+    issuer: str
+    auth_users: list = attrs.field(factory=list)
+    account: str = "$G"
+    xkey: str = ""
+    allowed_accounts: list = attrs.field(factory=list)
+
+
+@attrs.define
 class Authorization:
     user: str | None = None
     password: str | None = None
@@ -68,6 +84,7 @@ class Authorization:
     nkeys: list = attrs.field(factory=list)  # list[NkeyUser], from the same users array
     timeout: float | None = None  # seconds; None: nats-server's default
     permissions: Permissions | None = None  # default for the single user/token
+    auth_callout: AuthCallout | None = None
 
     @property
     def enabled(self):

@@ -28,7 +28,7 @@ import cattrs
 
 from natsbroker import conf
 from natsbroker import tls as tls_module
-from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, MapDest, NkeyUser,
+from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, AuthCallout, MapDest, NkeyUser,
                                Permissions, ResolverConfig, ServerConfig, ServiceExport, ServiceImport,
                                StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.exports import resolve as resolve_exports
@@ -394,7 +394,69 @@ def _authorization(ld, v, at, out):
         auth["nkeys"] = nkeys
     if defaults is not None:
         auth["permissions"] = _converter.structure(defaults, Permissions)
+    if "auth_callout" in auth:
+        auth["auth_callout"] = _converter.structure(auth["auth_callout"], AuthCallout)
     out["authorization"] = auth
+
+
+# -- auth_callout { } ------------------------------------------------------------
+# nats-server's parseAuthCallout: its words, at the key it was reading.
+
+
+def _auth_callout(ld, v, at, out):
+    from natsbroker.jwtauth.claims import is_public_key, public_key_raw
+    where = _op_at(at)
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: Expected authorization callout to be a map/struct, got {_go_value(v)}")
+    fields = {}
+    unknown = []
+    last = where  # nats-server points at the last key it read
+    for key, value in v.items():
+        kat = last = _key_at(v, key, where)
+        name = key.lower()
+        if name == "issuer":
+            issuer = _go_string(value, kat)
+            if not is_public_key(issuer, "A"):
+                raise ConfigError(f"{kat}: Expected callout user to be a valid public account nkey, "
+                                  f"got {go_quote(issuer)}")
+            fields["issuer"] = issuer
+        elif name in ("account", "acc"):
+            fields["account"] = _go_string(value, kat)
+        elif name in ("auth_users", "users"):
+            if not isinstance(value, list):
+                raise ConfigError(f"{kat}: Expected auth_users field to be an array, got *conf.token")
+            fields["auth_users"] = [_go_string(u, kat) for u in value]
+        elif name in ("xkey", "key"):
+            xkey = _go_string(value, kat)
+            if not (xkey.startswith("X") and public_key_raw(xkey) is not None):
+                raise ConfigError(f"{kat}: Expected callout xkey to be a valid public xkey, got {go_quote(xkey)}")
+            fields["xkey"] = xkey
+        elif name == "allowed_accounts":
+            if not isinstance(value, list):
+                raise ConfigError(f"{kat}: Expected allowed accounts field to be an array, got *conf.token")
+            fields["allowed_accounts"] = [_go_string(a, kat) for a in value]
+        else:
+            unknown.append(f'{kat}: Unknown field "{key}" parsing authorization callout')
+    if unknown:
+        raise ConfigError("\n".join(unknown))
+    if not fields.get("issuer"):
+        raise ConfigError(f"{last}: Authorization callouts require an issuer to be specified")
+    if not fields.get("auth_users"):
+        raise ConfigError(f"{last}: Authorization callouts require authorized users to be specified")
+    out["auth_callout"] = fields
+
+
+def validate_auth_callout(config):
+    """nats-server's start-up check of auth_callout: every allowed account
+    is a configured one. (Unknown auth users and callout accounts are
+    found when a client connects, as nats-server finds them.)"""
+    callout = config.authorization.auth_callout
+    if callout is None:
+        return
+    names = {a.name for a in config.accounts}
+    for name in callout.allowed_accounts:
+        if name not in names:
+            raise ConfigError(f'auth_callout allowed account "{name}" not found in configured accounts')
 
 
 def _jetstream(ld, v, at, out):
@@ -1295,6 +1357,7 @@ _AUTHORIZATION = _table(
         "timeout": _set("timeout", _duration),
         "users": _set_block("users", _users),
         "permissions default_permissions default_permission": _set_block("permissions", _permissions),
+        "auth_callout auth_hook": _auth_callout,
     }
 )
 
@@ -1455,6 +1518,7 @@ def validate(config):
         raise ConfigError("cannot have a single user/password or token and a users array")
     validate_operator(config)
     validate_accounts(config)
+    validate_auth_callout(config)
     if config.no_auth_user:
         # As nats-server 2.15: no_auth_user may name an nkey user too, and a
         # user of any account.
@@ -1503,10 +1567,7 @@ def validate_websocket(config):
         raise ConfigError("websocket authentication username not compatible with presence of users/nkeys")
     if users and ws.token:
         raise ConfigError("websocket authentication token not compatible with presence of users/nkeys")
-    if ws.jwt_cookie and config.operator_mode:
-        raise ConfigError(f'websocket jwt_cookie "{ws.jwt_cookie}" is not supported by natsbroker '
-                          "(the user JWT comes in CONNECT)")
-    if ws.jwt_cookie:
+    if ws.jwt_cookie and not config.operator_mode:
         # (nats-server: a cookie JWT needs trusted operators.)
         raise ConfigError("trusted operators or trusted keys configuration is required for "
                           f'JWT authentication via cookie "{ws.jwt_cookie}"')

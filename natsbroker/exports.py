@@ -57,13 +57,22 @@ class ExportAuth:
 
     approved: set = attrs.field(factory=set)
     token_pos: int = 0
+    # Account JWT exports: ``token_req`` (an importer needs an activation
+    # token, which ``check_token(importer, claim, auth)`` judges) and the
+    # activations revoked (``revocations``: subject -> time).
+    token_req: bool = False
+    revocations: dict = attrs.field(factory=dict)
+    check_token: object = None
 
-    def allows(self, account, tokens):
-        # checkAuth: public, then the account token position, then the list.
-        if not self.approved and not self.token_pos:
+    def allows(self, account, tokens, claim=None):
+        # checkAuth: public, then the account token position, then an
+        # activation token, then the list.
+        if not self.approved and not self.token_pos and not self.token_req:
             return True
         if self.token_pos:
             return self.token_pos <= len(tokens) and tokens[self.token_pos - 1] == account
+        if self.token_req:
+            return self.check_token is not None and self.check_token(account, claim, self)
         return account in self.approved
 
 
@@ -275,16 +284,17 @@ def _add_export(acc, e, kind, approved):
     acc.services[e.subject] = rule
 
 
-def _approved(exports, importer, subject):
+def _approved(exports, importer, subject, claim=None):
     """check{Stream,Service}ExportApproved: the export with the import's
-    subject, else the first one containing it."""
+    subject, else the first one containing it (``claim``: the import's
+    account JWT entry, for its activation token)."""
     auth = exports.get(subject)
     if auth is not None:
-        return auth.allows(importer, [])
+        return auth.allows(importer, [], claim)
     toks = _tokens(subject)
     for esubj, auth in exports.items():
         if _subset(subject, esubj):
-            return auth.allows(importer, toks)
+            return auth.allows(importer, toks, claim)
     return False
 
 
@@ -302,7 +312,8 @@ def service_export_for(exports, subject):
 
 def _add_stream_import(acc, exporter, i, accs):
     remote = i.subject
-    if not exporter.streams or not _valid(remote) or not _approved(exporter.streams, acc.name, remote):
+    if not exporter.streams or not _valid(remote) or not _approved(
+            exporter.streams, acc.name, remote, getattr(i, "claim", None)):
         raise Refused(ERR_STREAM_IMPORT_AUTH)
     if i.prefix:
         # AddStreamImportWithClaim: a literal prefix, put in front of the subject.
@@ -362,7 +373,8 @@ def _add_service_import(acc, exporter, i, accs):
     remote = i.subject
     if not _valid(local) or not _valid(remote):
         raise Refused(ERR_INVALID_SUBJECT)
-    if not exporter.services or not _approved(exporter.services, acc.name, remote):
+    if not exporter.services or not _approved(exporter.services, acc.name, remote,
+                                              getattr(i, "claim", None)):
         raise Refused(ERR_SERVICE_IMPORT_AUTH)
     # serviceImportFormsCycle
     _check_service_cycles(exporter, local, {acc.name}, accs)

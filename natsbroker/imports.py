@@ -87,6 +87,67 @@ def wire(broker):
     return runtime
 
 
+# -- run-time wiring (operator mode: account JWTs come and change) ---------------------
+
+
+def runtime_of(broker):
+    """The broker's :class:`CrossAccount`, made the first time an account
+    JWT brings imports."""
+    if getattr(broker, "cross_account", None) is None:
+        broker.cross_account = CrossAccount(broker)
+    return broker.cross_account
+
+
+def unwire(account):
+    """Take an account's imports away (its JWT changed or went): its
+    service import subscriptions and the shadow subscriptions its stream
+    imports made in the exporters. Response mappings under way stay."""
+    imp = account.imports
+    if imp is None:
+        return
+    for sub in imp.service_subs:
+        account.sublist.remove(sub)
+    imp.service_subs = []
+    for shadows in imp.shadows.values():
+        for acc, shadow in shadows:
+            acc.sublist.remove(shadow)
+    imp.shadows = {}
+    imp.stream_imports = []
+
+
+def add_stream_import(runtime, importer, exporter, ri):
+    """Wire the :class:`~natsbroker.exports.ResolvedStreamImport` ``ri`` of
+    account ``importer`` from account ``exporter`` (subscriptions made
+    before it get their shadows from :func:`reshadow`)."""
+    runtime.imports_of(importer).stream_imports.append(_StreamImport(ri, exporter))
+    runtime.imports_of(exporter)
+    exporter.shadowed = True
+
+
+def add_service_import(runtime, importer, exporter, ri):
+    """Wire the :class:`~natsbroker.exports.ResolvedServiceImport` ``ri``."""
+    imports = runtime.imports_of(importer)
+    dest = runtime.imports_of(exporter)
+    si = _ServiceImport(ri, importer, dest, runtime.export_state(dest, ri.export))
+    sub = Subscription(si.local, b"si%d" % runtime.next_sid(), ServiceImportSink(runtime, si))
+    importer.sublist.insert(sub)
+    imports.service_subs.append(sub)
+    # Its requests must know whether the import delivered (no-responders).
+    importer.route = importer._route_counted
+
+
+def reshadow(account):
+    """Give the account's subscriptions the shadows its stream imports call
+    for now (nats-server's processSubsOnConfigReload)."""
+    imp = account.imports
+    if imp is None or not imp.stream_imports:
+        return
+    for sub in account.sublist.all_subscriptions():
+        if sub.owner.__class__ in _OWN_SINKS or sub.closed:
+            continue
+        imp.sub_added(sub)
+
+
 class CrossAccount:
     """The broker-wide part: service import processing, and the chain of
     service imports the message being routed has gone through (nats-server's
@@ -669,3 +730,7 @@ def _go_time(ts):
         sign = "+" if minutes >= 0 else "-"
         zone = "%s%02d:%02d" % (sign, abs(minutes) // 60, abs(minutes) % 60)
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + ("." + frac if frac else "") + zone
+
+
+# Owners of the subscriptions this module makes itself (never shadowed).
+_OWN_SINKS = (ShadowSink, ServiceImportSink, ResponseSink)

@@ -66,6 +66,7 @@ from twisted.logger import Logger
 from twisted.web import resource, server
 
 from natsbroker import COMPAT_VERSION, __version__
+from natsbroker import metrics
 from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.identity import GIT_COMMIT, runtime
@@ -671,6 +672,7 @@ class MonitorResource(resource.Resource):
             "/subsz": self.subsz, "/subscriptionsz": self.subsz,
             "/routez": self.routez, "/accountz": self.accountz, "/accstatz": self.accstatz,
             "/healthz": self.healthz,
+            "/metrics": lambda request, query: metrics.render(self.monitor, request),
         }
 
     @property

@@ -425,14 +425,8 @@ class AccountClaims(Claims):
                              % json.dumps(src))
         exports = nats.get("exports") or []
         imports = nats.get("imports") or []
-        for e in exports:
-            _validate_subject(e.get("subject") or "", vr)
-            if e.get("type") not in ("stream", "service"):
-                vr.add_error("invalid export type: %s" % json.dumps(e.get("type")))
-        for i in imports:
-            if not is_public_key(i.get("account") or "", "A"):
-                vr.add_error("account to import from is not a valid account public key")
-            _validate_subject(i.get("subject") or "", vr)
+        validate_exports(exports, vr)
+        validate_imports(imports, self.subject, vr)
         n_imports = limits.get("imports", NO_LIMIT)
         if n_imports is not None and n_imports != NO_LIMIT and len(imports) > n_imports and limits:
             vr.add_error("the account contains more imports than allowed by the operator")
@@ -446,6 +440,30 @@ class AccountClaims(Claims):
                     vr.add_error("%s is not a valid account signing key" % json.dumps(key))
             elif not is_public_key(key, "A"):
                 vr.add_error("%s is not an account public key" % key)
+
+
+class ActivationClaims(Claims):
+    """An activation token: the exporting account (or one of its signing
+    keys, then ``issuer_account``) lets the account ``sub`` import
+    ``subject`` of ``kind`` (jwt.ActivationClaims)."""
+
+    kind = ACTIVATION
+    expected_prefixes = ("A", "O")
+
+    import_subject = property(lambda self: self.nats.get("subject") or "")
+    import_type = property(lambda self: self.nats.get("kind") or "")
+    issuer_account = property(lambda self: self.nats.get("issuer_account") or "")
+
+    def validate(self, vr, now=None, time_checks=True):
+        """validateWithTimeChecks: the kind, the subject, issuer_account."""
+        if time_checks:
+            super().validate(vr, now)
+        if self.import_type not in ("stream", "service"):
+            vr.add_error("invalid import type: %s" % json.dumps(self.import_type))
+        _validate_subject(self.import_subject, vr)
+        ia = self.issuer_account
+        if ia and not is_public_key(ia, "A"):
+            vr.add_error("account_id is not an account public key")
 
 
 class OperatorClaims(Claims):
@@ -473,7 +491,10 @@ class GenericClaims(Claims):
     ClaimsData is read."""
 
 
+_ACTIVATION_SPEC = dict(_CLAIMS_DATA, nats=dict(subject=_S.STR, kind=_S.STR, issuer_account=_S.STR,
+                                                **_GENERIC))
 _KINDS = {USER: (UserClaims, _USER_SPEC, "UserClaims"),
+          ACTIVATION: (ActivationClaims, _ACTIVATION_SPEC, "ActivationClaims"),
           ACCOUNT: (AccountClaims, _ACCOUNT_SPEC, "AccountClaims"),
           OPERATOR: (OperatorClaims, _OPERATOR_SPEC, "OperatorClaims")}
 
@@ -517,6 +538,179 @@ def _validate_subject(v, vr):
         vr.add_error("subject %s cannot start or end with a `.`" % json.dumps(v))
     if ".." in v:
         vr.add_error("subject %s cannot contain consecutive `.`" % json.dumps(v))
+
+
+def _has_wildcards(subject):
+    return any(t in ("*", ">") for t in subject.split("."))
+
+
+def is_contained_in(subject, other):
+    """jwt.Subject.IsContainedIn: is every subject ``subject`` matches also
+    matched by ``other``?"""
+    theirs = other.split(".")
+    mine = subject.split(".")
+    if len(mine) > len(theirs) and theirs[-1] != ">":
+        return False
+    if len(mine) < len(theirs):
+        return False
+    for i, tok in enumerate(theirs):
+        if i == len(theirs) - 1 and tok == ">":
+            return True
+        if tok != mine[i] and tok != "*":
+            return False
+    return True
+
+
+def _validate_renaming(local, subject, vr):
+    """jwt.RenamingSubject.Validate: an import's ``local_subject``."""
+    if local == "":
+        vr.add_error("subject cannot be empty")
+    if " " in local:
+        vr.add_error("subject %s cannot have spaces" % json.dumps(local))
+
+    def gt(s):
+        return s == ">" or s.endswith(".>")
+
+    if gt(local) != gt(subject):
+        vr.add_error("both, renaming subject and subject, need to end or not end in >")
+    wildcards = subject.split(".").count("*")
+    refs = 0
+    for tk in local.split("."):
+        if tk == "*":
+            refs += 1
+        elif len(tk) > 1 and tk[0] == "$" and tk[1:].isdigit():
+            if int(tk[1:]) > wildcards:
+                vr.add_error("Reference %s in %s reference * in %s that do not exist"
+                             % (tk, json.dumps(local), json.dumps(subject)))
+            else:
+                refs += 1
+    if refs != wildcards:
+        vr.add_error("subject does not contain enough * or reference wildcards $[0-9]")
+
+
+def validate_import(i, importer, vr, now=None):
+    """jwt.Import.Validate for an import of account ``importer`` (its
+    activation token checked, its expiry not)."""
+    kind = i.get("type") or ""
+    subject = i.get("subject") or ""
+    if kind not in ("stream", "service"):
+        vr.add_error("invalid import type: %s" % json.dumps(kind))
+    if kind == "service" and i.get("allow_trace"):
+        vr.add_error("AllowTrace only valid for stream import")
+    account = i.get("account") or ""
+    if not account:
+        vr.add_error("account to import from is not specified")
+    elif not is_public_key(account, "A"):
+        vr.add_error("account to import from is not a valid account public key")
+    if i.get("to"):
+        vr.add_warning("the field to has been deprecated (use LocalSubject instead)")
+    _validate_subject(subject, vr)
+    local = i.get("local_subject") or ""
+    if local:
+        _validate_renaming(local, subject, vr)
+        if i.get("to"):
+            vr.add_error("Local Subject replaces To")
+    if i.get("share") and kind != "service":
+        vr.add_error("sharing information (for latency tracking) is only valid for services: %s"
+                     % json.dumps(subject))
+    token = i.get("token") or ""
+    if not token:
+        return None
+    try:
+        act = decode_activation(token)
+    except JWTError:
+        vr.add_error("import %s contains an invalid activation token" % json.dumps(subject))
+        return None
+    if not (act.issuer == account or act.issuer_account == account):
+        vr.add_error("activation token doesn't match account for import %s" % json.dumps(subject))
+    if act.subject != importer:
+        vr.add_error("activation token doesn't match account it is being included in, %s"
+                     % json.dumps(subject))
+    if act.import_type != kind:
+        vr.add_error("mismatch between token import type %s and type of import %s"
+                     % (act.import_type, kind))
+    act.validate(vr, now, time_checks=False)
+    subj = subject
+    if kind == "service" and i.get("to"):
+        subj = i.get("to")
+    if not is_contained_in(subj, act.import_subject):
+        vr.add_error("activation token import subject %s doesn't match import %s"
+                     % (json.dumps(act.import_subject), json.dumps(subject)))
+    return act
+
+
+def validate_imports(imports, importer, vr):
+    """jwt.Imports.Validate: each import, and service imports' local
+    subjects must not overlap."""
+    seen = []
+    for i in imports:
+        if not isinstance(i, dict):
+            vr.add_error("null import is not allowed")
+            continue
+        if i.get("type") == "service":
+            sub = i.get("to") or i.get("local_subject") or i.get("subject") or ""
+            for k in seen:
+                if is_contained_in(sub, k) or is_contained_in(k, sub):
+                    vr.add_error("overlapping subject namespace for %s and %s"
+                                 % (json.dumps(sub), json.dumps(k)))
+            seen.append(sub)
+        validate_import(i, importer, vr)
+
+
+_RESPONSE_TYPES = ("", "Singleton", "Stream", "Chunked")
+
+
+def validate_export(e, vr):
+    """jwt.Export.Validate."""
+    kind = e.get("type") or ""
+    rt = e.get("response_type") or ""
+    if kind not in ("stream", "service"):
+        vr.add_error("invalid export type: %s" % json.dumps(kind))
+    if kind == "service" and rt not in _RESPONSE_TYPES:
+        vr.add_error("invalid response type for service: %s" % json.dumps(rt))
+    if kind == "stream":
+        if rt:
+            vr.add_error("invalid response type for stream: %s" % json.dumps(rt))
+        if e.get("allow_trace"):
+            vr.add_error("AllowTrace only valid for service export")
+    threshold = e.get("response_threshold") or 0
+    if threshold < 0:
+        vr.add_error("negative response threshold is invalid")
+    if threshold > 0 and kind != "service":
+        vr.add_error("response threshold only valid for services")
+    subject = e.get("subject") or ""
+    _validate_subject(subject, vr)
+    pos = e.get("account_token_position") or 0
+    if pos > 0:
+        if not _has_wildcards(subject):
+            vr.add_error("Account Token Position can only be used with wildcard subjects: %s" % subject)
+        else:
+            tokens = subject.split(".")
+            if pos > len(tokens):
+                vr.add_error("Account Token Position %d exceeds length of subject '%s'" % (pos, subject))
+            elif tokens[pos - 1] != "*":
+                vr.add_error("Account Token Position %d matches '%s' but must match a * in: %s"
+                             % (pos, tokens[pos - 1], subject))
+
+
+def validate_exports(exports, vr):
+    """jwt.Exports.Validate: each export, and no export of a kind inside
+    another of the same kind."""
+    by_kind = {"service": [], "stream": []}
+    for e in exports:
+        if not isinstance(e, dict):
+            vr.add_error("null export is not allowed")
+            continue
+        by_kind["service" if e.get("type") == "service" else "stream"].append(e.get("subject") or "")
+        validate_export(e, vr)
+    for kind, subjects in by_kind.items():
+        covered = {}
+        for i, ns in enumerate(subjects):
+            for j, s in enumerate(subjects):
+                if i != j and is_contained_in(ns, s):
+                    covered.setdefault(s, ns)
+        for k, v in covered.items():
+            vr.add_error("%s export subject %s already exports %s" % (kind, json.dumps(k), json.dumps(v)))
 
 
 def _check_permission(subj, vr, permit_queue):
@@ -616,10 +810,14 @@ def decode(token):
     chunks = token.split(".")
     if len(chunks) != 3:
         raise JWTError("expected 3 chunks")
-    _parse_header(chunks[0])
+    alg = _parse_header(chunks[0])
     data = _b64decode(chunks[1])
     version, claims = _load(data, token)
     sig = _b64decode(chunks[2])
+    if version == -1:
+        # A claim of no known type (a delete request...): the header's
+        # algorithm says how it was signed, as jwt.DecodeGeneric has it.
+        version = 2 if alg == ALGORITHM else 1
     if version <= 1:
         signed = chunks[1]
         failed = "claim failed V1 signature verification"
@@ -651,6 +849,7 @@ def _parse_header(chunk):
     low = alg.lower()
     if not low.startswith(_ALGORITHM_V1) or low not in (_ALGORITHM_V1, ALGORITHM):
         raise JWTError("unexpected %s algorithm" % json.dumps(alg))
+    return low
 
 
 def _load(data, token):
@@ -717,6 +916,11 @@ def decode_account(token):
 def decode_operator(token):
     """jwt.DecodeOperatorClaims."""
     return _decode_kind(token, OperatorClaims, "operator")
+
+
+def decode_activation(token):
+    """jwt.DecodeActivationClaims."""
+    return _decode_kind(token, ActivationClaims, "activation")
 
 
 def decode_generic(token):

@@ -21,6 +21,7 @@ from natsbroker.config import MapDest, Permission, Permissions, ResponsePermissi
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.jwtauth import claims as C
+from natsbroker.jwtauth import links
 from natsbroker.jwtauth.resolver import DirResolver, MemoryResolver, ResolverError
 from natsbroker.nkey import decode_signature
 
@@ -172,11 +173,27 @@ def _quote(s):
 
 class JwtAccount:
     """An account as its JWT says: the broker's :class:`Account` and the
-    claims that govern it."""
+    claims that govern it. Its exports (``streams``, ``services``) and the
+    imports wired for it (``stream_imports``, ``service_imports``) are in
+    the shape :mod:`natsbroker.exports` checks imports against."""
 
-    def __init__(self, account, claims):
+    def __init__(self, account, claims, operator=None):
         self.account = account
+        self.operator = operator
+        self.stream_imports = []
+        self.service_imports = []
+        self.streams = {}
+        self.services = {}
+        self.expired_flag = False
+        self._expiry = None
         self.update(claims)
+
+    name = property(lambda self: self.account.name)
+
+    @property
+    def trace_label(self):
+        """nats-server's traceLabel: ``<key>/<name>``."""
+        return "%s/%s" % (self.name, self.name_tag) if self.name_tag else self.name
 
     def update(self, claims):
         self.claims = claims
@@ -190,6 +207,28 @@ class JwtAccount:
         self.disallow_bearer = bool(limits.get("disallow_bearer"))
         self.expires = claims.expires
         self.default_permissions = permissions_from_jwt(claims.nats.get("default_permissions"))
+        if self.operator is not None:
+            self.streams, self.services = links.make_exports(self.operator, self)
+            self._check_expiration()
+
+    def _check_expiration(self):
+        """nats-server's checkExpiration: an account JWT that expires later
+        takes its clients with it then (a reactor timer)."""
+        self.cancel_expiry()
+        if not self.expires:
+            self.expired_flag = False
+            return
+        left = self.expires - int(time.time())
+        if left <= 0:
+            self.expired_flag = True
+            return
+        self.expired_flag = False
+        self._expiry = self.operator.broker.reactor.callLater(left, self.operator.account_expired, self)
+
+    def cancel_expiry(self):
+        if self._expiry is not None and self._expiry.active():
+            self._expiry.cancel()
+        self._expiry = None
 
     def has_issuer(self, issuer):
         """``(known, scope)``: the account's own key or one of its signing
@@ -213,6 +252,8 @@ class JwtAccount:
         return True
 
     def expired(self, now=None):
+        if self.expired_flag:
+            return True
         now = time.time() if now is None else now
         return bool(self.expires) and now > self.expires
 
@@ -451,6 +492,9 @@ class OperatorMode:
         if self.pinned and config.system_account:
             self.pinned.add(config.system_account)
         self.accounts = {}  # public key -> JwtAccount
+        self._wire_queue = []
+        self._wiring = False
+        self._activation_timers = {}  # importer key -> [IDelayedCall]
         self._seq = 0
         rc = config.resolver
         if rc is None:
@@ -484,7 +528,7 @@ class OperatorMode:
             # "bootstrapping system account").
             self.bootstrapped = True
             return
-        self.accounts[name] = JwtAccount(sys_acc, claims)
+        self.accounts[name] = JwtAccount(sys_acc, claims, self)
 
     # -- IBrokerPlugin -----------------------------------------------------
 
@@ -499,12 +543,17 @@ class OperatorMode:
             log.error("{t}", t=text)
         if self.resolver is not None:
             self.resolver.start(self)
+        self.wire(list(self.accounts))
         if self.bootstrapped and self.config.resolver is not None and self.config.resolver.type == "FULL":
             log.info("Using bootstrapping system account")
 
     def stop(self):
         if self.resolver is not None:
             self.resolver.stop()
+        for jacc in self.accounts.values():
+            jacc.cancel_expiry()
+        for key in list(self._activation_timers):
+            self._cancel_activation_timers(key)
 
     # -- IClientObserver ---------------------------------------------------
 
@@ -545,8 +594,63 @@ class OperatorMode:
             return None, ACCOUNT_VALIDATION
         log.debug("Updating account claims: {a}/{n}", a=name, n=claims.name)
         account = self.broker.add_account(name, mappings=_mappings(claims))
-        jacc = self.accounts[name] = JwtAccount(account, claims)
+        jacc = self.accounts[name] = JwtAccount(account, claims, self)
+        # Its imports, and those of accounts that were waiting for it.
+        self.wire([name] + self._importers_of(name))
         return jacc, None
+
+    # -- exports and imports ---------------------------------------------------
+
+    def _importers_of(self, name):
+        return [k for k, j in self.accounts.items() if k != name and links.imports_from(j, name)]
+
+    def wire(self, names):
+        """Wire the imports of the accounts ``names`` anew. Accounts looked
+        up while doing so (exporters) queue theirs: one pass, each account
+        once, however they import from each other."""
+        self._wire_queue.extend(names)
+        if self._wiring:
+            return
+        self._wiring = True
+        done = set()
+        try:
+            while self._wire_queue:
+                name = self._wire_queue.pop(0)
+                jacc = self.accounts.get(name)
+                if name in done or jacc is None:
+                    continue
+                done.add(name)
+                self._cancel_activation_timers(name)
+                links.wire(self, jacc)
+        finally:
+            self._wiring = False
+
+    def activation_expires(self, importer, seconds):
+        """An activation token of ``importer``'s expires in ``seconds``: its
+        imports are checked again then (nats-server's activationExpired)."""
+        call = self.broker.reactor.callLater(seconds, self._activation_expired, importer)
+        self._activation_timers.setdefault(importer, []).append(call)
+
+    def _activation_expired(self, importer):
+        jacc = self.accounts.get(importer)
+        if jacc is not None and not jacc.expired():
+            self.wire([importer])
+
+    def _cancel_activation_timers(self, name):
+        for call in self._activation_timers.pop(name, ()):
+            if call.active():
+                call.cancel()
+
+    def account_expired(self, jacc):
+        """An account JWT's ``exp`` came (nats-server's expiredTimeout): its
+        clients go, and no one logs in to it any more."""
+        jacc._expiry = None
+        jacc.expired_flag = True
+        for client in self._clients_of(jacc):
+            _account_auth_expired(client)
+
+    def _clients_of(self, jacc):
+        return [c for c in list(self.broker.clients()) if c.account is jacc.account and not c.closed]
 
     def _fetch_took(self, name, began):
         ns = int((time.monotonic() - began) * 1e9)
@@ -571,17 +675,55 @@ class OperatorMode:
         if claims is None:
             return ACCOUNT_VALIDATION
         log.debug("Updating account claims: {a}/{n}", a=key, n=claims.name)
+        old_keys = dict(jacc.signing_keys)
         jacc.update(claims)
         set_mappings(jacc.account, _mappings(claims))
-        # Users revoked by the new claims go now.
-        for client in list(self.broker.clients()):
-            user = client.user
-            if (client.account is jacc.account and isinstance(user, JwtUser) and not client.closed
-                    and jacc.revoked(user.claims.subject, user.claims.issued_at)):
-                log.debug("{prefix} - User Authentication Revoked - Account:{a}/{n} - jwt:{u}",
-                          prefix=client.log_prefix(), a=key, n=jacc.name_tag, u=str(user))
-                client.send_err("User Authentication Revoked", close=True, reason="Credentials Revoked")
+        # Its imports, and those of the accounts importing from it.
+        self.wire([key] + self._importers_of(key))
+        self._apply_to_clients(jacc, claims, old_keys)
         return None
+
+    def _apply_to_clients(self, jacc, claims, old_keys):
+        """What an account JWT update does to the account's clients, in
+        nats-server's order: the oldest over the connection limit go, the
+        others take the new limits, revoked users and bearer users the
+        account no longer allows go, then the users of a signing key that
+        was removed or whose scope changed."""
+        # (Over the connection limit, the newest connections go: nats-server
+        # keeps the ones that came first.)
+        clients = sorted(self._clients_of(jacc), key=lambda c: c.start)
+        revocations = claims.nats.get("revocations") is not None
+        for i, client in enumerate(clients):
+            if jacc.max_conns != C.NO_LIMIT and i >= jacc.max_conns:
+                _error(client, ERR_MAX_ACCOUNT_CONNECTIONS)
+                client.send_err(ERR_MAX_ACCOUNT_CONNECTIONS, close=True,
+                                reason="Maximum Account Connections Exceeded")
+                continue
+            user = client.user
+            if not isinstance(user, JwtUser):
+                continue
+            self._apply_limits(client, jacc, user, at_login=False)
+            if not (revocations or jacc.disallow_bearer):
+                continue
+            juc = user.claims
+            if juc.bearer_token and jacc.disallow_bearer:
+                log.debug("{prefix} - Bearer User JWT not allowed", prefix=client.log_prefix())
+                client.send_err("Authorization Violation", close=True,
+                                reason="Authentication Failure")
+            elif jacc.revoked(juc.subject, juc.issued_at):
+                log.debug("{prefix} - User Authentication Revoked - Account:{a}/{n} - jwt:{u}",
+                          prefix=client.log_prefix(), a=jacc.name, n=jacc.name_tag, u=str(user))
+                client.send_err("User Authentication Revoked", close=True, reason="Credentials Revoked")
+        new_keys = jacc.signing_keys
+        if new_keys == old_keys:
+            return
+        for client in self._clients_of(jacc):
+            user = client.user
+            if not isinstance(user, JwtUser) or not user.claims.issuer_account:
+                continue
+            sk = user.claims.issuer
+            if sk not in new_keys or new_keys[sk] != old_keys.get(sk):
+                client.close("Authentication Failure")
 
     def account_deleted(self, key):
         """The resolver deleted ``key``'s JWT: no one logs in to it any more
@@ -591,10 +733,13 @@ class OperatorMode:
             return
         log.debug("Disable account {a} due to remove", a=key)
         jacc.max_conns = jacc.max_subs = jacc.max_payload = 0
-        for client in list(self.broker.clients()):
-            if client.account is jacc.account:
-                client.send_err("Account Authentication Expired", close=True,
-                                reason="Account Authentication Expired")
+        # (removeCb: expired, its clients gone, its service imports too)
+        jacc.expired_flag = True
+        for client in self._clients_of(jacc):
+            _account_auth_expired(client)
+        from natsbroker.imports import unwire
+        unwire(jacc.account)
+        jacc.cancel_expiry()
 
     def server_response(self, body, server_last=False):
         """A system-account reply: ``{"server": <ServerInfo>, ...body}``
@@ -626,11 +771,12 @@ class OperatorMode:
         logged here with the client's prefix)."""
         refused = (False, None, None, None)
         debug = note or (lambda text: None)
-        if not opts.jwt:
+        token = opts.jwt or _cookie_jwt(client)
+        if not token:
             debug("Authentication requires a user JWT")
             return refused
         try:
-            juc = C.decode_user(opts.jwt)
+            juc = C.decode_user(token)
         except C.JWTError:
             # (nats-server 2.15 says the same of a token it cannot decode.)
             debug("Authentication requires a user JWT")
@@ -733,7 +879,27 @@ class OperatorMode:
                                 reason="Maximum Account Connections Exceeded")
                 _error(None, "%s - %s" % (_peer_prefix(client), ERR_MAX_ACCOUNT_CONNECTIONS))
                 return False
+        self._apply_limits(client, jacc, user, at_login=True)
+        juc = user.claims
+        self._set_expiration(client, juc.expires, user.valid_for)
+        log.debug('{prefix} - Authenticated JWT: Client "{u}" (claim-name: "{n}", claim-tags: [{t}]) '
+                  'signed with "{i}" by Account "{a}" (claim-name: "{an}", claim-tags: [{at}]) '
+                  'signed with "{ai}" has mappings {m}',
+                  prefix=_peer_prefix(client), u=juc.subject, n=juc.name,
+                  t=" ".join(_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
+                  an=jacc.name_tag, at=" ".join(_quote(x) for x in jacc.claims.tags),
+                  ai=jacc.claims.issuer, m="true" if jacc.account.mappings is not None else "false")
+        return True
+
+    def _apply_limits(self, client, jacc, user, at_login):
+        """nats-server's applyAccountLimits: the lower of the user's and the
+        account's payload and subscription limits, then the server's. A
+        client at its subscription limit is told and closed a moment later."""
         lim = user.claims_limits
+        scope = jacc.signing_keys.get(user.claims.issuer) if user.claims.issuer_account else None
+        if not at_login and scope is not None:
+            # (the scope's template as the account JWT says it now)
+            lim = scope.get("template") or {}
         payload = _min_limit(int(lim.get("payload") or 0), jacc.max_payload)
         subs = _min_limit(int(lim.get("subs") or 0), jacc.max_subs)
         cfg = self.broker.config
@@ -745,23 +911,13 @@ class OperatorMode:
             subs = cfg.max_subscriptions
         client.parser.max_payload = payload
         client.max_payload = payload
-        if subs == 0:
-            # No subscription at all is allowed: nats-server says so and
-            # closes the connection a moment later.
-            client.max_subs = -1
+        if subs != C.NO_LIMIT and len(client.subs) >= subs:
+            # At the limit already (none allowed at all, at login): nats-server
+            # says so and closes the connection a moment later.
+            client.max_subs = -1 if subs == 0 else subs
             self.broker.reactor.callLater(0, _max_subs_exceeded, client)
         else:
             client.max_subs = 0 if subs == C.NO_LIMIT else subs  # (0: no limit)
-        juc = user.claims
-        self._set_expiration(client, juc.expires, user.valid_for)
-        log.debug('{prefix} - Authenticated JWT: Client "{u}" (claim-name: "{n}", claim-tags: [{t}]) '
-                  'signed with "{i}" by Account "{a}" (claim-name: "{an}", claim-tags: [{at}]) '
-                  'signed with "{ai}" has mappings {m}',
-                  prefix=_peer_prefix(client), u=juc.subject, n=juc.name,
-                  t=" ".join(_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
-                  an=jacc.name_tag, at=" ".join(_quote(x) for x in jacc.claims.tags),
-                  ai=jacc.claims.issuer, m="true" if jacc.account.mappings is not None else "false")
-        return True
 
     def _set_expiration(self, client, expires, valid_for):
         at = 0.0
@@ -786,6 +942,19 @@ class OperatorMode:
         client.send_err(ERR_EXPIRED, close=True, reason="Authentication Expired")
 
 
+def _cookie_jwt(client):
+    """The user JWT of a WebSocket client's ``jwt_cookie`` cookie (used
+    when its CONNECT has none, as nats-server does), or ''."""
+    ws = getattr(getattr(client, "transport", None), "_ws", None)
+    return getattr(ws, "jwt_cookie", "") or ""
+
+
+def _account_auth_expired(client):
+    # nats-server's accountAuthExpired.
+    log.debug("{prefix} - Account Authentication Expired", prefix=client.log_prefix())
+    client.send_err("Account Authentication Expired", close=True, reason="Authentication Expired")
+
+
 def _max_subs_exceeded(client):
     # As nats-server (in a goroutine of its own, after the CONNECT is
     # answered): the error, and the close 20 ms later.
@@ -803,17 +972,20 @@ def _close_later(client):
 
 def set_mappings(account, mappings):
     """Give a loaded account new subject mappings (an account JWT update),
-    as Account.__init__ sets them up."""
+    as Account.__init__ sets them up (an account that routes with delivery
+    counting keeps doing so: that route applies mappings itself)."""
     from natsbroker.mapping import SubjectMappings
+    route = account.__dict__.get("route")
+    mapped = route is not None and route.__func__ is type(account)._route_mapped
     if mappings:
         account.mappings = SubjectMappings(mappings, account.broker.config.cluster.name)
         account._mapped = account.mappings.cache
-        if "route" not in account.__dict__ or account.route.__func__ is type(account).route:
+        if route is None:
             account.route = account._route_mapped
-    elif account.mappings is not None and account.__dict__.get("route") is not None \
-            and account.route.__func__ is type(account)._route_mapped:
+    elif account.mappings is not None:
         account.mappings = None
-        del account.route
+        if mapped:
+            del account.route
 
 
 def _check_sig(subject, sig, nonce):

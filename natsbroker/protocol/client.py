@@ -50,6 +50,11 @@ LARGE_PAYLOAD = 256 * 1024
 # PINGs would wait behind it.
 LARGE_IO = 1024 * 1024
 
+# While a CONNECT waits for the auth service, what the client sends next is
+# kept (parsed) up to about this many bytes; then reading pauses until the
+# answer, as nats-server's read loop waits for it.
+HOLD_LIMIT = 64 * 1024
+
 # nats-server's first PING after connect, and how often it re-measures RTT.
 FIRST_PING_INTERVAL = 2.0
 RTT_MEASUREMENT_INTERVAL = 60.0
@@ -236,6 +241,13 @@ class ClientProtocol(protocol.Protocol):
         # e.g. WebSocket), raised while a large payload is arriving.
         self._read_size = None
         self._allow_responses = False
+        # Auth callout: the request a CONNECT waits on, the ops that came
+        # after it (None: no CONNECT is waiting), what they took to read.
+        self._callout = None
+        self._held_ops = None
+        self._held_bytes = 0
+        self._reads_paused = False
+        self._expiry_call = None
 
     # -- connection lifecycle ---------------------------------------------
 
@@ -432,10 +444,14 @@ class ClientProtocol(protocol.Protocol):
             self.close_reason = "Client Closed"
         self._cancel_tls_timer()
         self._cancel_fallback()
-        for c in (self._ping_call, self._auth_call, self._deadline_call):
+        for c in (self._ping_call, self._auth_call, self._deadline_call, self._expiry_call):
             if c is not None and c.active():
                 c.cancel()
-        self._ping_call = self._auth_call = self._deadline_call = None
+        self._ping_call = self._auth_call = self._deadline_call = self._expiry_call = None
+        if self._callout is not None:
+            self._callout.cancel()
+            self._callout = None
+        self._held_ops = None
         self._out = []
         self._held = None
         b = self.broker
@@ -509,9 +525,15 @@ class ClientProtocol(protocol.Protocol):
             return
         if self.trace:
             self._trace_in(ops)
+        if self._held_ops is not None:
+            self._hold_ops(ops, len(data))
+            return
         b = self.broker
         b.begin()
         try:
+            if not self.connect_received:
+                self._dispatch_ops(ops)
+                return
             dispatch = self._dispatch
             for op in ops:
                 handler = dispatch.get(op[0])
@@ -523,6 +545,32 @@ class ClientProtocol(protocol.Protocol):
                     break
         finally:
             b.end()
+
+    def _dispatch_ops(self, ops):
+        """Dispatch before the connection is fully up: a CONNECT may be held
+        for the auth service, and then what follows it waits too (kept off
+        the loop above, which every later read takes)."""
+        dispatch = self._dispatch
+        for i, op in enumerate(ops):
+            handler = dispatch.get(op[0])
+            if handler is None:
+                self._on_unhandled(op)
+            else:
+                handler(op)
+            if self.closed:
+                return
+            if self._held_ops is not None:
+                self._held_ops.extend(ops[i + 1:])
+                return
+
+    def _hold_ops(self, ops, size):
+        # A CONNECT waits for the auth service: keep what came after it, in
+        # order; past HOLD_LIMIT stop reading until the answer.
+        self._held_ops.extend(ops)
+        self._held_bytes += size
+        if self._held_bytes > HOLD_LIMIT and not self._reads_paused:
+            self._reads_paused = True
+            self.transport.pauseProducing()
 
     def _size_reads(self, wanted):
         # Read what the payload still needs, up to LARGE_IO, in one recv; the
@@ -664,8 +712,12 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
             return
         if not self.connect_received and self.auth.required:
-            ok, user, perms, account = self.auth.authenticate(
+            result = self.auth.authenticate(
                 opts, self._tls_names(), nonce=self.nonce, note=self._auth_note, client=self)
+            if self.auth.callout is not None and self.auth.wants_callout(opts, result):
+                self._hold_for_callout(opts)
+                return
+            ok, user, perms, account = result
             if not ok:
                 self._auth_violation(opts)
                 return
@@ -679,6 +731,10 @@ class ClientProtocol(protocol.Protocol):
             ok, user, perms, account = self.auth.authenticate(opts)
             self.user, self.permissions = user, perms
             self._join(account)
+        self._accept_connect(opts)
+
+    def _accept_connect(self, opts):
+        # The CONNECT is accepted (or, after the first, updates the options).
         self.opts = opts
         self.verbose = opts.verbose
         self.pedantic = opts.pedantic
@@ -690,6 +746,68 @@ class ClientProtocol(protocol.Protocol):
             self.send(wire.OK)
         if first:
             self._connected()
+
+    # -- auth callout (natsbroker.authcallout) ---------------------------------
+
+    def _hold_for_callout(self, opts):
+        """Ask the auth service about this CONNECT; the connection waits
+        (nothing it sends after is processed) until it answers."""
+        from natsbroker.authcallout import PendingCallout
+        # The auth timer stops at CONNECT, as nats-server's: the wait for the
+        # service has a timeout of its own.
+        if self._auth_call is not None and self._auth_call.active():
+            self._auth_call.cancel()
+        self._auth_call = None
+        self.opts = opts
+        self._held_ops = []
+        self._held_bytes = 0
+        pending = PendingCallout(self.auth.callout, self, opts, self._callout_done)
+        self._callout = pending
+        why = pending.start()
+        if why is not None:
+            self._callout = None
+            self._held_ops = None
+            log.warn("{why}", why=why)
+            self._auth_violation(opts)
+
+    def _callout_done(self, admission, why):
+        """The auth service answered (``admission``) or did not (None,
+        ``why`` nats-server's warning, or None after the timeout)."""
+        self._callout = None
+        held, self._held_ops = self._held_ops, None
+        if self.closed:
+            return
+        opts = self.opts
+        b = self.broker
+        b.begin()
+        try:
+            if admission is None:
+                self._auth_violation(opts)
+                if why:
+                    log.warn("{why}", why=why)
+                return
+            self.user = admission.user
+            self.permissions = admission.permissions
+            self._join(admission.account)
+            if not self.auth.admit(self):
+                return
+            if admission.expires_in:
+                self._expiry_call = b.reactor.callLater(admission.expires_in, self._callout_expired)
+            self._accept_connect(opts)
+            if held:
+                self._dispatch_ops(held)
+        finally:
+            b.end()
+        if self._reads_paused and not self.closed:
+            self._reads_paused = False
+            self.transport.resumeProducing()
+
+    def _callout_expired(self):
+        # The user JWT the auth service issued has expired.
+        self._expiry_call = None
+        if not self.closed:
+            log.debug("{prefix} - User Authentication Expired", prefix=self.log_prefix())
+            self.send_err("User Authentication Expired", close=True, reason="Authentication Expired")
 
     def _connected(self):
         self.connect_received = True

@@ -1113,6 +1113,481 @@ async def nkey_auth(args):
     return out
 
 
+# --- accounts, imports/exports, permissions, operator mode -------------------
+#
+# For tests/test_nats_core_accounts.py, which starts both servers with the same
+# config file: accounts A (alice, amy, worker, mute) and B (bob, the
+# no_auth_user) with the same subjects in use, services and a stream exported
+# by A and imported by B, JetStream limits per account, C without JetStream.
+
+INBOX_ID = re.compile(r"(?<=_INBOX\.)[0-9a-f]{32}(?=\.)")
+
+
+def no_inbox(text_):
+    """An error or subject with the client's random inbox token left out."""
+    return INBOX_ID.sub("<id>", text_) if isinstance(text_, str) else text_
+
+
+async def as_user(args, user, password):
+    return await connect(args, user=user, password=password)
+
+
+async def flush_all(*ncs):
+    for nc in ncs:
+        await nc.flush(timeout=DEADLINE)
+
+
+async def until_end(sub):
+    """Messages of ``sub`` up to the one whose payload is ``end`` (left out)."""
+    got = []
+    while True:
+        m = await sub.next(DEADLINE)
+        if m.data == b"end":
+            return got
+        got.append([m.subject, text(m.data)])
+
+
+def reply_kind(reply):
+    """What a responder sees as the reply subject, without its random part."""
+    if reply is None:
+        return None
+    for prefix in ("_R_.", "_INBOX."):
+        if reply.startswith(prefix):
+            return prefix + "*"
+    return reply
+
+
+def request_info(h):
+    """A request's headers as a service importer's responder sees them, with
+    the rtt (a time) in Nats-Request-Info replaced by its type."""
+    h = hdrs(h)
+    if h and "Nats-Request-Info" in h:
+        infos = []
+        for v in h["Nats-Request-Info"]:
+            info = json.loads(v)
+            if "rtt" in info:
+                info["rtt"] = type(info["rtt"]).__name__
+            infos.append(info)
+        h["Nats-Request-Info"] = infos
+    return h
+
+
+async def try_request(nc, subject, payload=b"", timeout=DEADLINE, **kw):
+    """A request's answer, or the error it raised, as JSON."""
+    quiet = logging.getLogger("nats.client")
+    quiet.disabled = True  # the client logs a timeout with a traceback
+    try:
+        m = await nc.request(subject, payload, timeout=timeout, **kw)
+        return ["reply", text(m.data), hdrs(m.headers)]
+    except StatusError as e:
+        return [type(e).__name__, e.status, e.description, e.subject]
+    except TimeoutError as e:
+        return [type(e).__name__, str(e)]
+    finally:
+        quiet.disabled = False
+
+
+@scenario
+async def accounts(args):
+    """Two accounts using the same subjects, a service and a stream from A to B."""
+    out = {}
+    alice = await as_user(args, "alice", "pa")
+    amy = await as_user(args, "amy", "pa")
+    bob = await as_user(args, "bob", "pb")
+    anon = await connect(args)  # no credentials: the no_auth_user bob, account B
+    everyone = (alice, amy, bob, anon)
+
+    # Isolation: the same subjects in A and B, wildcard subscribers in both.
+    subs = {"alice_all": await alice.subscribe(">"), "amy_iso": await amy.subscribe("iso.*"),
+            "bob_all": await bob.subscribe(">"), "anon_iso": await anon.subscribe("iso.*"),
+            "bob_star": await bob.subscribe("*.*")}
+    await flush_all(*everyone)
+    for nc, subject, data in ((alice, "iso.1", b"from-alice"), (bob, "iso.1", b"from-bob"),
+                              (anon, "iso.2", b"from-anon"), (amy, "iso.2", b"from-amy"),
+                              (amy, "iso.x.y", b"deep-amy"), (anon, "iso.x.y", b"deep-anon")):
+        await nc.publish(subject, data)
+        await nc.flush(timeout=DEADLINE)  # one order for all, whichever connection sent it
+    await alice.publish("iso.end", b"end")
+    await bob.publish("iso.end", b"end")
+    await flush_all(alice, bob)
+    out["isolation"] = {k: await until_end(s) for k, s in subs.items()}
+    await flush_all(*everyone)
+    out["pending_after_end"] = [s.pending[0] for s in subs.values()]
+    for s in subs.values():
+        await s.unsubscribe()
+    # A subscriber in A is no responder for a request in B (not exported).
+    await alice.subscribe("private.svc")
+    await alice.flush(timeout=DEADLINE)
+    out["private_from_b"] = await try_request(bob, "private.svc", b"x")
+
+    # A service exported by A, imported by B under other names ("to").
+    seen = []
+    svc = await alice.subscribe("svc.>")
+    await alice.flush(timeout=DEADLINE)
+
+    async def serve():
+        async for m in svc:
+            seen.append([m.subject, text(m.data), reply_kind(m.reply), request_info(m.headers)])
+            await alice.publish(m.reply, b"re:" + m.data, headers={"From": m.subject})
+    task = asyncio.create_task(serve())
+    requests = [
+        ("b_echo", bob, "echo", {}),
+        ("b_echo_headers", bob, "echo", {"headers": {"Ask": ["1", "2"]}}),
+        ("anon_echo", anon, "echo", {}),
+        ("b_calc", bob, "calc.add", {}),
+        ("a_local", alice, "svc.echo", {}),
+        ("b_exporter_name", bob, "svc.echo", {}),  # only "echo" is imported
+        ("b_calc_too_deep", bob, "calc.add.x", {}),
+        ("b_idle", bob, "idle.q", {}),  # imported, nobody subscribed in A
+        ("b_not_imported", bob, "idle.other", {}),
+    ]
+    replies = {}
+    for label, nc, subject, kw in requests:
+        replies[label] = await try_request(nc, subject, b"q-" + label.encode(), **kw)
+    out["requests"] = replies
+    out["responder_saw"] = seen
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+    # A stream exported by A, imported by B with the prefix "a".
+    feed = {"b_prefixed": await bob.subscribe("a.feed.>"), "b_plain": await bob.subscribe("feed.>"),
+            "b_all": await bob.subscribe(">"), "anon_prefixed": await anon.subscribe("a.>"),
+            "a_feed": await amy.subscribe("feed.>")}
+    await flush_all(*everyone)
+    await alice.publish("feed.x", b"f1")
+    await alice.publish("feed.y.z", b"f2", headers={"H": "v"})
+    await alice.publish("nofeed", b"not exported")
+    await alice.publish("feed.r", b"f3", reply="feed.reply")
+    await alice.flush(timeout=DEADLINE)
+    await bob.publish("feed.local", b"b-local")  # B's own feed.local, not A's
+    await bob.flush(timeout=DEADLINE)
+    await alice.publish("feed.end", b"end")
+    await alice.flush(timeout=DEADLINE)
+    await bob.publish("a.feed.end", b"end")  # ends the subscribers of B's own a.feed.>
+    await bob.publish("feed.end", b"end")
+    await flush_all(alice, bob)
+    got = {}
+    for k, s in feed.items():
+        msgs = []
+        ends = 2 if k in ("b_all", "b_prefixed", "anon_prefixed") else 1
+        while ends:
+            m = await s.next(DEADLINE)
+            if m.data == b"end":
+                ends -= 1
+                msgs.append(["end", m.subject])
+                continue
+            msgs.append([m.subject, text(m.data), m.reply, hdrs(m.headers)])
+        got[k] = msgs
+    out["stream_import"] = got
+    for nc in everyone:
+        await nc.close()
+    # A wrong password is refused, not taken for the no_auth_user.
+    try:
+        c = await as_user(args, "bob", "wrong")
+        await c.close()
+        out["wrong_password"] = None
+    except ConnectionError as e:
+        out["wrong_password"] = [type(e).__name__, str(e)]
+    return out
+
+
+@scenario
+async def account_permissions(args):
+    """worker (account A): publish allow work.>, svc.> deny work.secret;
+    subscribe allow work.>, svc.>, _INBOX.> deny work.hidden, svc.admin;
+    allow_responses. mute: publish and subscribe mute.> only."""
+    out = {}
+    alice = await as_user(args, "alice", "pa")
+    worker = await as_user(args, "worker", "pw")
+    errors = []
+    worker.add_error_callback(lambda e: errors.append(no_inbox(e)))
+    log = logging.getLogger("nats.client")
+    log.disabled = True  # the client logs every -ERR
+
+    async def step(label, coro):
+        """Run one client call, then a round trip: the -ERRs it caused."""
+        mark = len(errors)
+        try:
+            await coro
+            result = "ok"
+        except Exception as e:  # noqa: BLE001 - whatever the client raises is compared
+            result = [type(e).__name__, no_inbox(str(e))]
+        await worker.flush(timeout=DEADLINE)
+        out.setdefault("steps", {})[label] = [result, errors[mark:], worker.status.value]
+
+    subs = {}
+
+    async def sub(label, subject, **kw):
+        subs[label] = await worker.subscribe(subject, **kw)
+
+    await step("sub_denied", sub("denied", "work.hidden"))
+    await step("sub_not_allowed", sub("not_allowed", "other.x"))
+    await step("sub_queue_denied", sub("queue_denied", "svc.admin", queue="q"))
+    await step("sub_wildcard", sub("wildcard", "work.>"))
+    await step("sub_allowed", sub("allowed", "work.ok"))
+    await step("pub_denied", worker.publish("work.secret", b"s"))
+    await step("pub_not_allowed", worker.publish("other.x", b"o"))
+    await step("pub_allowed", worker.publish("work.ok", b"mine"))
+    await step("pub_any_reply", worker.publish("work.ok", b"r", reply="anywhere"))
+    # What alice publishes: the denied subscription got nothing, the
+    # wildcard one nothing on the denied subject (nats-server filters it).
+    for subject in ("work.hidden", "other.x", "svc.admin", "work.ok", "work.end"):
+        await alice.publish(subject, b"from-alice")
+    await alice.flush(timeout=DEADLINE)
+    await worker.flush(timeout=DEADLINE)
+    got = {}
+    for label in ("wildcard", "allowed"):
+        msgs = []
+        while True:
+            m = await subs[label].next(DEADLINE)
+            msgs.append([m.subject, text(m.data)])
+            if m.subject == "work.end" or (label == "allowed" and m.data == b"from-alice"):
+                break
+        got[label] = msgs
+    await worker.flush(timeout=DEADLINE)
+    got["pending"] = {k: s.pending[0] for k, s in sorted(subs.items())}
+    out["delivered"] = got
+
+    # allow_responses: worker answers alice's requests on her inbox, which
+    # its publish permissions do not name; one answer per request.
+    svc = await worker.subscribe("svc.echo")
+    await worker.flush(timeout=DEADLINE)
+    mark = len(errors)
+
+    async def serve():
+        async for m in svc:
+            await worker.publish(m.reply, b"re:" + m.data)
+            await worker.publish(m.reply, b"again:" + m.data)  # over the one allowed
+            await worker.flush(timeout=DEADLINE)
+    task = asyncio.create_task(serve())
+    out["responses"] = [await try_request(alice, "svc.echo", b"%d" % i) for i in range(2)]
+    await worker.flush(timeout=DEADLINE)
+    out["response_errors"] = errors[mark:]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    # worker's own requests: allowed, no responders, not allowed to publish.
+    mark = len(errors)
+    out["worker_requests"] = {
+        "no_responders": await try_request(worker, "svc.nobody"),
+        "not_allowed": await try_request(worker, "other.svc", timeout=1.0),
+    }
+    await worker.flush(timeout=DEADLINE)
+    out["worker_request_errors"] = errors[mark:]
+    out["worker_last_error"] = no_inbox(worker.last_error)
+    out["worker_status"] = worker.status.value
+    # Still usable after all that.
+    await worker.publish("work.ok", b"still here")
+    await worker.flush(timeout=DEADLINE)
+    out["after"] = text((await subs["allowed"].next(DEADLINE)).data)
+
+    # mute may not subscribe to the client's request inbox: the request is
+    # refused on the subscription and never answered.
+    mute = await as_user(args, "mute", "pm")
+    mute_errors = []
+    mute.add_error_callback(lambda e: mute_errors.append(no_inbox(e)))
+    out["mute_request"] = await try_request(mute, "mute.svc", timeout=1.0)
+    await mute.flush(timeout=DEADLINE)
+    out["mute_errors"] = mute_errors
+    out["mute_status"] = mute.status.value
+    log.disabled = False
+    for nc in (alice, worker, mute):
+        await nc.close()
+    return out
+
+
+def account_view(ai):
+    """nats-jetstream's AccountInfo. Not api.level: natsbroker announces
+    nats-server 2.12's JetStream API level on purpose (plugins/jetstream/models.py)."""
+    lim = ai.limits
+    return {"memory": ai.memory, "storage": ai.storage, "streams": ai.streams,
+            "consumers": ai.consumers, "api": [ai.api.total, ai.api.errors],
+            "domain": ai.domain, "tiers": ai.tiers,
+            "reserved": [ai.reserved_memory, ai.reserved_storage],
+            "limits": [lim.max_memory, lim.max_storage, lim.max_streams, lim.max_consumers,
+                       lim.max_ack_pending, lim.memory_max_stream_bytes,
+                       lim.storage_max_stream_bytes, lim.max_bytes_required]}
+
+
+async def js_try(coro, view=lambda r: "ok"):
+    try:
+        return view(await coro)
+    except JetStreamError as e:
+        return js_error(e)
+
+
+@scenario
+async def accounts_js(args):
+    """JetStream in A (max_streams 1, max_consumers 1, max_mem 4K, max_file
+    8K) and B (max_streams 2, max_mem 1K, max_file 2K); C has none."""
+    out = {}
+    alice = await as_user(args, "alice", "pa")
+    bob = await as_user(args, "bob", "pb")
+    carl = await as_user(args, "carl", "pc")
+    ja = nats.jetstream.new(alice, strict=args.strict)
+    jb = nats.jetstream.new(bob, strict=args.strict)
+    jc = nats.jetstream.new(carl, strict=args.strict)
+    out["info_before"] = {"A": account_view(await ja.account_info()),
+                          "B": account_view(await jb.account_info())}
+    created = lambda s: [s.name, s.info.config.subjects, s.info.config.storage]  # noqa: E731
+    # The same stream name and subjects in both accounts: two streams.
+    out["create"] = {
+        "A": await js_try(ja.create_stream(name="ORDERS", subjects=["orders.>"], storage="memory"),
+                          created),
+        "B": await js_try(jb.create_stream(name="ORDERS", subjects=["orders.>"], storage="memory"),
+                          created),
+    }
+    ack = lambda a: [a.stream, a.sequence, a.duplicate]  # noqa: E731
+    out["publish"] = {
+        "A": [ack(await ja.publish("orders.new", b"a%d" % i, timeout=DEADLINE)) for i in range(2)],
+        "B": [ack(await jb.publish("orders.new", b"b0", timeout=DEADLINE))],
+    }
+    state = lambda i: [i.state.messages, i.state.bytes, i.state.first_sequence,  # noqa: E731
+                       i.state.last_sequence]
+    out["state"] = {"A": state(await ja.get_stream_info("ORDERS")),
+                    "B": state(await jb.get_stream_info("ORDERS"))}
+    out["get"] = {"A": stored(await ja.get_message("ORDERS", 2)),
+                  "B": await js_try(jb.get_message("ORDERS", 2), stored)}
+    out["names"] = {"A": [n async for n in ja.stream_names()],
+                    "B": [n async for n in jb.stream_names()]}
+    # A's limits.
+    out["A_limits"] = {
+        "second_stream": await js_try(ja.create_stream(name="SECOND", subjects=["second"],
+                                                       storage="memory")),
+        "first_consumer": await js_try(ja.create_consumer("ORDERS", "c1", durable_name="c1"),
+                                       lambda c: c.name),
+        "second_consumer": await js_try(ja.create_consumer("ORDERS", "c2", durable_name="c2")),
+        "stream_over_mem": await js_try(ja.update_stream(name="ORDERS", subjects=["orders.>"],
+                                                         storage="memory", max_bytes=5000)),
+    }
+    fill = []
+    for i in range(6):
+        fill.append(await js_try(ja.publish("orders.big", b"x" * 1000, timeout=DEADLINE), ack))
+    out["A_fill"] = fill
+    # B's limits.
+    out["B_limits"] = {
+        "mem_over_account": await js_try(jb.create_stream(name="BIG", subjects=["big"],
+                                                          storage="memory", max_bytes=5000)),
+        "file_over_account": await js_try(jb.create_stream(name="F", subjects=["f"],
+                                                           storage="file", max_bytes=4000)),
+        "file_within": await js_try(jb.create_stream(name="F", subjects=["f"], storage="file",
+                                                     max_bytes=1000), created),
+        "third_stream": await js_try(jb.create_stream(name="THIRD", subjects=["third"],
+                                                      storage="file", max_bytes=100)),
+        "same_subjects_as_a": "n/a",
+    }
+    del out["B_limits"]["same_subjects_as_a"]
+    # C: no JetStream for the account.
+    out["C"] = {"info": await js_try(jc.account_info()),
+                "create": await js_try(jc.create_stream(name="ORDERS", subjects=["orders.>"]))}
+    out["info_after"] = {"A": account_view(await ja.account_info()),
+                         "B": account_view(await jb.account_info())}
+    out["delete"] = {"A": await ja.delete_stream("ORDERS"), "B": await jb.delete_stream("F")}
+    out["names_after"] = {"A": [n async for n in ja.stream_names()],
+                          "B": [n async for n in jb.stream_names()]}
+    for nc in (alice, bob, carl):
+        await nc.close()
+    return out
+
+
+@scenario
+async def jwt_auth(args):
+    """Operator mode, MEMORY resolver (test_nats_core_accounts.py): account A
+    allows 2 connections, B 64-byte payloads. NATSBROKER_JWT_CASES is JSON:
+    ``creds`` (a .creds file of A), ``jwt``/``seed`` (another user of A),
+    ``b_creds`` (a user of B), ``perm`` ([jwt, seed] of A, publish ok.> but
+    not ok.no, subscribe ok.> and _INBOX.>), ``other_seed`` (a stranger's
+    seed) and ``bad`` (label: .creds file that must be refused)."""
+    import base64
+    import os
+    from pathlib import Path
+
+    import nkeys
+
+    cases = json.loads(os.environ["NATSBROKER_JWT_CASES"])
+    out = {}
+    log = logging.getLogger("nats.client")
+    a1 = await connect(args, jwt=Path(cases["creds"]))
+    a2 = await connect(args, jwt=(cases["jwt"], cases["seed"]))
+    b = await connect(args, jwt=Path(cases["b_creds"]))
+    si = a1.server_info
+    # (nats-core keeps the INFO that follows CONNECT: it has no nonce.)
+    out["info"] = [si.auth_required, si.nonce, si.max_payload, b.server_info.max_payload]
+    # A's two users share a subject space, B's user has its own.
+    subs = {"a1": await a1.subscribe("greet.>"), "b": await b.subscribe(">")}
+    await flush_all(a1, b)
+    for nc, data in ((a2, b"from-a2"), (b, b"from-b"), (a1, b"from-a1")):
+        await nc.publish("greet.x", data)
+        await nc.flush(timeout=DEADLINE)
+    await a2.publish("greet.end", b"end")
+    await b.publish("greet.end", b"end")
+    await flush_all(a2, b)
+    out["isolation"] = {k: await until_end(s) for k, s in subs.items()}
+    out["request_in_a"] = await try_request(a2, "nobody.here")
+    # A third connection to A: over the account's limit.
+    try:
+        c = await connect(args, jwt=tuple(cases["perm"]))
+        await c.close()
+        out["third_in_a"] = None
+    except ConnectionError as e:
+        out["third_in_a"] = [type(e).__name__, str(e)]
+    await a2.close()
+    # The user JWT's permissions.
+    perm = await connect(args, jwt=tuple(cases["perm"]))
+    errors = []
+    perm.add_error_callback(lambda e: errors.append(no_inbox(e)))
+    log.disabled = True
+    ok = await perm.subscribe("ok.>")
+    await perm.subscribe("not.ok")
+    await perm.publish("ok.no", b"denied")
+    await perm.publish("ok.yes", b"allowed")
+    await perm.publish("elsewhere", b"denied")
+    await perm.flush(timeout=DEADLINE)
+    out["perm"] = {"errors": list(errors), "got": [text((await ok.next(DEADLINE)).data)],
+                   "status": perm.status.value}
+    await ok.unsubscribe()
+    out["perm"]["request"] = await try_request(perm, "ok.none")
+    out["perm"]["request_not_allowed"] = await try_request(perm, "elsewhere", timeout=1.0)
+    await perm.flush(timeout=DEADLINE)
+    out["perm"]["errors_after"] = errors[3:]
+    log.disabled = False
+    await perm.close()
+    # B: 64-byte payloads. The client keeps the max_payload of the first INFO.
+    b_errors = []
+    b.add_error_callback(b_errors.append)
+    log.disabled = True
+    await b.publish("big", b"x" * 65)  # its write task sends it; no flush (see below)
+    # The server answers -ERR and hangs up; the client's read task ends then
+    # (the client has no closed callback without reconnects). A PING of a
+    # flush could meet the closed socket first: "Connection lost" or not.
+    await asyncio.wait([b._read_task], timeout=DEADLINE)
+    log.disabled = False
+    out["b_after_big"] = [b_errors, b.status.value]
+    await b.close()
+    await a1.close()
+    # Refused logins.
+    kp = nkeys.from_seed(bytearray(cases["other_seed"].encode()))
+    token = cases["jwt"]
+    refused = {label: Path(path) for label, path in cases["bad"].items()}
+    refused["wrong_nonce_signature"] = (  # the nonce signed by a stranger's key
+        lambda: token.encode(),
+        lambda nonce: base64.urlsafe_b64encode(kp.sign(nonce.encode())).rstrip(b"="))
+    refused["seed_is_not_the_jwt_s"] = (token, cases["other_seed"])
+    out["refused"] = {}
+    for label, jwt in refused.items():
+        try:
+            c = await connect(args, jwt=jwt)
+            await c.close()
+            out["refused"][label] = None
+        except ConnectionError as e:
+            out["refused"][label] = [type(e).__name__, str(e)]
+    # None of those took A's connection slots: two still fit.
+    held = [await connect(args, jwt=(cases["jwt"], cases["seed"])) for _ in range(2)]
+    out["after_refusals"] = [nc.status.value for nc in held]
+    for nc in held:
+        await nc.close()
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=sorted(SCENARIOS))
