@@ -122,6 +122,8 @@ class Broker:
         # Where clients reach us; filled in by the server once listening.
         self.port = config.port
         self.host = config.host
+        # The route table (natsbroker.cluster.Cluster) when clustered.
+        self.cluster = None
         self._setup_accounts(config)
         # JWT operator mode: user JWTs, accounts from a resolver (a plugin of
         # its own, started first).
@@ -163,6 +165,8 @@ class Broker:
         acc = self.accounts.get(name)
         if acc is None:
             acc = self.accounts[name] = Account(self, name, mappings=mappings, is_system=is_system)
+            if self.cluster is not None:
+                self.cluster.watch_account(acc)
         return acc
 
     def account(self, name):
@@ -256,6 +260,10 @@ class Broker:
         if fields["max_payload"] is None:
             fields["max_payload"] = cfg.max_payload
         fields.update(self._info_extra)
+        if ws is not None:
+            # The cluster's client URLs are not WebSocket URLs (nats-server
+            # tells WebSocket clients ws_connect_urls, which we do not gather).
+            fields.pop("connect_urls", None)
         if client is not None:
             fields["client_id"] = client.cid
             fields["client_ip"] = client.host

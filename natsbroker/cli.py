@@ -41,6 +41,8 @@ Server Options:
     -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
+    -sl,--signal <signal>[=<pid>]    Send signal to natsbroker process (ldm, stop, quit, term, reopen, reload)
+                                     <pid> can be either a PID (e.g. 1) or the path to a PID file (e.g. /var/run/natsbroker.pid)
         --client_advertise <string>  Client URL to advertise to other servers
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
 
@@ -130,6 +132,7 @@ class CommandLine:
     show_help: bool = False
     show_version: bool = False
     show_help_tls: bool = False
+    signal: str = ""  # --signal <command>[=<pid>]: send it, do not run a server
     tls_flags: dict = attrs.field(factory=dict)
     warnings: list = attrs.field(factory=list)
 
@@ -173,7 +176,9 @@ def _cluster_url(cl, value):
     try:
         number = url.port
     except ValueError:
-        number = None
+        # nats-server takes -1 (a random port), which urlsplit refuses.
+        tail = url.netloc.rpartition(":")[2]
+        number = -1 if tail == "-1" else None
     if not url.hostname or number is None:
         raise BadValue(f"expected a URL such as nats://0.0.0.0:6222, got {value!r}")
     cl.set("cluster", "host", value=url.hostname)
@@ -204,6 +209,7 @@ _FLAGS = [
     _Flag(("m", "http_port"), int, _field("http_port", check=configfile.check_port)),
     _Flag(("c", "config"), str, _attr("config_file")),
     _Flag(("t",), bool, _attr("check_config")),
+    _Flag(("sl", "signal"), str, _attr("signal")),
     _Flag(("client_advertise",), str, _field("client_advertise")),
     _Flag(("ports_file_dir",), str, _field("ports_file_dir")),
     # Logging
@@ -238,7 +244,6 @@ _FLAGS = [
     _Flag(("v", "version"), bool, _attr("show_version")),
     # nats-server flags we lack.  Those that secure or expose something are
     # refused, since running without them is not what was asked for ...
-    _Flag(("sl", "signal"), str, refuse="send the signal with kill instead"),
     _Flag(("s", "syslog"), bool, refuse="natsbroker cannot log to syslog; use -l FILE"),
     _Flag(("r", "remote_syslog"), str, refuse="natsbroker cannot log to syslog; use -l FILE"),
     _Flag(("profile",), int, refuse="natsbroker has no Go profiler"),
@@ -373,6 +378,10 @@ def main(argv=None):
         if cl.show_help_tls:
             print(TLS_USAGE)
             return 0
+        if cl.signal:
+            # As nats-server: before the config file is read, and instead of a server.
+            from natsbroker.signals import send_command
+            return send_command(cl.signal)
         if cl.check_config and not cl.config_file:
             print("natsbroker: must specify [-c, --config] option to check configuration file syntax",
                   file=sys.stderr)
@@ -391,6 +400,11 @@ def main(argv=None):
     if cl.check_config:
         print(f"natsbroker: configuration file {cl.config_file} is valid", file=sys.stderr)
         return 0
+    try:
+        configfile.validate_lame_duck(config)  # checked at start, not by -t (as nats-server)
+    except ConfigError as e:
+        print(f"natsbroker: {e}", file=sys.stderr)
+        return 1
     from natsbroker.server import run  # late: the server pulls in the reactor
 
     return run(config)

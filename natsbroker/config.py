@@ -258,6 +258,10 @@ class ClusterConfig:
     host: str = ""
     port: int = 0
     routes: list = attrs.field(factory=list)
+    # Clients are not told the other servers' URLs (connect_urls).
+    no_advertise: bool = False
+    # Dials of a server learned from gossip (nats-server's default: 0, one try).
+    connect_retries: int = 0
 
 
 
@@ -358,6 +362,10 @@ class ServerConfig:
     log_file: str = ""
     pid_file: str = ""
     ports_file_dir: str = ""
+    # Lame duck mode (SIGUSR2), seconds: clients are closed over
+    # lame_duck_duration, the first after lame_duck_grace_period.
+    lame_duck_duration: float = 120.0
+    lame_duck_grace_period: float = 10.0
     # Subsystems
     jetstream: JetStreamConfig = attrs.field(factory=JetStreamConfig)
     changefeed: ChangeFeedConfig = attrs.field(factory=ChangeFeedConfig)

@@ -33,7 +33,7 @@ from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, Au
                                StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
-from natsbroker.godur import parse_duration as parse_go_duration
+from natsbroker.godur import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
 from natsbroker.nkey import public_user_key
 from natsbroker.mapping import MappingError, compile_mapping, go_quote
 from natsbroker.subjects import is_valid_subject
@@ -1390,6 +1390,8 @@ _CLUSTER = _table(
         "host net": _set("host", _string),
         "port": _set("port", check_port),
         "routes": _set("routes", routes),
+        "no_advertise": _set("no_advertise", _boolean),
+        "connect_retries": _set("connect_retries", _integer),
     }
 )
 
@@ -1441,6 +1443,62 @@ _WEBSOCKET = _table(
     }
 )
 
+# -- lame duck mode ---------------------------------------------------------------
+# nats-server reads both as Go duration strings, in its words for each mistake.
+
+
+def _lame_duck_value(key, v, at):
+    where = _go_at((at.file, at.line, at.col))
+    text = _go_string(v, where)
+    try:
+        return parse_go_duration(text)
+    except ValueError:
+        raise ConfigError(f"{where}: error parsing {key}: {_go_duration_error(text)}") from None
+
+
+def _lame_duck_duration(ld, v, at, out):
+    ns = _lame_duck_value("lame_duck_duration", v, at)
+    if ns < 30 * NANOS:
+        raise ConfigError(f"{_go_at((at.file, at.line, at.col))}: invalid lame_duck_duration of "
+                          f"{format_go_duration(ns)}, minimum is 30 seconds")
+    out["lame_duck_duration"] = ns / NANOS
+
+
+def _lame_duck_grace_period(ld, v, at, out):
+    ns = _lame_duck_value("lame_duck_grace_period", v, at)
+    if ns < 0:
+        raise ConfigError(f"{_go_at((at.file, at.line, at.col))}: invalid lame_duck_grace_period, "
+                          "needs to be positive")
+    if ns:  # 0 is "not set": nats-server's default stays
+        out["lame_duck_grace_period"] = ns / NANOS
+
+
+def _go_duration_error(text):
+    """time.ParseDuration's error for ``text`` (which it refused)."""
+    s = text[1:] if text[:1] in ("+", "-") else text
+    while s:
+        number = re.match(r"[0-9]*(?:\.[0-9]*)?", s).group(0)
+        if number in ("", "."):
+            break
+        s = s[len(number):]
+        unit = re.match(r"[^0-9.]*", s).group(0)
+        if not unit:
+            return f"time: missing unit in duration {go_quote(text)}"
+        if unit not in ("ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h"):
+            return f"time: unknown unit {go_quote(unit)} in duration {go_quote(text)}"
+        s = s[len(unit):]
+    return f"time: invalid duration {go_quote(text)}"
+
+
+def validate_lame_duck(config):
+    """nats-server's start-up check of the two (validateOptions, which ``-t``
+    does not run)."""
+    grace, duration = round(config.lame_duck_grace_period * NANOS), round(config.lame_duck_duration * NANOS)
+    if duration > 0 and grace >= duration:
+        raise ConfigError(f"lame duck grace period ({format_go_duration(grace)}) should be strictly "
+                          f"lower than lame duck duration ({format_go_duration(duration)})")
+
+
 _SERVER = _table(
     {
         "host net": _set("host", _string),
@@ -1467,6 +1525,8 @@ _SERVER = _table(
         "log_file logfile": _set("log_file", _string),
         "pid_file pidfile": _set("pid_file", _string),
         "ports_file_dir": _set("ports_file_dir", _string),
+        "lame_duck_duration": _lame_duck_duration,
+        "lame_duck_grace_period": _lame_duck_grace_period,
         "jetstream": _jetstream,
         "changefeed change_feed": _changefeed,
         "cluster": _cluster,

@@ -47,10 +47,38 @@ class NatsLineObserver:
         self.stream.flush()
 
 
+_line_observer = None  # the one start_logging set up, for reopen()
+
+
 def start_logging(config):
     """Send twisted.logger events to stderr or ``config.log_file``."""
+    global _line_observer
     stream = open(config.log_file, "a") if config.log_file else sys.stderr
     level = LogLevel.debug if (config.debug or config.trace) else LogLevel.info
     predicate = LogLevelFilterPredicate(defaultLogLevel=level)
-    observer = FilteringLogObserver(NatsLineObserver(stream, config.logtime), [predicate])
+    _line_observer = NatsLineObserver(stream, config.logtime)
+    observer = FilteringLogObserver(_line_observer, [predicate])
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def reopen(path):
+    """Log to ``path`` opened afresh (SIGUSR1, after the file was rotated).
+
+    As nats-server, a file that cannot be opened ends the process, in Go's
+    plain log format; returns False when logging is not set up here."""
+    observer = _line_observer
+    if observer is None:
+        return False
+    try:
+        stream = open(path, "a")
+    except OSError as e:
+        from natsbroker.fatal import path_error
+
+        sys.stderr.write("%s error opening file: %s\n" % (time.strftime("%Y/%m/%d %H:%M:%S"),
+                                                          path_error("open", path, e)))
+        sys.stderr.flush()
+        os._exit(1)
+    old, observer.stream = observer.stream, stream
+    if old is not sys.stderr:
+        old.close()
+    return True

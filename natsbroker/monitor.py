@@ -301,6 +301,9 @@ class Monitor:
             v["tls_required"] = True
         if tls is not None and tls.verify_clients:
             v["tls_verify"] = True
+        cluster = getattr(b, "cluster", None)
+        if cluster is not None and "connect_urls" in b._info_extra:
+            v["connect_urls"] = b._info_extra["connect_urls"]
         v["max_connections"] = cfg.max_connections
         if cfg.max_subscriptions:
             v["max_subscriptions"] = cfg.max_subscriptions
@@ -318,7 +321,7 @@ class Monitor:
             "max_pending": cfg.max_pending,
             # No clustering, gateways, leaf nodes, MQTT or websockets: nats-server
             # shows these blocks empty when they are not configured.
-            "cluster": {},
+            "cluster": _cluster_varz(b),
             "gateway": {},
             "leaf": {},
             "mqtt": {},
@@ -334,17 +337,16 @@ class Monitor:
             "cpu": self.cpu(),
             "connections": b.num_clients,
             "total_connections": stats.total_connections,
-            "routes": 0,
-            "remotes": 0,
+            "routes": len(cluster.routes) if cluster is not None else 0,
+            "remotes": len(cluster.routes) if cluster is not None else 0,
             "leafnodes": 0,
-            "in_msgs": stats.in_msgs,
-            "in_bytes": stats.in_bytes,
-            # Without routes, gateways or leaf nodes every message is a
-            # client's, so the client-only counters equal the totals.
+            # The totals add what routes carried; the client counters do not.
+            "in_msgs": stats.in_msgs + (cluster.totals[0] if cluster is not None else 0),
+            "in_bytes": stats.in_bytes + (cluster.totals[1] if cluster is not None else 0),
             "in_client_msgs": stats.in_msgs,
             "in_client_bytes": stats.in_bytes,
-            "out_msgs": stats.out_msgs,
-            "out_bytes": stats.out_bytes,
+            "out_msgs": stats.out_msgs + (cluster.totals[2] if cluster is not None else 0),
+            "out_bytes": stats.out_bytes + (cluster.totals[3] if cluster is not None else 0),
             "out_client_msgs": stats.out_msgs,
             "out_client_bytes": stats.out_bytes,
             "slow_consumers": stats.slow_consumers,
@@ -481,14 +483,17 @@ class Monitor:
 
     # -- /routez, /gatewayz, /leafz -------------------------------------------------
 
-    def routez(self):
+    def routez(self, subs=False):
         b = self.broker
+        cluster = getattr(b, "cluster", None)
+        routes = sorted(cluster.routes.values(), key=lambda r: r.cid) if cluster is not None else []
+        now = time.time()
         return {
             "server_id": b.server_id,
             "server_name": b.server_name,
             "now": _rfc3339_ns(time.time_ns()),
-            "num_routes": 0,
-            "routes": [],
+            "num_routes": len(routes),
+            "routes": [_route_row(r, now, subs) for r in routes],
         }
 
     def gatewayz(self):
@@ -780,8 +785,8 @@ class MonitorResource(resource.Resource):
             acc=query.get("acc", "")))
 
     def routez(self, request, query):
-        _subs(query)  # validated as nats-server does, though there is nothing to list
-        return _json(request, self.monitor.routez())
+        subs, detail = _subs(query)
+        return _json(request, self.monitor.routez(subs=subs or detail))
 
     def accountz(self, request, query):
         # (nats-server reads only "acc" here; an unknown one is a 400.)
@@ -810,6 +815,12 @@ class MonitorResource(resource.Resource):
         }
         status = _healthz(self.broker, opts)
         code = status.pop("status_code", None) or (200 if status["status"] == "ok" else 503)
+        if getattr(self.broker, "lame_duck", False) and code == 500:
+            # nats-server warns of every failed check; natsbroker, so far, of this one.
+            if "errors" in status:
+                log.warn("Healthcheck failed: {n} errors", n=len(status["errors"]))
+            else:
+                log.warn("Healthcheck failed: {e}", e=_go_quote(status.get("error", "")))
         request.setResponseCode(code)
         return _json(request, status, indent=False)
 
@@ -831,6 +842,16 @@ def _healthz(broker, opts):
         status = {"status": "error", "status_code": 400}
         if opts["details"]:
             status["errors"] = [{"type": "BAD_REQUEST", "error": error}]
+        else:
+            status["error"] = error
+        return status
+    if getattr(broker, "lame_duck", False):
+        # nats-server's readyForConnections: lame duck mode closed the listeners.
+        closed = ["server"] + (["websocket"] if broker.config.websocket.enabled else [])
+        error = "failed to be ready for connections after 1ms: " + ", ".join(closed)
+        status = {"status": "error", "status_code": 500}
+        if opts["details"]:
+            status["errors"] = [{"type": "CONNECTION", "error": error}]
         else:
             status["error"] = error
         return status
@@ -1011,6 +1032,39 @@ def _closed_row(snap, now, auth, subs, detail):
         # (nats-server tags a closed connection only outside $G)
         info["name_tag"] = acc
     return _Row(info, start, last, stop, snap.get("rtt", 0.0))
+
+
+def _cluster_varz(b):
+    """/varz ``cluster``: nats-server's ClusterOptsVarz (empty when not clustered)."""
+    cluster = getattr(b, "cluster", None)
+    if cluster is None:
+        return {}
+    out = {"name": cluster.name, "addr": cluster.host, "cluster_port": cluster.port,
+           "auth_timeout": 2}
+    if cluster.explicit:
+        out["urls"] = [u.text.split("://", 1)[-1].rsplit("@", 1)[-1].rstrip("/") for u in cluster.explicit]
+    out["tls_timeout"] = 2
+    # No route pooling: one connection per peer, as nats-server's pool_size -1.
+    out["pool_size"] = -1
+    return out
+
+
+def _route_row(r, now, subs):
+    """One /routez entry (nats-server's RouteInfo, omitempty fields left out)."""
+    row = {
+        "rid": r.cid, "remote_id": r.remote_id, "remote_name": r.remote_name,
+        "did_solicit": r.did_solicit, "is_configured": r.did_solicit and not r.implicit,
+        "ip": r.host, "port": r.port,
+        "start": _rfc3339(r.start), "last_activity": _rfc3339(r.last_activity),
+        "rtt": go_duration(r.rtt), "uptime": _uptime(now - r.start), "idle": _uptime(now - r.last_activity),
+        "pending_size": 0,
+        "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
+        "subscriptions": r.num_subscriptions(),
+    }
+    if subs and r.remote_subs:
+        row["subscriptions_list"] = [_str(subject) for (_, subject, _) in r.remote_subs]
+    row["compression"] = "off"
+    return row
 
 
 def _owner_cid(sub):

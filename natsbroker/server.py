@@ -6,7 +6,6 @@ runs); ``run(config)`` runs it under the reactor for the ``natsbroker`` command.
 
 import json
 import os
-import signal
 import sys
 import time
 
@@ -77,6 +76,8 @@ class BrokerService(service.Service):
         self.client_listener = None
         self.ws_tls = None
         self.ws_port = None
+        self.cluster = None  # natsbroker.cluster.Cluster when clustered
+        self.cluster_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
         self._written = []  # files this server wrote, removed when it stops
@@ -140,6 +141,28 @@ class BrokerService(service.Service):
         tcp = [p for p in self.ports if hasattr(p.getHost(), "port")]
         if tcp:
             broker.port = tcp[0].getHost().port
+        if cfg.cluster.port:
+            yield self._listen_cluster()
+
+    @defer.inlineCallbacks
+    def _listen_cluster(self):
+        """The cluster port (routes), after the client port, as nats-server."""
+        from natsbroker.cluster import Cluster
+
+        cfg = self.config
+        if cfg.jetstream.enabled:
+            raise StartupError("jetstream is not supported in a cluster by natsbroker: "
+                               "disable jetstream or remove the cluster configuration")
+        try:
+            self.cluster = Cluster(self.broker)
+        except ValueError as e:
+            raise StartupError("Error parsing cluster routes: %s" % e) from None
+        host = cfg.cluster.host or "0.0.0.0"
+
+        def error(h, port, err):
+            return "Error listening on router port: %d - %s" % (port, listen_error(h, port, err))
+        self.cluster_port = yield self._listen(host, cfg.cluster.port, self.cluster.factory(), error)
+        self.cluster.listening(self.cluster_port.getHost().port)
 
     @defer.inlineCallbacks
     def _listen(self, host, port, factory, error):
@@ -165,7 +188,7 @@ class BrokerService(service.Service):
     def _accept(self):
         """Let the bound listeners accept, and say so as nats-server does."""
         cfg = self.config
-        for port in [self.ws_port] + self.ports + [self.http_port, self.https_port]:
+        for port in [self.ws_port] + self.ports + [self.cluster_port, self.http_port, self.https_port]:
             if port is not None:
                 _resume(port)
         if self.ws_port is not None:
@@ -175,6 +198,11 @@ class BrokerService(service.Service):
                 log.warn("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
         for port in self.ports:
             log.info("Listening for client connections on {addr}", addr=_describe(port.getHost()))
+        if self.cluster is not None:
+            log.info("Cluster name is {name}", name=self.cluster.name)
+            log.info("Listening for route connections on {addr}",
+                     addr=_describe(self.cluster_port.getHost()))
+            self.cluster.start()
         if self.client_tls is not None:
             # nats-server's lines, which operators grep for.
             if cfg.allow_non_tls and not cfg.tls.handshake_first:
@@ -233,17 +261,21 @@ class BrokerService(service.Service):
             self.reactor.callWhenRunning(self.reactor.stop)
 
     exit_code = 0
+    _pid_file = ""  # the pid file this server wrote
 
     def _write_pid_file(self):
         # First, as nats-server does: a pid file it cannot write stops the start.
+        # Like nats-server's it is only the pid, private (0600), and left in
+        # place at exit (``--signal cmd=<pid file>`` reads it as it is).
         path = self.config.pid_file
         if path:
             try:
-                with open(path, "w") as f:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as f:
                     f.write(str(os.getpid()))
             except OSError as e:
                 raise StartupError("Could not write pidfile: " + path_error("open", path, e)) from None
-            self._written.append(path)
+            self._pid_file = path
 
     def _write_ports_file(self):
         cfg = self.config
@@ -277,6 +309,9 @@ class BrokerService(service.Service):
         if self.https_port is not None:
             h = self.https_port.getHost()
             info.setdefault("monitoring", []).append("https://%s:%d" % (host(h.host), h.port))
+        if self.cluster_port is not None:
+            h = self.cluster_port.getHost()
+            info["cluster"] = ["nats://%s:%d" % (host(h.host), h.port)]
         if self.ws_port is not None:
             h = self.ws_port.getHost()
             info["websocket"] = ["%s://%s:%d" % (self.ws_scheme, host(h.host), h.port)]
@@ -285,7 +320,6 @@ class BrokerService(service.Service):
     def reload(self):
         """SIGHUP: read the TLS certificates, keys and CA files again (and, with
         a config file, its tls blocks). Other settings need a restart."""
-        log.info('Trapped "hangup" signal')
         cfg = self.config
         try:
             fresh = cfg
@@ -317,17 +351,33 @@ class BrokerService(service.Service):
         log.info("Reloaded server configuration")
         return True
 
+    lame_duck = None  # natsbroker.lameduck.LameDuck, once asked for
+
+    def enter_lame_duck(self):
+        """SIGUSR2: tell the clients to move away, then stop (see natsbroker.lameduck)."""
+        from natsbroker.lameduck import LameDuck
+
+        if self.lame_duck is None:
+            self.lame_duck = LameDuck(self, self.reactor)
+        return self.lame_duck.enter()
+
     @defer.inlineCallbacks
     def stopService(self):
         super().stopService()
         broker = self.broker
         broker.shutting_down = True
+        if self.lame_duck is not None:
+            self.lame_duck.cancel()
         if not self._start_failed:
             log.info("Initiating Shutdown...")
         for port in self.ports:
             yield port.stopListening()
         if self.ws_port is not None:
             yield self.ws_port.stopListening()
+        if self.cluster_port is not None:
+            yield self.cluster_port.stopListening()
+        if self.cluster is not None:
+            self.cluster.stop()
         if self.http_port is not None:
             yield self.http_port.stopListening()
         if self.https_port is not None:
@@ -335,13 +385,19 @@ class BrokerService(service.Service):
         for client in list(broker.clients()):
             client.close("Server Shutdown")
         for plugin in reversed(self._started):
+            jetstream = plugin.name == "jetstream"
+            if jetstream:
+                log.info("Initiating JetStream Shutdown...")  # nats-server's words
             try:
                 yield defer.maybeDeferred(plugin.stop)
             except Exception:
                 log.failure("plugin {name} failed to stop", name=plugin.name)
-        # Only what this server wrote: after a failed start, the pid file
-        # may be another server's.
-        for path in self._written:
+            if jetstream:
+                log.info("JetStream Shutdown")
+        # Only what this server wrote. The pid file stays, as nats-server's
+        # does, but not after a failed start (which leaves nothing behind).
+        written = self._written + ([self._pid_file] if self._start_failed and self._pid_file else [])
+        for path in written:
             try:
                 os.unlink(path)
             except OSError:
@@ -385,7 +441,8 @@ def make_service(config, reactor=None):
 
 
 def run(config):
-    """Run a server in the foreground until SIGINT/SIGTERM; returns the exit code."""
+    """Run a server in the foreground until SIGINT/SIGTERM (or the end of lame
+    duck mode); returns the exit code. Signals: see natsbroker.signals."""
     from twisted.internet import reactor
 
     from natsbroker.logs import start_logging
@@ -399,16 +456,10 @@ def run(config):
     top = make_service(config, reactor)
     svc = top.getServiceNamed("natsbroker")
 
-    def shutdown(signum, frame):
-        reactor.callFromThread(reactor.stop)
-
-    def hangup(signum, frame):
-        reactor.callFromThread(svc.reload)
+    from natsbroker.signals import install
 
     reactor.callWhenRunning(top.startService)
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
-    signal.signal(signal.SIGHUP, hangup)
+    install(reactor, svc)
     reactor.run(installSignalHandlers=False)
     return svc.exit_code

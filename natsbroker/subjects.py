@@ -220,6 +220,9 @@ class Sublist:
         self._fanout_total = 0
         self._fanout_samples = 0
         self._watches = {}  # literal subject -> [(subject, callback)]
+        # Called as on_change(sub, +1/-1) after each insert/remove (the
+        # cluster keeps its peers' view of our interest with it), or None.
+        self.on_change = None
 
     def insert(self, sub):
         level = self._root
@@ -245,6 +248,8 @@ class Sublist:
         self._invalidate(sub.subject)
         if self._watches:
             self._notify(sub.subject)
+        if self.on_change is not None:
+            self.on_change(sub, 1)
 
     def watch(self, subject, callback, removed=None):
         """Call ``callback(subject)`` whenever a subscription that matches the
@@ -314,6 +319,8 @@ class Sublist:
         self._invalidate(sub.subject)
         if self._watches:
             self._notify(sub.subject, removed=True)
+        if self.on_change is not None:
+            self.on_change(sub, -1)
         return True
 
     def _invalidate(self, subject):

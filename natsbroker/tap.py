@@ -9,7 +9,7 @@ they mean on the ``natsbroker`` command line.  twistd's own ``--pidfile`` and
 from twisted.logger import Logger
 from twisted.python import usage
 
-from natsbroker import cli
+from natsbroker import cli, configfile
 from natsbroker.configfile import ConfigError
 
 _log = Logger()
@@ -83,6 +83,7 @@ class Options(usage.Options):
                     # how to ask server.make_service for only these endpoints.
                     cl.set("port", value=0)
             self.config, self.warnings = cli.build_config(cl)
+            configfile.validate_lame_duck(self.config)
         except (cli.CommandLineError, ConfigError) as e:
             raise usage.UsageError(str(e)) from None
 
@@ -90,6 +91,13 @@ class Options(usage.Options):
 def makeService(options):
     from natsbroker.server import make_service  # late: twistd imports this module to list plugins
 
+    from twisted.internet import reactor
+
+    from natsbroker.signals import install_twistd
+
     for warning in options.warnings:
         _log.warn("{warning}", warning=warning)
-    return make_service(options.config)
+    top = make_service(options.config)
+    # twistd traps SIGINT/SIGTERM (and SIGUSR1 for its --logfile) itself.
+    reactor.callWhenRunning(install_twistd, reactor, top)
+    return top

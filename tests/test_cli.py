@@ -112,7 +112,6 @@ def test_ignored_flags_warn():
         (["extra"], 'unrecognized command: "extra"'),
         (["-js", "false"], 'unrecognized command: "false"'),  # booleans take no separate value
         (["--", "-p", "1"], 'unrecognized command: "-p"'),
-        (["-sl", "reload"], "-sl is not supported: send the signal with kill instead"),
     ],
 )
 def test_command_line_errors(argv, message):
@@ -130,9 +129,9 @@ def test_unknown_flag_exit_code(capsys):
 
 
 def test_unsupported_flag_exit_code(capsys):
-    assert main(["--signal", "reload"]) == 2
+    assert main(["--syslog"]) == 2
     err = capsys.readouterr().err
-    assert err == "natsbroker: -signal is not supported: send the signal with kill instead\n"
+    assert err == "natsbroker: -syslog is not supported: natsbroker cannot log to syslog; use -l FILE\n"
 
 
 @pytest.mark.parametrize(

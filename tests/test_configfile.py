@@ -245,7 +245,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     config, warnings = load(
         """\
         port: 4333
-        lame_duck_duration: "30s"
+        disable_sublist_cache: true
         jetstream {
           unique_tag: az
         }
@@ -258,7 +258,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     )
     f = tmp_path / "server.conf"
     assert warnings == [
-        f'{f}:2: unknown field "lame_duck_duration"',
+        f'{f}:2: unknown field "disable_sublist_cache"',
         f'{f}:4: unknown field "unique_tag"',
         f'{f}:8: unknown field "allowed_connection_types"',
     ]

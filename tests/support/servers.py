@@ -38,6 +38,7 @@ class ServerProcess:
         self.port = None
         self.http_port = None
         self.ws_port = None  # from the ports file's "websocket" URLs
+        self.cluster_port = None  # from the ports file's "cluster" URLs
         self.dir = tempfile.mkdtemp(prefix="nb-%s-" % kind)
         self.log_path = os.path.join(self.dir, "server.log")
 
@@ -81,6 +82,8 @@ class ServerProcess:
                         self.http_port = int(info["monitoring"][0].rsplit(":", 1)[1])
                     if info.get("websocket"):
                         self.ws_port = int(info["websocket"][0].rsplit(":", 1)[1])
+                    if info.get("cluster"):
+                        self.cluster_port = int(info["cluster"][0].rsplit(":", 1)[1])
                     if self._accepting():
                         return self
             time.sleep(0.02)
