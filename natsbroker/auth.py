@@ -318,6 +318,10 @@ class Authenticator:
         if a.auth_callout is not None and not self.operator_mode:
             from natsbroker.authcallout import CalloutPolicy
             self.callout = CalloutPolicy(config)
+        elif self.operator_mode:
+            # Operator mode: account JWTs turn callout on, per login.
+            from natsbroker.authcallout import OperatorCalloutPolicy
+            self.callout = OperatorCalloutPolicy()
 
     def authenticate(self, opts, tls_names=None, nonce=None, note=None, client=None):
         """``(ok, user_name, ResolvedPermissions|None, account_name)`` for

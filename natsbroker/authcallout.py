@@ -1,5 +1,5 @@
 """Auth callout: a CONNECT decided by an external service (nats-server's
-``auth_callout``, server/auth_callout.go), in config mode.
+``auth_callout``, server/auth_callout.go), in config mode and in operator mode.
 
 A client that is not one of the callout's ``auth_users`` is held while the
 server publishes an ``authorization_request`` JWT, signed with the server's
@@ -11,6 +11,16 @@ reply subject with an ``authorization_response`` JWT signed by the callout
 request, whose ``aud`` names the account the client goes to and whose claims
 carry its permissions. No answer within the auth timeout is a refusal.
 
+In operator mode an account JWT's ``authorization`` claim (``auth_users``,
+``allowed_accounts``, ``xkey``) turns callout on for that account: a user JWT
+of the account that is not one of its ``auth_users`` (a "sentinel", usually a
+bearer JWT) is held in the same way, the request going out in the account and
+signed for it; the answer's user JWT is signed by the account or one of its
+signing keys (``issuer_account`` naming the account), or by another account
+listed in ``allowed_accounts`` (``*``: any), and the client joins the account
+that signed it. :func:`operator_refusal` and :func:`operator_login` are the
+hook in ``OperatorMode.authenticate``.
+
 The checks, their order and their words (a refusal is logged as a warning,
 first letter raised) are those of nats-server 2.15. Curve encryption is
 nkeys' "xkv1" framing (the version tag, the 24-byte nonce, then the NaCl box)
@@ -20,6 +30,8 @@ made by PyNaCl; JWTs are :mod:`natsbroker.jwtauth.claims`'.
 import os
 import time
 
+import attrs
+
 import nacl.exceptions
 import nacl.public
 import nacl.utils
@@ -28,8 +40,10 @@ from twisted.logger import Logger
 from natsbroker import COMPAT_VERSION
 from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.auth import ResolvedPermissions, deny_publish
+from natsbroker.config import Permission, Permissions
 from natsbroker.jwtauth import claims as C
-from natsbroker.jwtauth.operator import permissions_from_jwt, validate_times
+from natsbroker.jwtauth.operator import (JwtUser, _permission_limits_empty, _process_template,
+                                         permissions_from_jwt, validate_times)
 
 log = Logger()
 
@@ -51,6 +65,9 @@ ERR_COULD_NOT_DECRYPT = "nkeys: could not decrypt input"
 
 # What a token is in client_info.user (nats-server 2.15 never sends it).
 REDACTED = "[REDACTED]"
+# The reason of an account's auth error event when no callout refused.
+AUTH_FAILURE = "Authentication Failure"
+ANY_ACCOUNT = "*"
 
 _CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS",
                      "IN_PROCESS")
@@ -130,6 +147,95 @@ class CalloutPolicy:
         return deny_publish(perms, [AUTH_CALLOUT_SUBJECT])
 
 
+# -- operator mode ---------------------------------------------------------------------------
+
+
+def external_auth(jacc):
+    """An account JWT's ``authorization`` claim when it turns callout on
+    (nats-server: ``auth_users`` not empty), else None."""
+    ext = jacc.claims.nats.get("authorization")
+    if isinstance(ext, dict) and isinstance(ext.get("auth_users"), list) and ext["auth_users"]:
+        return ext
+    return None
+
+
+class CalloutAccount(str):
+    """The account of an operator-mode login whose CONNECT the account's
+    auth service decides (what :meth:`OperatorCalloutPolicy.wanted` looks
+    for)."""
+
+
+class OperatorRoute:
+    """Where an operator-mode callout goes: ``callout`` the JwtAccount with
+    the ``authorization`` claim, ``request`` the Account the request is sent
+    in (the client's: the callout account after the user JWT logged in, else
+    ``$G``, where no service listens, as nats-server), ``user`` the user JWT's
+    claims when it logged in (None otherwise)."""
+
+    __slots__ = ("callout", "request", "user")
+
+    def __init__(self, callout, request, user):
+        self.callout = callout
+        self.request = request
+        self.user = user
+
+
+def operator_refusal(client, opts, jacc, refused):
+    """The answer of ``OperatorMode.authenticate`` when a user JWT of
+    ``jacc`` is refused from here on: unchanged without callout; with it, a
+    CONNECT that names one of the ``auth_users`` (its nkey or user field)
+    stays refused (the account hears of it), any other goes to the service."""
+    ext = external_auth(jacc)
+    if client is None or ext is None:
+        return refused
+    if (opts.nkey or opts.user or "") in ext["auth_users"]:
+        client.auth_error = (jacc.account, AUTH_FAILURE, {})
+        return refused
+    client.callout_route = OperatorRoute(jacc, client.account, None)
+    return refused[:3] + (CalloutAccount(""),)
+
+
+def operator_login(client, opts, jacc, juc, result):
+    """The answer of ``OperatorMode.authenticate`` for a user JWT of
+    ``jacc`` that logged in: unchanged without callout; one of the
+    ``auth_users`` (by nkey, user or the JWT's key) is in, and may not
+    publish authorization requests; anyone else goes to the service."""
+    ext = external_auth(jacc)
+    if client is None or ext is None:
+        return result
+    client.auth_error = None
+    ok, user, perms, account = result
+    if (opts.nkey or opts.user or juc.subject) in ext["auth_users"]:
+        return ok, user, deny_callout_subject(perms), account
+    client.callout_route = OperatorRoute(jacc, jacc.account, juc)
+    return ok, user, perms, CalloutAccount(account)
+
+
+def deny_callout_subject(perms):
+    """``perms`` (a :class:`Permissions` or None, not changed) with
+    publishing to the callout subject denied (mergeDenyPermissions)."""
+    pub = perms.publish if perms is not None else None
+    out = attrs.evolve(perms) if perms is not None else Permissions()
+    out.publish = Permission(list(pub.allow) if pub else [],
+                             (list(pub.deny) if pub else []) + [AUTH_CALLOUT_SUBJECT])
+    return out
+
+
+class OperatorCalloutPolicy:
+    """Operator mode: which CONNECTs go to an auth service is decided per
+    account by the login itself (:func:`operator_refusal`,
+    :func:`operator_login`)."""
+
+    operator_mode = True
+
+    def wanted(self, opts, ok, account):
+        """Did the login mark this CONNECT for its account's service?"""
+        return isinstance(account, CalloutAccount)
+
+    def admitted(self, perms, account):
+        return perms
+
+
 # -- one request -----------------------------------------------------------------------------
 
 
@@ -166,22 +272,35 @@ class PendingCallout:
         # A user key of its own: the answer must be for this key, so no
         # answer to another request can be replayed for this one.
         self.user_nkey = C.public_key_of(C.new_keypair("U"))
-        self.xkey = policy.callout.xkey
         self._sub = None
         self._timer = None
         self._acc = None
+        # Operator mode: where the login sent this CONNECT (OperatorRoute).
+        self.route = None
+        if getattr(policy, "operator_mode", False):
+            self.route = client.callout_route
+            client.callout_route = None
+            ext = external_auth(self.route.callout)
+            # nats-server encrypts to the xkey of the account the request goes in.
+            self.xkey = (ext or {}).get("xkey") or "" if self.route.request is self.route.callout.account else ""
+            self.account_name = self.route.request.name
+            self.issuer = self.account_name
+        else:
+            self.xkey = policy.callout.xkey
+            self.account_name = policy.account
+            self.issuer = policy.callout.issuer
 
     def start(self):
         """Send the request. Returns None, or the reason it could not be sent
         (the client is then refused at once)."""
         b = self.broker
-        name = self.policy.account
-        acc = b.accounts.get(name)
+        name = self.account_name
+        acc = self.route.request if self.route is not None else b.accounts.get(name)
         if acc is None:
             return 'No valid account "%s" for auth callout request: account missing' % name
         self._acc = acc
         timeout = b.config.auth_timeout
-        token = C.encode(AUTHORIZATION_REQUEST, self.policy.callout.issuer, b.keys.nkey,
+        token = C.encode(AUTHORIZATION_REQUEST, self.issuer, b.keys.nkey,
                          nats=self._request_claims(), audience=AUTH_REQUEST_AUDIENCE,
                          expires=int(time.time() + timeout))
         payload = token.encode()
@@ -211,13 +330,18 @@ class PendingCallout:
     def _answer(self, admission, reason):
         done, self.done = self.done, None
         self._finish()
+        if admission is None:
+            # The account's auth error event (plugins/system.py) says why
+            # (nothing, after a timeout), in the callout account.
+            where = self.route.callout.account if self.route is not None else self._acc
+            self.client.auth_error = (where, reason or "", self._was())
         if done is not None:
             done(admission, reason)
 
     def _on_timeout(self):
         self._timer = None
         log.debug('Authorization callout response not received in time on account "{a}"',
-                  a=self.policy.account)
+                  a=self.account_name)
         self._answer(None, None)
 
     def _on_reply(self, sub, subject, reply, hdr_len, raw):
@@ -231,6 +355,19 @@ class PendingCallout:
             return
         self._answer(admission, None)
 
+    def _was(self):
+        """What nats-server's event says of a client whose user JWT had
+        logged in to the callout account before the service refused it (the
+        account it was in, the JWT's signer and tags); {} otherwise."""
+        juc = self.route.user if self.route is not None else None
+        if juc is None:
+            return {}
+        jacc = self.route.callout
+        out = {"issuer_key": juc.issuer if juc.issuer_account else jacc.name, "name_tag": jacc.name_tag}
+        if juc.tags:
+            out["tags"] = juc.tags
+        return out
+
     # -- the request ----------------------------------------------------------------
 
     def _request_claims(self):
@@ -242,11 +379,22 @@ class PendingCallout:
         if self.xkey:
             server["xkey"] = b.keys.xkey
         info = {"host": c.host, "id": c.cid}
-        user = raw_auth_user(o)
+        juc = self.route.user if self.route is not None else None
+        if self.route is not None:
+            # getRawAuthUser: a JWT user is its key once it logged in (the
+            # CONNECT always has a JWT here).
+            user = o.nkey or o.user or (juc.subject if juc is not None else "")
+        else:
+            user = raw_auth_user(o)
         if user:
             info["user"] = user
         if o.name:
             info["name"] = o.name
+        if juc is not None:
+            if juc.tags:
+                info["tags"] = juc.tags
+            if juc.name:
+                info["name_tag"] = juc.name
         info["kind"] = "Client"
         info["type"] = "websocket" if getattr(c, "websocket", None) is not None else "nats"
         if o.sig and c.nonce:
@@ -269,7 +417,7 @@ class PendingCallout:
 
     def _decide(self, msg):
         """The checks of nats-server's processReply, in its order."""
-        account = self.policy.account
+        account = self.account_name
         if not msg:
             raise CalloutRefused('auth callout violation: "no reason supplied" on account "%s"' % account)
         encrypted = False
@@ -291,7 +439,13 @@ class PendingCallout:
             raise CalloutRefused("auth callout violation: auth callout response is not for server")
         # (An encrypted answer came from the holder of the xkey: its signer
         # is not checked, as nats-server does not.)
-        if not encrypted and response.issuer != self.policy.callout.issuer:
+        if self.route is not None:
+            if not encrypted:
+                signer = response.nats.get("issuer_account") or response.issuer
+                jacc = self.broker.operator.accounts.get(account)
+                if signer != account and (jacc is None or signer not in jacc.signing_keys):
+                    raise CalloutRefused("auth callout signing key is unknown")
+        elif not encrypted and response.issuer != self.issuer:
             raise CalloutRefused("auth callout signing key is unknown")
         nats = response.nats
         if nats.get("error"):
@@ -314,10 +468,12 @@ class PendingCallout:
         types = user.nats.get("allowed_connection_types") or []
         if types and not any(t.upper() in _CONNECTION_TYPES for t in types):
             raise CalloutRefused('authorized user on account "%s" using invalid connection type' % account)
+        if self.route is not None:
+            return self._operator_admission(user, valid_for)
         if user.issuer_account:
             raise CalloutRefused('error non operator mode account "%s": attempted to use issuer_account'
                                  % account)
-        issuer = self.policy.callout.issuer
+        issuer = self.issuer
         if user.issuer != issuer:
             raise CalloutRefused('wrong issuer for auth callout response on account "%s", expected "%s" got "%s"'
                                  % (account, issuer, user.issuer))
@@ -337,6 +493,62 @@ class PendingCallout:
         # nats-server: a name in the user JWT is the client's user name from now on.
         name = user.name or self.opts.user or None
         return Admission(name, resolved, target, expires_in)
+
+
+    def _operator_admission(self, user, valid_for):
+        """Operator mode's assignAccountAndPermissions: the account that
+        signed the user JWT (the callout account or one it allows), and its
+        scoped signing key's template if it signed with one."""
+        account = self.account_name
+        signer = user.issuer_account or user.issuer
+        if signer != account:
+            request = self.broker.operator.accounts.get(account)
+            ext = external_auth(request) if request is not None else None
+            allowed = (ext or {}).get("allowed_accounts") or []
+            if not (allowed == [ANY_ACCOUNT] or signer in allowed):
+                raise CalloutRefused('account "%s" not permitted as valid account option for auth '
+                                     'callout for account "%s"' % (user.issuer, account))
+        target, why = self.broker.operator.lookup_account(signer)
+        if target is None:
+            raise CalloutRefused('no valid account "%s" for auth callout response on account "%s": %s'
+                                 % (signer, account, why))
+        known, scope = target.has_issuer(user.issuer)
+        limits = user.nats
+        if not known:
+            raise CalloutRefused('user JWT issuer "%s" is not known' % user.issuer)
+        if scope is not None:
+            if scope.get("key") != user.issuer:
+                raise CalloutRefused("user JWT is not valid: issuer not the scoped signer")
+            if not _permission_limits_empty(user.nats):
+                raise CalloutRefused("user JWT is not valid: scoped users require no permissions "
+                                     "or limits set")
+            try:
+                limits = _process_template(scope.get("template") or {}, user, target)
+            except ValueError as e:
+                raise CalloutRefused("user JWT generated invalid permissions: %s" % e) from None
+        perms = permissions_from_jwt(limits)
+        if perms is None:
+            perms = target.default_permissions
+        if target is self.route.callout:
+            perms = deny_callout_subject(perms)
+        # As nats-server: the sentinel's JWT is forgotten (it has no say in
+        # the connection from now on), and a name in the user JWT is the
+        # client's user name.
+        self.opts.jwt = ""
+        if user.name:
+            self.opts.user = user.name
+            self.opts.nkey = ""
+            self.opts.auth_token = None
+        juser = JwtUser(user.subject)
+        juser.claims = user
+        juser.account = target
+        juser.log_tag = "%s/%s/jwt:%s" % (target.account.name, target.name_tag, user.subject)
+        juser.valid_for = valid_for
+        # (nats-server applies only the account's limits: the user JWT it
+        # decodes for its own is the one just forgotten.)
+        juser.claims_limits = {"subs": C.NO_LIMIT, "payload": C.NO_LIMIT}
+        return Admission(juser, ResolvedPermissions(perms) if perms is not None else None,
+                         target.account.name, 0.0)
 
 
 _RESPONSE_SPEC = dict(C._CLAIMS_DATA, nats=dict(jwt=C._S.STR, error=C._S.STR, issuer_account=C._S.STR,

@@ -173,6 +173,15 @@ class Broker:
         """The account called ``name`` (an IBroker view of it), or ``None``."""
         return self.accounts.get(name)
 
+    def lookup_account(self, name):
+        """The account called ``name``, or in operator mode the one made from
+        its JWT if the resolver has it, or ``None`` (IBroker.lookup_account)."""
+        acc = self.accounts.get(name)
+        if acc is None and self.operator is not None:
+            jacc, _ = self.operator.lookup_account(name)
+            acc = jacc.account if jacc is not None else None
+        return acc
+
     def route(self, source, subject, reply, hdr_len, raw):
         """Route in the publishing client's account (``$G`` for an internal
         publish); clients' own PUBs go to their account's route directly."""

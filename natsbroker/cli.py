@@ -76,6 +76,9 @@ Cluster Options:
         --routes <rurl-1, rurl-2>    Routes to solicit and connect
         --cluster <cluster-url>      Cluster URL for solicited routes
         --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
         --cluster_listen <url>       Cluster url from which members can solicit routes
 
 Common Options:
@@ -239,6 +242,9 @@ _FLAGS = [
     _Flag(("routes",), str, _field("cluster", "routes", check=configfile.routes)),
     _Flag(("cluster", "cluster_listen"), str, _cluster_url),
     _Flag(("cluster_name",), str, _field("cluster", "name")),
+    _Flag(("cluster_advertise",), str, _field("cluster", "advertise")),
+    _Flag(("no_advertise",), bool, _field("cluster", "no_advertise")),
+    _Flag(("connect_retries",), int, _field("cluster", "connect_retries")),
     # Common
     _Flag(("h", "help"), bool, _attr("show_help")),
     _Flag(("v", "version"), bool, _attr("show_version")),
@@ -248,9 +254,8 @@ _FLAGS = [
     _Flag(("r", "remote_syslog"), str, refuse="natsbroker cannot log to syslog; use -l FILE"),
     _Flag(("profile",), int, refuse="natsbroker has no Go profiler"),
     # ... and those whose absence changes nothing that matters are ignored.
-    _Flag(("logtime_utc", "no_advertise"), bool),
-    _Flag(("log_size_limit", "max_traced_msg_len", "connect_retries"), int),
-    _Flag(("cluster_advertise",), str),
+    _Flag(("logtime_utc",), bool),
+    _Flag(("log_size_limit", "max_traced_msg_len"), int),
 ]
 _BY_NAME = {name: flag for flag in _FLAGS for name in flag.names}
 

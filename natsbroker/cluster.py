@@ -29,15 +29,23 @@ import random
 import socket
 import urllib.parse
 
+import attrs
+from cryptography import x509
+from OpenSSL import crypto
 from twisted.internet import endpoints, protocol
+from twisted.internet import ssl as tssl
 from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.auth import _password_ok
 from natsbroker.identity import runtime
+from natsbroker.jsforward import install as install_js_forwarding, split_deliver_reply
 from natsbroker.nkey import new_nonce
 from natsbroker.nuid import nuid
 from natsbroker.protocol import wire
-from natsbroker.protocol.route import RouteFactory, RouteProtocol, RouteSink
+from natsbroker.protocol.route import MAX_ROUTE_PING_INTERVAL, RouteFactory, RouteProtocol, RouteSink
+from natsbroker.tls import server_context
 
 log = Logger()
 
@@ -46,6 +54,10 @@ log = Logger()
 # do not dial at the same moment again).
 ROUTE_RECONNECT = 1.0
 ROUTE_DIAL_TIMEOUT = 2.0
+
+# nats-server's AUTH_TIMEOUT, the route auth timeout without TLS (with TLS:
+# the TLS timeout + 1 s, getDefaultAuthTimeout).
+DEFAULT_AUTH_TIMEOUT = 2.0
 
 # Route protocol version: 2, as the reference note says, because message
 # tracing (proto 3) is not implemented.
@@ -100,6 +112,23 @@ def _local_ips():
     return out or ["127.0.0.1"]
 
 
+def _client_tls_material(tls):
+    """(our certificate with its key, the CAs that vouch for peers) from a
+    cluster tls block, in Twisted's types (the files were checked at load)."""
+    with open(tls.cert_file, "rb") as f:
+        chain = f.read()
+    with open(tls.key_file, "rb") as f:
+        key = f.read()
+    cert = tssl.PrivateCertificate.loadPEM(chain + b"\n" + key)
+    trust = None  # the platform's roots, as Go with no ca_file
+    if tls.ca_file:
+        with open(tls.ca_file, "rb") as f:
+            cas = x509.load_pem_x509_certificates(f.read())
+        trust = tssl.trustRootFromCertificates(
+            [tssl.Certificate(crypto.X509.from_cryptography(c)) for c in cas])
+    return cert, trust
+
+
 class _Dial(protocol.Factory):
     """Hands one dialed connection its RouteProtocol (quietly)."""
 
@@ -130,6 +159,24 @@ class Cluster:
         self.explicit = [RouteURL.parse(u) for u in ccfg.routes]
         self.connect_retries = ccfg.connect_retries
         self.no_advertise = ccfg.no_advertise
+        self.advertise = ccfg.advertise
+        self.username = ccfg.username
+        self.password = ccfg.password
+        self.tls = ccfg.tls
+        self.auth_timeout = ccfg.auth_timeout or (
+            self.tls.timeout + 1.0 if self.tls is not None else DEFAULT_AUTH_TIMEOUT)
+        # As nats-server: cluster.ping_interval/ping_max if set, else the
+        # server's; the interval at most 30 s on a route.
+        self.ping_interval = min(ccfg.ping_interval or cfg.ping_interval or MAX_ROUTE_PING_INTERVAL,
+                                 MAX_ROUTE_PING_INTERVAL)
+        self.ping_max = ccfg.ping_max if ccfg.ping_max > 0 else cfg.ping_max
+        self.server_tls = None
+        if self.tls is not None:
+            # Routes always require and verify the peer's certificate, whatever
+            # "verify" says (nats-server's getTLSConfig forces it), and the same
+            # files serve when we dial (the CA then checks the server).
+            self.server_tls = server_context(attrs.evolve(self.tls, verify=True))
+            self._client_cert, self._trust = _client_tls_material(self.tls)
         self._explicit_keys = {u.key for u in self.explicit}
         self.routes = {}  # server id -> registered RouteProtocol
         self.connections = set()  # every route connection, registered or not
@@ -146,11 +193,27 @@ class Cluster:
         broker.add_info_field("cluster", self.name)
         for acc in list(broker.accounts.values()):
             self.watch_account(acc)
+        # Without JetStream of our own, $JS.API goes to the cluster's
+        # JetStream servers through $SYS (natsbroker.jsforward).
+        install_js_forwarding(broker)
 
     # -- start / stop -------------------------------------------------------------
 
     def factory(self):
-        return RouteFactory(self)
+        f = RouteFactory(self)
+        if self.server_tls is not None:
+            # TLS first: the handshake before our INFO (nats-server's createRoute).
+            return TLSMemoryBIOFactory(self.server_tls, False, f)
+        return f
+
+    def client_tls(self, host):
+        """The TLS options for dialing ``host``: our certificate, and the
+        server's checked against ca_file and the host name (IP SAN for an
+        address), unless ``insecure``."""
+        if self.tls.insecure:
+            return tssl.CertificateOptions(privateKey=self._client_cert.privateKey.original,
+                                           certificate=self._client_cert.original)
+        return tssl.optionsForClientTLS(host, trustRoot=self._trust, clientCertificate=self._client_cert)
 
     def listening(self, port):
         """The cluster port is bound (``port`` is the one we got)."""
@@ -212,6 +275,8 @@ class Cluster:
             return
         self._dialing.add(url.key)
         ep = endpoints.HostnameEndpoint(self.reactor, url.host, url.port, timeout=ROUTE_DIAL_TIMEOUT)
+        if self.tls is not None:
+            ep = endpoints.wrapClientTLS(self.client_tls(url.host), ep)
         route = RouteProtocol(self, url, implicit)
         d = ep.connect(_Dial(route))
 
@@ -237,7 +302,7 @@ class Cluster:
             c["user"] = url.user
         if url.password:
             c["pass"] = url.password
-        c["tls_required"] = False
+        c["tls_required"] = self.tls is not None
         c["headers"] = True
         c["name"] = self.broker.server_id
         c["cluster"] = self.name
@@ -250,19 +315,27 @@ class Cluster:
         sends (proto 2, headers, compression off, no route_pool_size, no
         lnoc/lnocu, no jetstream) in nats-server's field order."""
         b = self.broker
+        host, port = self.advertised()
         info = {
             "server_id": b.server_id,
             "server_name": b.server_name,
             "version": COMPAT_VERSION,
             "proto": ROUTE_PROTO,
             "go": RUNTIME,
-            "host": self.host,
-            "port": self.port,
+            "host": host,
+            "port": port,
             "headers": True,
-            "max_payload": b.config.max_payload,
-            "nonce": self.nonce,
-            "cluster": self.name,
         }
+        if self.username:
+            info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = True
+            info["tls_verify"] = True
+        info["max_payload"] = b.config.max_payload
+        if self.advertise:
+            info["ip"] = "nats-route://%s/" % _host_port(host, port)
+        info["nonce"] = self.nonce
+        info["cluster"] = self.name
         if self.dynamic:
             info["cluster_dynamic"] = True
         if not self.no_advertise:
@@ -270,7 +343,28 @@ class Cluster:
         info["compression"] = "off"
         return info
 
+    def advertised(self):
+        """(host, port) peers are told to dial: cluster.advertise
+        ("host[:port]", the port defaulting to ours), else the listener's."""
+        if not self.advertise:
+            return self.host, self.port
+        host, sep, port = self.advertise.rpartition(":")
+        if not sep or not port.isdigit() or (host.count(":") and not host.endswith("]")):
+            host, port = self.advertise, self.port
+        host = host.strip("[]")
+        return host, int(port)
+
     # -- handshake ------------------------------------------------------------------
+
+    def authorized(self, data):
+        """The acceptor's credentials check on CONNECT (nats-server's
+        isRouterAuthorized): no cluster user, anything goes."""
+        if not self.username:
+            return True
+        user, password = data.get("user"), data.get("pass")
+        if user != self.username:
+            return False
+        return _password_ok(self.password, password if isinstance(password, str) else "")
 
     def check_connect(self, data):
         """The acceptor's cluster name check on CONNECT: the -ERR text to
@@ -341,7 +435,6 @@ class Cluster:
         self.routes[sid] = route
         log.info("{peer} - rid:{rid} - Route connection created", peer=route._peer(), rid=route.cid)
         self._send_interest(route)
-        route.start_pings()
         self.update_client_urls()
         if not route.implicit:
             # Tell the others about it (a route we dialed because of gossip
@@ -377,6 +470,9 @@ class Cluster:
             return
         if url.key in self._explicit_keys or not url.port:
             return
+        if info.get("auth_required") and self.username:
+            # As nats-server's processImplicitRoute: our cluster credentials.
+            url.user, url.password = self.username, self.password
         log.debug("Connecting to implicit route {url}", url=url.text)
         self.solicit(url, implicit=True)
 
@@ -498,6 +594,13 @@ class Cluster:
         if r is None:
             r = acc.sublist.match(subject)
         psubs, qgroups = r
+        shown = subject
+        if reply and reply[:1] == b"$":
+            # A JetStream delivery: the stored message's subject rides after
+            # '@' in its $JS.ACK reply; clients see it as the MSG subject.
+            stored, ack = split_deliver_reply(reply)
+            if stored is not None:
+                shown, reply = stored, ack
         for sub in psubs:
             owner = sub.owner
             cls = owner.__class__
@@ -505,7 +608,10 @@ class Cluster:
                 # (nats-server does not process service imports for messages
                 # from a route: the sending server did.)
                 continue
-            owner.deliver(sub, subject, reply, hdr_len, raw)
+            if shown is not subject and cls.__name__ == "ShadowSink":
+                owner.deliver_stored(sub, shown, reply, hdr_len, raw)
+            else:
+                owner.deliver(sub, shown, reply, hdr_len, raw)
         if not queues or not qgroups:
             return
         for group in qgroups:
@@ -517,7 +623,7 @@ class Cluster:
             start = random.randrange(len(local))
             for i in range(len(local)):
                 sub = local[(start + i) % len(local)]
-                if sub.owner.deliver(sub, subject, reply, hdr_len, raw) is not False:
+                if sub.owner.deliver(sub, shown, reply, hdr_len, raw) is not False:
                     break
 
     # -- client URLs ------------------------------------------------------------------

@@ -262,6 +262,18 @@ class ClusterConfig:
     no_advertise: bool = False
     # Dials of a server learned from gossip (nats-server's default: 0, one try).
     connect_retries: int = 0
+    # "host[:port]" other servers are told to dial (INFO host/port/ip).
+    advertise: str = ""
+    # authorization { user, password, timeout }: what a route's CONNECT must carry.
+    username: str = ""
+    password: str = ""
+    auth_timeout: float = 0.0  # seconds; 0: nats-server's default (2 s, or TLS timeout + 1)
+    # tls { }: TLS first on the cluster port and on dialed routes; the peer's
+    # certificate is always required and verified (nats-server forces it for routes).
+    tls: TLSConfig | None = None
+    # Route keepalive: 0 takes the server's ping_interval / ping_max.
+    ping_interval: float = 0.0
+    ping_max: int = 0
 
 
 

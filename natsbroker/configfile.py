@@ -508,6 +508,22 @@ def _cluster(ld, v, at, out):
     out["cluster"] = ld.block(v, _CLUSTER, at)
 
 
+def _cluster_authorization(ld, v, at, out):
+    # One user/password for every route, in nats-server's words for the rest.
+    auth = ld.block(v, _AUTHORIZATION, at)
+    where = _go_at((at.file, at.line, at.col))
+    if "users" in auth:
+        raise ConfigError(f"{where}: Cluster authorization does not allow multiple users")
+    if auth.get("token"):
+        raise ConfigError(f"{where}: Cluster authorization does not support tokens")
+    if "permissions" in auth:
+        ld.warnings.append(f'{at.file}:{at.line}: setting "permissions" within cluster authorization '
+                           "block is deprecated (cluster permissions are not implemented: ignored)")
+    for key, field in (("user", "username"), ("password", "password"), ("timeout", "auth_timeout")):
+        if key in auth:
+            out[field] = auth[key]
+
+
 def _websocket(ld, v, at, out):
     ws = ld.block(v, _WEBSOCKET, at)
     ws.update(ws.pop("authorization", {}))
@@ -1392,6 +1408,11 @@ _CLUSTER = _table(
         "routes": _set("routes", routes),
         "no_advertise": _set("no_advertise", _boolean),
         "connect_retries": _set("connect_retries", _integer),
+        "advertise cluster_advertise": _set("advertise", _string),
+        "authorization": _cluster_authorization,
+        "tls": _set_block("tls", _tls_block),
+        "ping_interval": _interval("ping_interval"),
+        "ping_max": _set("ping_max", _integer),
     }
 )
 

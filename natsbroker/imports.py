@@ -44,6 +44,8 @@ from natsbroker.subjects import FWC, PWC, Subscription, is_literal, is_valid_sub
 REPLY_PREFIX = b"_R_."
 CLIENT_INFO_HDR = b"Nats-Request-Info"
 _JS_ACK_PREFIX = b"$JS.ACK."  # replies passed through as they are (pull consumers across accounts)
+_JS_ALL_API = b"$JS.API.>"
+_JS_NOOP_PREFIXES = (b"$JS.API.CONSUMER.MSG.NEXT.", b"$JS.API.DIRECT.GET.")
 _HDR_LINE = b"NATS/1.0\r\n"
 _DIGITS = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _CACHE_MAX = 1024
@@ -194,9 +196,14 @@ class CrossAccount:
         for prev in chain:
             if prev.export is si.export:
                 return False  # a cycle: dropped, as nats-server drops it
+        is_response = si.is_response
+        if not is_response and si.js_api and subject.startswith(_JS_NOOP_PREFIXES):
+            # As nats-server: the JetStream servers do nothing with these in
+            # the system account (the consumer and the stream get them in the
+            # account itself), so no response mapping is left waiting.
+            return False
         broker = self.broker
         source = broker.route_source
-        is_response = si.is_response
         rsi = nrr = None
         if reply:
             if reply.startswith(_JS_ACK_PREFIX):
@@ -283,7 +290,9 @@ class CrossAccount:
 
     def _add_server(self, ci):
         ci["server"] = self.broker.server_name
-        cluster = self.broker.config.cluster.name
+        # (The cluster's name now: a generated one may have been swapped for a peer's.)
+        routes = getattr(self.broker, "cluster", None)
+        cluster = routes.name if routes is not None else self.broker.config.cluster.name
         if cluster:
             ci["cluster"] = cluster
 
@@ -506,7 +515,7 @@ class _ServiceImport:
     """A service import as requests use it (nats-server's serviceImport)."""
 
     __slots__ = ("importer", "dest", "dest_imports", "export", "local", "remote", "transform",
-                 "use_pub", "share", "rt", "_cache")
+                 "use_pub", "share", "rt", "_cache", "js_api")
 
     is_response = False
 
@@ -522,6 +531,9 @@ class _ServiceImport:
         self.share = ri.share
         self.rt = ri.export.response_type if ri.export is not None else SINGLETON
         self._cache = {}
+        # JetStream's API imported from the system account (jsAllAPI): pull
+        # requests and direct gets are left out (see CrossAccount.process).
+        self.js_api = self.remote == _JS_ALL_API and getattr(self.dest, "is_system", False)
 
     def target(self, subject):
         """The exported subject a request to ``subject`` goes to."""

@@ -190,6 +190,13 @@ class IBroker(Interface):
         global account ``$G``; ``broker.accounts`` maps every name to its
         account and ``broker.system_account`` is the system account."""
 
+    def lookup_account(name):
+        """The account called ``name`` as :meth:`account` finds it, or, in
+        operator mode, made from its JWT if the account resolver has one
+        (nats-server's ``lookupAccount``); ``None`` otherwise. How a plugin
+        brings back what it stored for an account no client has used yet
+        (JetStream restores the accounts it finds on disk at its start)."""
+
 
 class IStreamEvents(Interface):
     """Offered by a plugin that stores streams (JetStream): a way to watch
@@ -213,6 +220,41 @@ class IStreamEvents(Interface):
     def read_stream(name, seq):
         """The first stored message (a ``StoredMsg``) of stream ``name`` with a
         sequence of at least ``seq``, or ``None``."""
+
+
+class IAccountJetStream(Interface):
+    """Offered by a plugin that runs JetStream (plugins/jetstream): JetStream
+    turned on, changed and off for one account while the server runs, as
+    nats-server's ``configJetStream`` does when an account JWT is loaded,
+    updated or deleted. Operator mode (natsbroker/jwtauth/operator.py) calls
+    it; reach it with ``broker.providers(IAccountJetStream)``.
+
+    ``account`` is an account as :meth:`IBroker.account` returns it.
+    ``limits`` maps a tier to a ``natsbroker.config.AccountJetStream``: the
+    tier ``""`` holds the limits of every stream; ``"R1"``, ``"R3"``... those
+    of the streams with that many replicas (an account JWT's
+    ``tiered_limits``). May be called before the plugin has started: it then
+    applies them when it starts."""
+
+    def enable_account(account, limits):
+        """Give ``account`` JetStream with ``limits``, its streams restored
+        from the store it had (an account that has it already takes the new
+        limits, as :meth:`update_account`)."""
+
+    def update_account(account, limits):
+        """New limits for an account with JetStream: what it stores stays,
+        what the new limits refuse is refused from now on."""
+
+    def disable_account(account, answer=True):
+        """No JetStream for ``account`` (any more): its streams and consumers
+        stop, their stores stay on disk for a later :meth:`enable_account`.
+        With ``answer`` its ``$JS.API`` requests get 503/10039 "JetStream not
+        enabled for account" (unless it imports ``$JS.API`` from another
+        account); without, nothing answers them (a deleted account JWT:
+        nats-server takes all the account's service imports away)."""
+
+    def enabled_for(name):
+        """Does the account called ``name`` have JetStream?"""
 
 
 class IBrokerPluginFactory(Interface):

@@ -91,6 +91,10 @@ class LameDuck:
             return
         log.info("Entering lame duck mode, stop accepting new clients")
         self.active = True
+        # nats-server's sendLDMShutdownEventLocked: $SYS.SERVER.<id>.LAMEDUCK.
+        system = broker.plugin("system")
+        if system is not None:
+            system.lame_duck_event()
         broker.lame_duck = True
         listeners = list(svc.ports) + ([svc.ws_port] if svc.ws_port is not None else [])
         for port in listeners:

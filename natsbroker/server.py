@@ -311,7 +311,8 @@ class BrokerService(service.Service):
             info.setdefault("monitoring", []).append("https://%s:%d" % (host(h.host), h.port))
         if self.cluster_port is not None:
             h = self.cluster_port.getHost()
-            info["cluster"] = ["nats://%s:%d" % (host(h.host), h.port)]
+            scheme = "tls" if self.config.cluster.tls is not None else "nats"  # as nats-server
+            info["cluster"] = ["%s://%s:%d" % (scheme, host(h.host), h.port)]
         if self.ws_port is not None:
             h = self.ws_port.getHost()
             info["websocket"] = ["%s://%s:%d" % (self.ws_scheme, host(h.host), h.port)]
@@ -370,6 +371,11 @@ class BrokerService(service.Service):
             self.lame_duck.cancel()
         if not self._start_failed:
             log.info("Initiating Shutdown...")
+            # nats-server's sendShutdownEvent: $SYS.SERVER.<id>.SHUTDOWN, then
+            # no more events (not even for the clients closed below).
+            system = broker.plugin("system")
+            if system is not None:
+                system.shutdown_event()
         for port in self.ports:
             yield port.stopListening()
         if self.ws_port is not None:

@@ -15,7 +15,14 @@ Events (in the system account):
   too), and for accounts other than ``$G`` the account's connection count on
   ``$SYS.ACCOUNT.<acc>.SERVER.CONNS`` and ``$SYS.SERVER.ACCOUNT.<acc>.CONNS``
   when it changes and every 30 s while it has connections;
-* ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` when a client fails to authenticate;
+* ``$SYS.SERVER.<id>.CLIENT.AUTH.ERR`` when a client fails to authenticate,
+  and ``$SYS.ACCOUNT.CLIENT.AUTH.ERR`` *in the account concerned* (the auth
+  callout account when there is one, else the one the client was in, ``$G``)
+  with the reason (an auth callout's refusal, or ``Authentication Failure``);
+* ``$SYS.SERVER.<id>.LAMEDUCK`` on entering lame duck mode and
+  ``$SYS.SERVER.<id>.SHUTDOWN`` when the server shuts down (the server block
+  alone); after SHUTDOWN the plugin is silent, as nats-server's send queue is
+  closed then (no disconnect events for the clients it closes);
 * ``$SYS.SERVER.<id>.STATSZ``: the server's statistics, first after 250 ms,
   then at doubling intervals up to every 10 s, never twice within a second,
   and only when someone listens (nats-server's ``heartbeatStatsz``).
@@ -68,6 +75,9 @@ ACCOUNT_CONNS_INTERVAL = 30.0
 CONNECT_EVENT = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_EVENT = "io.nats.server.advisory.v1.client_disconnect"
 ACCOUNT_CONNS_EVENT = "io.nats.server.advisory.v1.account_connections"
+# Published in the account itself (events.go's authErrorAccountEventSubj).
+ACCOUNT_AUTH_ERR_SUBJECT = "$SYS.ACCOUNT.CLIENT.AUTH.ERR"
+AUTH_FAILURE = "Authentication Failure"
 
 # ServerCapability flags: JetStreamEnabled | BinaryStreamSnapshot | AccountNRG.
 _JS_FLAGS = 7
@@ -400,6 +410,8 @@ class SystemAccount:
         # Connections per account other than $G (joined at CONNECT), so that
         # a connection storm does not count them all each time.
         self._conns = {}
+        # Set by shutdown_event: nothing is sent after it.
+        self._silenced = False
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -488,6 +500,8 @@ class SystemAccount:
     def _send(self, acc, subject, build, headers=None):
         """Publish ``build()`` (a dict, or bytes) on ``subject`` in ``acc``.
         Without a subscriber nothing is built (the sequence still moves on)."""
+        if self._silenced:
+            return 0
         if not acc.sublist.has_interest(subject.encode()):
             self._seq += 1
             return 0
@@ -944,13 +958,59 @@ class SystemAccount:
             if acc is not self.broker.global_account:
                 self._conns[acc.name] = max(self._conns.get(acc.name, 0) - 1, 0)
                 self._account_conns_update(acc)
-            if getattr(client, "close_reason", "") == "Authentication Failure":
+            if getattr(client, "close_reason", "") == AUTH_FAILURE:
                 self._event(self.sys, "$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.broker.server_id,
                             lambda: _disconnect_event(self, client, time.time_ns()))
+                self._account_auth_error(client)
             self._event(self.sys, "$SYS.ACCOUNT.%s.DISCONNECT" % acc.name,
                         lambda: _disconnect_event(self, client, stop))
         finally:
             self.broker.end()
+
+    def _account_auth_error(self, client):
+        """nats-server's sendAccountAuthErrorEvent: the failure told to the
+        account concerned, on a subject of its own. An auth callout says
+        which account and why (natsbroker.authcallout sets
+        ``client.auth_error``); otherwise a configured callout's account, or
+        the account the client was in."""
+        where, reason, was = getattr(client, "auth_error", None) or (None, AUTH_FAILURE, {})
+        if where is None:
+            callout = getattr(getattr(client, "auth", None), "callout", None)
+            name = getattr(callout, "account", None) if callout is not None else None
+            where = self.broker.accounts.get(name) if isinstance(name, str) else None
+        acc = where or client.account
+        now = time.time_ns()
+
+        def build():
+            msg = _disconnect_event(self, client, now)
+            ci = msg["client"]
+            ci["acc"] = acc.name
+            if was:
+                # (Go's field order: issuer_key, name_tag, tags, kind...)
+                rest = {k: ci.pop(k) for k in ("issuer_key", "name_tag", "tags", "kind", "client_type")
+                        if k in ci}
+                rest.update(was)
+                ci.update({k: rest[k] for k in ("issuer_key", "name_tag", "tags", "kind", "client_type")
+                           if k in rest})
+            msg["reason"] = reason or ""
+            return msg
+        self._event(acc, ACCOUNT_AUTH_ERR_SUBJECT, build)
+
+    # -- server events -----------------------------------------------------------------
+
+    def lame_duck_event(self):
+        """``$SYS.SERVER.<id>.LAMEDUCK`` (nats-server's
+        sendLDMShutdownEventLocked): the server block alone."""
+        self._event(self.sys, "$SYS.SERVER.%s.LAMEDUCK" % self.broker.server_id, self.server_info)
+
+    def shutdown_event(self):
+        """``$SYS.SERVER.<id>.SHUTDOWN``, the last message: nats-server closes
+        its send queue after it, so nothing more is sent (not even the
+        disconnect events of the clients shutdown closes)."""
+        if self._silenced:
+            return
+        self._event(self.sys, "$SYS.SERVER.%s.SHUTDOWN" % self.broker.server_id, self.server_info)
+        self._silenced = True
 
     def _account_conns_message(self, acc):
         msg = {"type": ACCOUNT_CONNS_EVENT, "id": nuid(),

@@ -284,6 +284,37 @@ def test_nats_py_credentials_reach_the_service(servers, keys):
         assert second["nats"]["client_info"]["user"] == "[REDACTED]"
 
 
+def test_refusals_are_told_to_the_callout_account(servers, keys):
+    # nats-server's account auth error event: $SYS.ACCOUNT.CLIENT.AUTH.ERR in
+    # the callout account, with the service's reason (an auth user's failed
+    # login too, with the generic one).
+    async def client(port):
+        nc = await nats.connect("nats://127.0.0.1:%d" % port, user="auth", password="pwd")
+        events = []
+
+        async def on(m):
+            events.append(json.loads(m.data))
+        await nc.subscribe("$SYS.ACCOUNT.CLIENT.AUTH.ERR", cb=on)
+        await nc.flush()
+        for data in (connect("refuse"), connect("auth", "wrong")):
+            await raw(data + b"PING\r\n")(port)
+        for _ in range(200):
+            if len(events) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        await nc.close()
+        return events
+    got = both(servers, keys, client)
+    for kind, (events, _) in got.items():
+        assert [(e["client"]["acc"], e["client"]["user"], e["reason"]) for e in events] == [
+            ("AUTH", "refuse", "Auth callout service returned an error: not you"),
+            ("AUTH", "auth", "Authentication Failure")], kind
+        assert events[0]["client"]["name_tag"] == "$G", kind
+    ours, ref = got["natsbroker"][0][0], got["nats-server"][0][0]
+    assert set(ours) == set(ref) and set(ours["client"]) == set(ref["client"])
+    assert set(ours["server"]) == set(ref["server"]) - {"feature_flags"}
+
+
 # -- the request --------------------------------------------------------------------------
 
 

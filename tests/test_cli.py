@@ -91,10 +91,19 @@ def test_cluster_flags():
 
 
 def test_ignored_flags_warn():
-    config, warnings = parse_args(["--logtime_utc", "--connect_retries", "3", "-p", "5"])
+    config, warnings = parse_args(["--logtime_utc", "--log_size_limit", "3", "-p", "5"])
     assert config.port == 5  # parsing went on past them
     assert warnings == ["-logtime_utc is not supported by natsbroker and is ignored",
-                        "-connect_retries is not supported by natsbroker and is ignored"]
+                        "-log_size_limit is not supported by natsbroker and is ignored"]
+
+
+def test_cluster_flags_are_honoured():
+    # (--connect_retries, --no_advertise and --cluster_advertise were once ignored.)
+    config, warnings = parse_args(["--cluster", "nats://127.0.0.1:-1", "--connect_retries", "3",
+                                   "--no_advertise", "--cluster_advertise", "10.0.0.1:7000"])
+    assert warnings == []
+    assert (config.cluster.connect_retries, config.cluster.no_advertise, config.cluster.advertise) == (
+        3, True, "10.0.0.1:7000")
 
 
 @pytest.mark.parametrize(

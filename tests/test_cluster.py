@@ -208,7 +208,8 @@ def test_in_process_queue_weights_sent_and_remote_weight_copies():
     broker.flush()
     assert _written(t) == b"RS+ $G w g 1\r\nRS+ $G w g 2\r\nRS+ $G w g 1\r\nRS- $G w g\r\n"
     route.dataReceived(b"RS+ $G w g 3\r\n")
-    assert broker.sublist.count == 3  # weight 3: three copies
+    # weight 3: three copies (other subscriptions, such as a $JS.API import, aside)
+    assert len(route.remote_subs[("$G", b"w", b"g")]) == 3
     route.dataReceived(b"RS+ $G w g 1\r\n")
     assert route.num_subscriptions() == 1 and len(route.remote_subs[("$G", b"w", b"g")]) == 1
 
@@ -814,3 +815,123 @@ def test_jetstream_and_cluster_together_is_a_startup_error():
     with pytest.raises(RuntimeError) as e:
         node.start(60)
     assert "[FTL]" in str(e.value) and "jetstream is not supported in a cluster" in str(e.value)
+
+
+# -- bad input on a route (issue 15 item 6), next to nats-server --------------------------
+
+
+def _quick_conf(tmp, name, routes=()):
+    # Route keepalive shortened so that a silent peer is found within seconds.
+    path = tmp / ("%s-%d.conf" % (name, time.monotonic_ns()))
+    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n"
+                    '  ping_interval: "1s"\n  ping_max: 2\n  routes: %s\n}\n' % (name, json.dumps(list(routes))))
+    return ["-c", str(path)]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("quick")
+    nodes = {k: ServerProcess(k, _quick_conf(tmp, "q-" + k.replace("-", ""))).start(60) for k in (NB, NS)}
+    yield nodes
+    for n in nodes.values():
+        n.stop()
+
+
+def _after(node, send, quiet=2.0):
+    """A raw route peer (registered) sends ``send``: what it reads after
+    its interest dump (PINGs left out), and whether the node closed."""
+    c = _raw_route(node, "bad-" + uuid.uuid4().hex[:6])
+    c.read_until(b"\r\n", quiet=1)
+    c.send(b"PONG\r\n")
+    c.send(send)
+    got = c.read_until(b"\r\n", quiet=quiet)
+    deadline = time.time() + 5
+    while not c.closed and time.time() < deadline:
+        got += c.read_until(b"\r\n", quiet=0.5)
+    c.close()
+    return got.replace(b"PING\r\n", b""), c.closed
+
+
+@pytest.mark.parametrize("send,expect", [
+    (b"RS+ $G foo q1\r\n", b""),  # a queue without a weight
+    (b"RMSG $G foo x y 2\r\nhi\r\n", b""),  # a bad reply indicator
+    (b"RMSG $G foo abc\r\n", b""),  # a size that is no number
+    (b"FOO bar\r\n", b"-ERR 'Unknown Protocol Operation'\r\n"),
+    (b"RS+ $G " + b"x" * (70 * 1024) + b"\r\n", b"-ERR 'maximum control line exceeded'\r\n"),
+], ids=["queue-without-weight", "bad-reply-indicator", "bad-size", "unknown-op", "oversized-control-line"])
+def test_malformed_route_protocol_matches_nats_server(quick, send, expect):
+    out = {kind: _after(node, send) for kind, node in quick.items()}
+    assert out[NB] == out[NS] == (expect, True)
+
+
+def test_a_silent_route_is_found_stale_like_nats_server(quick):
+    """A registered peer that stops answering PINGs: the node sends PINGs
+    every ping_interval and after ping_max of them -ERR 'Stale Connection'."""
+    out = {}
+    for kind, node in quick.items():
+        c = _raw_route(node, "silent-" + uuid.uuid4().hex[:6])
+        t0 = time.time()
+        got = b""
+        while not c.closed and time.time() - t0 < 15:
+            got += c.read_until(b"\r\n", quiet=0.5)
+        took = time.time() - t0
+        c.close()
+        keep = [ln for ln in got.split(b"\r\n") if ln in (b"PING", b"-ERR 'Stale Connection'")]
+        out[kind] = (keep, c.closed)
+        assert 2 < took < 8, (kind, took)
+    assert out[NB] == out[NS] == ([b"PING", b"PING", b"-ERR 'Stale Connection'"], True)
+
+
+def test_a_route_dialing_a_client_port_gets_nats_servers_answer():
+    """What a client port says to a server that took it for a route port:
+    the route CONNECT and INFO pass, the first RS+ is an unknown op."""
+    out = {}
+    for kind in (NB, NS):
+        with ServerProcess(kind, node_args("cp")) as node:
+            c = Conversation(node.port)
+            c.send(b'CONNECT {"echo":true,"verbose":false,"pedantic":false,"tls_required":false,"headers":true,'
+                   b'"name":"NROUTE","cluster":"c1"}\r\nINFO {"server_id":"NROUTE","cluster":"c1","port":1}\r\n'
+                   b"PING\r\n")
+            first = c.read_until(b"\r\n", quiet=2)
+            c.send(b"RS+ $G foo\r\n")
+            got = c.read_until(b"\r\n", quiet=2)
+            out[kind] = (first, got, c.closed)
+            c.close()
+    assert out[NB] == out[NS]
+    assert out[NB][0] == b"PONG\r\n" and out[NB][1] == b"-ERR 'Unknown Protocol Operation'\r\n"
+
+
+def test_a_peer_that_goes_silent_is_redialed_and_others_are_unaffected(tmp_path):
+    """A (natsbroker) routes to B (nats-server, stopped with SIGSTOP) and C
+    (natsbroker): A finds B stale, closes it and keeps redialing; A and C
+    and their clients keep working meanwhile; B comes back into the mesh."""
+    import signal
+
+    a = ServerProcess(NB, _quick_conf(tmp_path, "a")).start(60)
+    b = ServerProcess(NS, _quick_conf(tmp_path, "b", ["nats-route://127.0.0.1:%d" % a.cluster_port])).start(60)
+    c = ServerProcess(NB, _quick_conf(tmp_path, "c", ["nats-route://127.0.0.1:%d" % a.cluster_port])).start(60)
+    nodes = [a, b, c]
+    try:
+        wait_mesh(nodes)
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            deadline = time.time() + 30
+            while "Stale Connection" not in a.log() and time.time() < deadline:
+                time.sleep(0.2)
+            assert "Router connection closed: Stale Connection" in a.log(), a.log()[-2000:]
+
+            async def main():
+                ncs = [await nats.connect(n.url, allow_reconnect=False) for n in (a, c)]
+                sub = await ncs[1].subscribe("alive.x")
+                await until_seen(ncs[1], ncs[:1])
+                await ncs[0].publish("alive.x", b"still")
+                await ncs[0].flush()
+                assert (await sub.next_msg(10)).data == b"still"
+                await close_all(ncs)
+            run(main())
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        wait_mesh(nodes, timeout=60)
+    finally:
+        for n in nodes:
+            n.stop()

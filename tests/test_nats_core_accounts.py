@@ -172,7 +172,7 @@ def imported(subject, data, reply=None, headers=None):
 
 
 def _without_rtt(seen):
-    """responder_saw with the rtt left out of Nats-Request-Info (see the xfail below)."""
+    """responder_saw with the rtt left out of Nats-Request-Info (test_accounts_request_info_has_the_requester_rtt checks it)."""
     out = []
     for subject, data, reply_to, headers in seen:
         if headers and "Nats-Request-Info" in headers:
@@ -231,12 +231,6 @@ def test_accounts_isolation_services_streams(accounts_run, kind):
     }
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "natsbroker/protocol/client.py: nats-server's processConnect sets the client's rtt to the "
-    "time from accept to CONNECT (client.go: c.rtt = computeRTT(c.start)), so the "
-    "Nats-Request-Info a service import adds always has \"rtt\"; natsbroker's client rtt "
-    "stays 0 until its first PING (2 s after accept) is answered, and imports.py leaves a 0 "
-    "rtt out, so a request in a connection's first 2 s has no rtt"))
 def test_accounts_request_info_has_the_requester_rtt(accounts_run):
     saw = {kind: accounts_run[kind]["responder_saw"] for kind in KINDS}
     assert saw["nats-server"][0][3] == {"Nats-Request-Info": [{"acc": "B", "rtt": "int"}]}

@@ -20,6 +20,7 @@ The heartbeat timers run in-process on a ``task.Clock``.
 import asyncio
 import json
 import re
+import signal
 import socket
 import time
 import urllib.error
@@ -627,6 +628,53 @@ def test_events(tmp_path_factory):
     assert len(my_statsz) >= 1 and len(their_statsz) >= 1
     same_shape(my_statsz[0], their_statsz[0], "STATSZ")
     assert keys(my_statsz[0]["server"]) == SERVER_INFO
+
+
+async def _server_event(server, sig):
+    """What a system user sees of ``$SYS.SERVER.<id>.>`` and of client
+    disconnects when the server gets ``sig``."""
+    sysnc = await nats.connect(server.url, user="sys", password="p", allow_reconnect=False)
+    seen = []
+    got = asyncio.Event()
+
+    async def on(m):
+        if ".LAMEDUCK" in m.subject or ".SHUTDOWN" in m.subject or m.subject.endswith(".DISCONNECT"):
+            seen.append((m.subject, json.loads(m.data)))
+            got.set()
+    await sysnc.subscribe("$SYS.>", cb=on)
+    await sysnc.flush()
+    a1 = await nats.connect(server.url, user="a1", password="p", allow_reconnect=False)
+    server.proc.send_signal(sig)  # (our own ServerProcess, by its pid)
+    await asyncio.wait_for(got.wait(), 20)
+    await asyncio.sleep(0.5)  # anything after it would be a difference
+    for nc in (a1, sysnc):
+        try:
+            await nc.close()
+        except Exception:
+            pass
+    return seen
+
+
+@pytest.mark.parametrize("sig, event", [(signal.SIGUSR2, "LAMEDUCK"), (signal.SIGINT, "SHUTDOWN")])
+def test_lame_duck_and_shutdown_events(tmp_path_factory, sig, event):
+    conf = _write(tmp_path_factory, CONF + "lame_duck_duration: 30s\nlame_duck_grace_period: 10s\n",
+                  "ldm.conf")
+    got = {}
+    for kind in KINDS:
+        s = ServerProcess(kind, ["-c", conf]).start()
+        try:
+            got[kind] = asyncio.run(asyncio.wait_for(_server_event(s, sig), 60))
+        finally:
+            s.stop(signal.SIGKILL)  # (lame duck mode would take its 30 s)
+    mine, theirs = got["natsbroker"], got["nats-server"]
+    # Only the server block; after SHUTDOWN nothing more (no disconnect
+    # events for the clients the shutdown closes).
+    assert [_norm(s) for s, _ in mine] == [_norm(s) for s, _ in theirs] == ["$SYS.SERVER.<id>." + event]
+    (subject, o), (_, r) = mine[0], theirs[0]
+    same_shape(o, r, event)
+    assert keys(o) == SERVER_INFO
+    assert subject == "$SYS.SERVER.%s.%s" % (o["id"], event)
+    assert (o["name"], o["host"], o["jetstream"], o["flags"]) == (o["id"], r["host"], False, 0)
 
 
 # -- without an accounts block -------------------------------------------------------------

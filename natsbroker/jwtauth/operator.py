@@ -21,6 +21,7 @@ from natsbroker.config import MapDest, Permission, Permissions, ResponsePermissi
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.jwtauth import claims as C
+from natsbroker.jwtauth import jslimits
 from natsbroker.jwtauth import links
 from natsbroker.jwtauth.resolver import DirResolver, MemoryResolver, ResolverError
 from natsbroker.nkey import decode_signature
@@ -597,6 +598,9 @@ class OperatorMode:
         jacc = self.accounts[name] = JwtAccount(account, claims, self)
         # Its imports, and those of accounts that were waiting for it.
         self.wire([name] + self._importers_of(name))
+        # Then JetStream, as its JWT says (after the imports: one of
+        # $JS.API from another account stands in for its own answers).
+        jslimits.configure(self.broker, jacc, system=account.is_system)
         return jacc, None
 
     # -- exports and imports ---------------------------------------------------
@@ -680,6 +684,8 @@ class OperatorMode:
         set_mappings(jacc.account, _mappings(claims))
         # Its imports, and those of the accounts importing from it.
         self.wire([key] + self._importers_of(key))
+        # JetStream enabled, its limits changed, or disabled (stores kept).
+        jslimits.configure(self.broker, jacc, system=jacc.account.is_system)
         self._apply_to_clients(jacc, claims, old_keys)
         return None
 
@@ -740,6 +746,8 @@ class OperatorMode:
         from natsbroker.imports import unwire
         unwire(jacc.account)
         jacc.cancel_expiry()
+        # (removeCb: its JetStream goes too; its stores stay)
+        jslimits.disable(self.broker, jacc)
 
     def server_response(self, body, server_last=False):
         """A system-account reply: ``{"server": <ServerInfo>, ...body}``
@@ -807,6 +815,11 @@ class OperatorMode:
         if jacc is None:
             debug("Account JWT lookup error: %s" % why)
             return refused
+        # Auth callout (natsbroker.authcallout): from here on, an account
+        # whose JWT turns callout on has its service decide refused logins
+        # and the logins of users other than its auth_users.
+        from natsbroker import authcallout
+        refused = authcallout.operator_refusal(client, opts, jacc, refused)
         if jacc.claims.issuer not in self.trusted:
             debug("Account JWT not signed by trusted operator")
             return refused
@@ -860,7 +873,7 @@ class OperatorMode:
         user.valid_for = valid_for
         user_limits = {k: limits.get(k, 0) for k in ("subs", "payload")}
         user.claims_limits = user_limits
-        return True, user, perms, jacc.account.name
+        return authcallout.operator_login(client, opts, jacc, juc, (True, user, perms, jacc.account.name))
 
     def admit(self, client):
         """After the login of a JWT user: the account's connection limit,

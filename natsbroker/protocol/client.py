@@ -700,6 +700,11 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(P.ERR_UNKNOWN_OP, close=True, reason="Protocol Violation")
 
     def _on_connect(self, op):
+        # As nats-server's processConnect: a first estimate of the round trip
+        # is the time from accept to CONNECT (PONGs refine it later); kept
+        # as its getRTT reports it, whole microseconds under a millisecond.
+        rtt = max(time.time() - self.start, 1e-9)
+        self.rtt = int(rtt * 1e6) / 1e6 if 1e-6 < rtt < 1e-3 else rtt
         try:
             opts = parse_connect(op[1], self.opts if self.connect_received else None)
         except BadConnect:

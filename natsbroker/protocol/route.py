@@ -14,18 +14,22 @@ import random
 import time
 
 from twisted.internet import protocol
+from twisted.internet.interfaces import IHandshakeListener
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
-from natsbroker.protocol.client import ConnectOptions
+from natsbroker.protocol.client import ConnectOptions, _redact_connect
 from natsbroker.subjects import Subscription
+from natsbroker.tls import describe_handshake_error
 
 log = Logger()
 
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_CLIENT_ON_ROUTE_PORT = "attempted to connect to route port"
 ERR_STALE = "Stale Connection"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
 
 # nats-server's firstPingInterval, and the cap on a route's ping interval.
 FIRST_PING_INTERVAL = 1.0
@@ -101,8 +105,12 @@ class RouteSink:
         return b"RMSG %s %s %s%d\r\n%s\r\n" % (self.acc_bytes, subject, mid, len(raw), raw)
 
 
+@implementer(IHandshakeListener)
 class RouteProtocol(protocol.Protocol):
-    """One route connection, accepted (``url`` None) or solicited."""
+    """One route connection, accepted (``url`` None) or solicited.
+
+    With cluster TLS the connection is wrapped in Twisted's TLS layer and
+    nothing is said before the handshake is done (TLS first, both ways)."""
 
     # What plugins read off ``broker.route_source`` for a routed message.
     is_route = True
@@ -148,6 +156,9 @@ class RouteProtocol(protocol.Protocol):
         self.rtt = 0.0
         self._rtt_start = 0.0
         self._ping_call = None
+        self._auth_call = None
+        self._tls_call = None
+        self.tls_pending = False
         self._out = []
         self._dirty = False
         self._dispatch = {
@@ -175,6 +186,39 @@ class RouteProtocol(protocol.Protocol):
                 pass
         cluster = self.cluster
         cluster.connections.add(self)
+        if cluster.tls is not None:
+            # The handshake first; a peer that does not finish it in time is
+            # dropped (nats-server's tls timeout for routes).
+            self.tls_pending = True
+            self._tls_call = self.broker.reactor.callLater(cluster.tls.timeout, self._tls_timeout)
+            return
+        self._start()
+
+    def handshakeCompleted(self):
+        """IHandshakeListener: the TLS session is up; now the route protocol."""
+        self.tls_pending = False
+        self._cancel("_tls_call")
+        if not self.closed:
+            self._start()
+            self.flush()
+
+    def _tls_timeout(self):
+        self._tls_call = None
+        if self.tls_pending and not self.closed:
+            h = self.transport.getHost()
+            self._tls_failed("read tcp %s:%s->%s: i/o timeout" % (h.host, h.port, self._peer()))
+            # A plain close of the socket under the unfinished TLS session.
+            getattr(self.transport, "transport", self.transport).loseConnection()
+
+    def _tls_failed(self, why):
+        log.error("{peer} - rid:{rid} - TLS route handshake error: {why}", peer=self._peer(),
+                  rid=self.cid, why=why)
+        self.tls_pending = False
+        self.closed = True
+        self.close_reason = "TLS Handshake Failure"
+
+    def _start(self):
+        cluster = self.cluster
         if self.did_solicit:
             # CONNECT first, then our INFO at once: no pool and no
             # compression, so nothing to wait for (nats-server does the same
@@ -184,15 +228,37 @@ class RouteProtocol(protocol.Protocol):
             self.connect_received = True  # (the acceptor's check, not ours)
         else:
             self.send(wire.info(cluster.route_info()))
+            if cluster.username:
+                # CONNECT (with the credentials) must come within the auth timeout.
+                self._auth_call = self.broker.reactor.callLater(cluster.auth_timeout, self._auth_timeout)
+        # Without compression to negotiate, nats-server starts a route's PINGs
+        # as soon as it exists: a peer that never speaks is found stale too.
+        self.start_pings()
         self.flush()
 
+    def _auth_timeout(self):
+        self._auth_call = None
+        if not self.connect_received and not self.closed:
+            log.debug("{peer} - rid:{rid} - Authentication Timeout", peer=self._peer(), rid=self.cid)
+            self.close("Authentication Timeout", ERR_AUTH_TIMEOUT)
+
+    def _cancel(self, name):
+        call = getattr(self, name)
+        if call is not None and call.active():
+            call.cancel()
+        setattr(self, name, None)
+
     def connectionLost(self, reason=None):
+        if self.tls_pending and not self.closed:
+            why = describe_handshake_error(reason)
+            if "proxy request" in why:  # plaintext where a ClientHello belongs
+                why = "tls: first record does not look like a TLS handshake"
+            self._tls_failed(why)
         self.closed = True
         if not self.close_reason:
             self.close_reason = "Client Closed"
-        if self._ping_call is not None and self._ping_call.active():
-            self._ping_call.cancel()
-        self._ping_call = None
+        for name in ("_ping_call", "_auth_call", "_tls_call"):
+            self._cancel(name)
         self._out = []
         self.cluster.route_closed(self)
 
@@ -251,6 +317,9 @@ class RouteProtocol(protocol.Protocol):
                 sizes = [b"%d" % hdr_len, b"%d" % len(raw)] if hdr_len else [b"%d" % len(raw)]
                 name = b"LMSG" if origin else (b"HMSG" if hdr_len else b"RMSG")
                 fields = [name, origin, acc, subject] + mid + sizes
+            elif code == R.OP_CONNECT:
+                # The password never reaches the log, as nats-server's trace.
+                fields = [b"CONNECT", _redact_connect(op[1])]
             else:
                 fields = [R.OP_NAMES[code].encode()] + list(op[1:])
             text = b" ".join(f for f in fields if f is not None).decode(errors="replace")
@@ -276,6 +345,13 @@ class RouteProtocol(protocol.Protocol):
         if not isinstance(data, dict):
             self.close("Protocol Violation")
             return
+        if not self.cluster.authorized(data):
+            # Before anything else, as nats-server's processConnect.
+            user = data.get("user")
+            log.error("{peer} - rid:{rid} - authentication error{who}", peer=self._peer(), rid=self.cid,
+                      who=' - User "%s"' % user if user else "")
+            self.close("Authentication Failure", ERR_AUTH_VIOLATION)
+            return
         if data.get("lang"):
             # A client dialed the route port.
             self.close("Protocol Violation", ERR_CLIENT_ON_ROUTE_PORT)
@@ -292,6 +368,7 @@ class RouteProtocol(protocol.Protocol):
         self.headers = bool(data.get("headers", False))
         self.opts.name = str(data.get("name") or "")
         self.connect_received = True
+        self._cancel("_auth_call")
 
     def _on_info(self, op):
         try:
@@ -322,7 +399,7 @@ class RouteProtocol(protocol.Protocol):
         text = op[1].decode(errors="replace")
         level = log.debug if "Not possible to have a dedicated route" in text else log.error
         level("{peer} - rid:{rid} - Route Error {err}", peer=self._peer(), rid=self.cid, err=text)
-        self.close("Protocol Violation")
+        self.close("Parse Error")
 
     def _on_rsub(self, op):
         _, origin, acc, subject, queue, weight = op
@@ -386,24 +463,26 @@ class RouteProtocol(protocol.Protocol):
     # -- keepalive --------------------------------------------------------------
 
     def start_pings(self):
-        # nats-server's first route PING comes after ~1 s (+ up to 20% jitter).
-        delay = FIRST_PING_INTERVAL * (1 + random.random() * 0.2)
+        if self._ping_call is not None or self.closed:
+            return
+        # nats-server's first route PING comes after ~1 s (or the ping
+        # interval if shorter), + up to 20% jitter.
+        delay = min(self.cluster.ping_interval, FIRST_PING_INTERVAL) * (1 + random.random() * 0.2)
         self._ping_call = self.broker.reactor.callLater(delay, self._ping_timer)
 
     def _ping_timer(self):
         self._ping_call = None
         if self.closed:
             return
-        cfg = self.broker.config
-        if self.pings_out + 1 > cfg.ping_max:
+        cluster = self.cluster
+        if self.pings_out + 1 > cluster.ping_max:
             self.broker.stats.stale_connections += 1
             self.close("Stale Connection", ERR_STALE)
             return
         self.pings_out += 1
         self._rtt_start = self.broker.reactor.seconds()
         self.send(wire.PING)
-        interval = min(cfg.ping_interval or MAX_ROUTE_PING_INTERVAL, MAX_ROUTE_PING_INTERVAL)
-        self._ping_call = self.broker.reactor.callLater(interval, self._ping_timer)
+        self._ping_call = self.broker.reactor.callLater(cluster.ping_interval, self._ping_timer)
 
     # -- output -----------------------------------------------------------------
 

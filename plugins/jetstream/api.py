@@ -230,17 +230,62 @@ _ERROR_EXTRAS = {
 def account_info(js, args, body):
     mem, sto = js.usage()
     rmem, rsto = js.reserved()
-    return {
+    tiered = "" not in js.tiers
+    out = {
         "memory": mem, "storage": sto, "reserved_memory": rmem, "reserved_storage": rsto,
         "streams": len(js.streams),
         "consumers": sum(len(s.consumers) for s in js.streams.values()),
         # The account's limits as configured (-1: none; the server-wide ones
-        # are in /jsz). No "tiers": a config file's limits are not tiered.
-        "limits": L.limits_json(js.limits),
+        # are in /jsz); all zeros when they are tiered (an account JWT's
+        # tiered_limits), each tier's under "tiers".
+        "limits": L.limits_json(L.NO_TIER if tiered else js.limits),
         **({"domain": js.js.domain} if js.js.domain else {}),
         # The total nats-server reports does not include this request yet.
         "api": {"level": M.API_LEVEL, "total": js.api_total - 1, "errors": js.api_errors},
     }
+    if tiered:
+        out["tiers"] = _tiers(js, rmem, rsto)
+    return out
+
+
+def _tiers(js, rmem, rsto):
+    """ACCOUNT.INFO's ``tiers`` as nats-server's JetStreamUsage builds them
+    on a single server: the tiers with stored bytes, those the limits name
+    (when they are not all there already), then every stream's tier with
+    its stream and consumer counts. A tier's reservation is its streams'
+    ``max_bytes``: all of them for "R1" (every stream here is R1)."""
+    def tier(t, mem=0, sto=0, lim=None, reserved=True):
+        r1 = reserved and t in ("", "R1")
+        return {"memory": mem, "storage": sto, "reserved_memory": rmem if r1 else 0,
+                "reserved_storage": rsto if r1 else 0, "streams": 0, "consumers": 0,
+                "limits": L.limits_json(lim or L.NO_TIER)}
+
+    # (nats-server keeps a tier's usage once something was stored in it)
+    usage = {t: (0, 0) for t in js._used_tiers}
+    for s in js.streams.values():
+        b = s.store.stored_bytes
+        if b or s.tier in js._used_tiers:
+            js._used_tiers.add(s.tier)
+            m, f = usage.get(s.tier, (0, 0))
+            usage[s.tier] = (m + b, f) if s.config.storage == "memory" else (m, f + b)
+    tiers = {}
+    skipped = 0
+    for t, (m, f) in usage.items():
+        if t not in js.tiers and not (m or f):
+            skipped += 1
+        else:
+            tiers[t] = tier(t, m, f, js.tiers.get(t))
+    if len(js.tiers) != len(usage) - skipped:
+        for t, lim in js.tiers.items():
+            if t not in tiers:
+                tiers[t] = tier(t, lim=lim)
+    for s in js.streams.values():
+        u = tiers.get(s.tier)
+        if u is None:
+            u = tiers[s.tier] = tier(s.tier, reserved=False)
+        u["streams"] += 1
+        u["consumers"] += len(s.consumers)
+    return dict(sorted(tiers.items()))
 
 
 def _stream(js, name):

@@ -1,10 +1,14 @@
 """Account and server JetStream limits, checked where and as nats-server checks them.
 
 An account's limits are its ``jetstream { ... }`` block
-(:class:`natsbroker.config.AccountJetStream`, -1 meaning none); the global
+(:class:`natsbroker.config.AccountJetStream`, -1 meaning none), or its
+account JWT's ``limits`` (natsbroker/jwtauth/jslimits.py); the global
 account of a server without accounts has none (nats-server's "dynamic"
-limits). The server's ``max_memory_store``/``max_file_store`` bound all
-accounts together (natsbroker: -1, the default, is no bound).
+limits). They are kept by tier, as nats-server keeps them: ``""`` for
+every stream, or ``"R1"``, ``"R3"``... for the streams with that many
+replicas (a JWT's ``tiered_limits``; a single server only has R1 streams).
+The server's ``max_memory_store``/``max_file_store`` bound all accounts
+together (natsbroker: -1, the default, is no bound).
 
 What each check is in nats-server (jetstream.go, jetstream_api.go, stream.go):
 
@@ -36,6 +40,40 @@ UNLIMITED = AccountJetStream()
 # default: the consumers of a stream without its own ``max_consumers`` in an
 # account without a consumer limit (/jsz and /varz show it under ``limits``).
 DEFAULT_MAX_CONSUMERS = 1000
+
+
+# What a tiered account has for a tier it has no limits for (nats-server's
+# selectLimits finding nothing): creates, consumers and publishes there are
+# refused with 400/10120. All zeros, as ACCOUNT.INFO shows the account-wide
+# limits of a tiered account and a tier it lists without limits.
+NO_TIER = AccountJetStream(max_memory=0, max_file=0, max_streams=0, max_consumers=0,
+                           max_ack_pending=0, memory_max_stream_bytes=0,
+                           store_max_stream_bytes=0)
+
+
+def tier_name(replicas):
+    """nats-server's tierName: ``R<replicas>`` (0 counts as 1)."""
+    return "R%d" % (replicas if replicas and replicas > 0 else 1)
+
+
+def select(tiers, replicas):
+    """``(limits, tier)`` for a stream of ``replicas`` (nats-server's
+    selectLimits): the account-wide limits if there are, else its tier's,
+    else :data:`NO_TIER`."""
+    lim = tiers.get("")
+    if lim is not None:
+        return lim, ""
+    tier = tier_name(replicas)
+    return tiers.get(tier, NO_TIER), tier
+
+
+def selected(js, replicas):
+    """The limits a new stream or consumer of ``replicas`` is checked against;
+    400/10120 when the account's tiers have none for it."""
+    lim, _ = select(js.tiers, replicas)
+    if lim is NO_TIER:
+        raise E.no_limits()
+    return lim
 
 
 def limits_json(lim):
@@ -77,8 +115,8 @@ def check_bytes(lim, add, storage, reserved, server_reserved, server_max):
             raise E.storage_resources_exceeded()
 
 
-def _check_limits(js, max_consumers, add, storage, reserved):
-    lim = js.limits
+def _check_limits(js, max_consumers, add, storage, reserved, lim=None):
+    lim = js.limits if lim is None else lim
     if max_consumers > 0 and lim.max_consumers > 0 and max_consumers > lim.max_consumers:
         raise E.maximum_consumers_limit()
     if storage is not None:
@@ -90,21 +128,21 @@ def _check_limits(js, max_consumers, add, storage, reserved):
 def precheck_create(js, raw, storage_given):
     """Before the config is defaulted: the stream count, ``max_consumers`` and
     (``storage_given``: the request named its storage) the bytes, as sent."""
-    lim = js.limits
+    lim = selected(js, raw.num_replicas)
     if lim.max_streams > 0:
         others = sum(1 for name in js.streams if name != raw.name)
         if others >= lim.max_streams:
             raise E.maximum_streams_limit()
     storage = raw.storage if storage_given else None
     reserved = js.reservation(storage, exclude=raw.name) if storage else 0
-    _check_limits(js, raw.max_consumers, raw.max_bytes, storage, reserved)
+    _check_limits(js, raw.max_consumers, raw.max_bytes, storage, reserved, lim)
 
 
 def check_create(js, cfg):
     """A new stream (defaulted ``cfg``): ``max_consumers``, then its
     ``max_bytes`` (1 byte when unlimited) next to the other streams'."""
     _check_limits(js, cfg.max_consumers, cfg.max_bytes, cfg.storage,
-                  js.reservation(cfg.storage, exclude=cfg.name))
+                  js.reservation(cfg.storage, exclude=cfg.name), selected(js, cfg.num_replicas))
 
 
 def check_update(js, old, new):
@@ -114,7 +152,8 @@ def check_update(js, old, new):
     if diff < 0:
         diff = 0
     reserved = js.reservation(new.storage, exclude=new.name) + max(new.max_bytes - diff, 0)
-    _check_limits(js, new.max_consumers, diff, new.storage, reserved)
+    _check_limits(js, new.max_consumers, diff, new.storage, reserved,
+                  selected(js, new.num_replicas))
 
 
 def check_restore(js, cfg):
@@ -126,7 +165,13 @@ def publish_guard(js, stream):
     """The check a publish to ``stream`` needs, or ``None`` when neither the
     server nor the account bounds its storage type (then a publish costs
     nothing more)."""
-    lim = js.limits
+    lim = js.tiers.get(getattr(stream, "tier", ""))
+    if lim is None:
+        # Made under limits its account no longer has for its tier
+        # (nats-server's wouldExceedLimits): every publish is refused.
+        def no_limits(subject, hdr, data):
+            raise E.no_limits()
+        return no_limits
     storage = stream.config.storage
     if storage == "memory":
         account_max, stream_max = lim.max_memory, lim.memory_max_stream_bytes

@@ -17,6 +17,16 @@ always was; another account's is ``<store_dir>/jetstream/accounts/<name>``
 JetStream gets nats-server's answers on ``$JS.API.>``: 503/10039 "JetStream
 not enabled for account".
 
+Accounts made at run time (operator mode: account JWTs) get, lose or change
+JetStream through :class:`~natsbroker.interfaces.IAccountJetStream`
+(``enable_account``/``update_account``/``disable_account``), as nats-server's
+``configJetStream`` when an account is registered or its JWT changes. A
+disabled account's streams stop with their stores left on disk; enabled
+again, they come back. At start, the accounts found under
+``jetstream/accounts/`` are looked up (``IBroker.lookup_account``: from the
+resolver in operator mode) so that their streams run before any of their
+clients connects, as nats-server's ``configAllJetStreamAccounts`` does.
+
 Durability: every write of a reactor turn is staged in the store; one
 ``commit`` (a synced LevelDB write batch per stream) runs at the end of the
 turn, and only then are the acks of that turn sent (group commit). Each
@@ -36,7 +46,7 @@ import re
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
+from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IStreamEvents
 from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
@@ -99,6 +109,18 @@ def account_dir(root, name):
     return os.path.join(root, "accounts", safe)
 
 
+def _account_name(dir_name):
+    """The account name of a store directory under ``accounts/`` (None for a
+    long name stored as a digest: it cannot be told back)."""
+    if "~" in dir_name:
+        return None
+    try:
+        return re.sub(r"(?:%[0-9A-F]{2})+", lambda m: bytes.fromhex(
+            m.group().replace("%", "")).decode(), dir_name)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 class JetStreamAccount:
     """JetStream in one account: its streams and consumers, its stores, its
     ``$JS.API`` subscriptions and group commit. ``broker`` is the account (an
@@ -111,9 +133,10 @@ class JetStreamAccount:
         self.js = self.config.jetstream
         self.broker = account
         self.account_name = getattr(account, "name", GLOBAL_ACCOUNT)
-        self.limits = limits if limits is not None else L.UNLIMITED
-        self.root = root
         self.streams = {}
+        self.set_limits(limits if limits is not None else L.UNLIMITED)
+        self._used_tiers = set()  # tiers that have stored bytes (ACCOUNT.INFO's tiers)
+        self.root = root
         self._subs = {}  # stream name -> [Subscription]
         self._api_subs = []
         self._acks = []  # (reply, payload, (store, seq) of a publish or None) waiting for the commit
@@ -137,6 +160,19 @@ class JetStreamAccount:
         self.file_store = None
         self.memory_store = None
         self.offline = {}  # stream name -> why it is offline
+
+    def set_limits(self, limits):
+        """The account's limits: an AccountJetStream (every stream's), or
+        ``{tier: AccountJetStream}``. ``limits`` is what a single server's
+        streams (R1) are checked against. A stream keeps the tier it was made
+        in (nats-server's ``mset.tier``); its publish guard follows the new
+        limits."""
+        if not isinstance(limits, dict):
+            limits = {"": limits}
+        self.tiers = dict(limits)
+        self.limits = L.select(self.tiers, 1)[0]
+        for stream in self.streams.values():
+            stream.guard = L.publish_guard(self, stream)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -239,6 +275,8 @@ class JetStreamAccount:
         self._load_consumers(stream)
 
     def _add(self, stream):
+        # The tier its usage counts in, chosen when it is made or recovered.
+        stream.tier = L.select(self.tiers, stream.config.num_replicas)[1]
         stream.observers = self._observers
         stream.on_change = self.schedule_commit
         stream.publish = self.broker.publish
@@ -724,7 +762,7 @@ def _query(request):
 _U64 = 1 << 64
 
 
-@implementer(IBrokerPlugin, IStreamEvents)
+@implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream)
 class JetStream:
     """The JetStream plugin: a :class:`JetStreamAccount` per account with
     JetStream, nats-server's answer in the others, and what is server-wide
@@ -743,7 +781,9 @@ class JetStream:
         self.broker = None
         self.accounts = {}  # account name -> JetStreamAccount
         self._observers = []  # IStreamEvents observers
-        self._unavailable = []  # (account, Subscription) answering 10039
+        self._unavailable = {}  # account name -> (account, [Subscription]) answering 10039
+        self._told = {}  # account name -> (account, limits; None or False: disabled) before start
+        self._started = False
         self.store_dir = None
         self.root = None
 
@@ -815,22 +855,138 @@ class JetStream:
             engine = JetStreamAccount(self, view, limits, account_dir(root, name))
             self.accounts[name] = engine
             engine.start()
-        for account in getattr(broker, "accounts", {}).values():
-            if account.name not in self.accounts and not _imports_js_api(account):
-                for p in self._api_prefixes():
-                    sub = account.subscribe(p + b">", self._unavailable_cb(account))
-                    self._unavailable.append((account, sub))
+        for account in list(getattr(broker, "accounts", {}).values()):
+            if account.name not in self.accounts and account.name not in self._told:
+                self._set_unavailable(account)
         broker.add_info_field("jetstream", True)
         broker.add_monitor_endpoint("jsz", self.jsz)
+        self._started = True
+        # Accounts operator mode told us of before we started, then the ones
+        # with a store here that nobody has used yet.
+        told, self._told = self._told, {}
+        for account, limits in told.values():
+            if limits is None or limits is False:
+                self.disable_account(account, answer=limits is None)
+            else:
+                self.enable_account(account, limits)
+        self._restore_stored_accounts()
         log.info("Starting JetStream: {n} stream(s) in {dir}",
                  n=sum(e.stream_count() for e in self.accounts.values()), dir=root)
 
+    def _restore_stored_accounts(self):
+        """nats-server's configAllJetStreamAccounts: every account with a
+        store directory is looked up (the resolver's JWT, in operator mode),
+        which enables its JetStream if its limits say so."""
+        lookup = getattr(self.broker, "lookup_account", None)
+        accounts_dir = os.path.join(self.root, "accounts")
+        if lookup is None or not os.path.isdir(accounts_dir):
+            return
+        known = getattr(self.broker, "accounts", {})
+        for entry in sorted(os.listdir(accounts_dir)):
+            name = _account_name(entry)
+            if name is None or name in self.accounts or name in known:
+                continue
+            try:
+                lookup(name)
+            except Exception:
+                # One account that cannot be loaded never stops the others.
+                log.failure("JetStream: account {a} could not be looked up", a=name)
+
     def stop(self):
+        self._started = False
         for engine in self.accounts.values():
             engine.stop()
-        for account, sub in self._unavailable:
-            account.unsubscribe(sub)
-        self._unavailable = []
+        for account, subs in self._unavailable.values():
+            for sub in subs:
+                account.unsubscribe(sub)
+        self._unavailable = {}
+
+    # -- IAccountJetStream: accounts at run time --------------------------------
+
+    def enable_account(self, account, limits):
+        """nats-server's ``EnableJetStream`` for an account (its limits by
+        tier); one that has JetStream takes the new limits."""
+        name = account.name
+        if not self._started:
+            self._told[name] = (account, limits)
+            return
+        if name in self.accounts:
+            self.update_account(account, limits)
+            return
+        tiers = limits if isinstance(limits, dict) else {"": limits}
+        if getattr(account, "is_system", False):
+            log.error("Error configuring jetstream for account [{a}]: jetstream can not be "
+                      "enabled on the system account", a=name)
+            return
+        err = self._insufficient(_tier_totals(tiers), [_tier_totals(e.tiers)
+                                                        for e in self.accounts.values()])
+        if err is not None:
+            log.error("Error configuring jetstream for account [{a}]: {e}", a=name,
+                      e=err.description)
+            self._set_unavailable(account)
+            return
+        self._drop_unavailable(name)
+        engine = JetStreamAccount(self, account, tiers, account_dir(self.root, name))
+        self.accounts[name] = engine
+        engine.start()
+        log.debug("Enabled JetStream for account {a}: {n} stream(s)", a=name,
+                  n=engine.stream_count())
+
+    def update_account(self, account, limits):
+        """nats-server's ``UpdateJetStreamLimits``: new limits, the streams
+        kept (even over them: only what comes next is refused)."""
+        name = account.name
+        if not self._started:
+            self._told[name] = (account, limits)
+            return
+        engine = self.accounts.get(name)
+        if engine is None:
+            self.enable_account(account, limits)
+            return
+        tiers = limits if isinstance(limits, dict) else {"": limits}
+        # Only what the new limits add must fit next to the other accounts.
+        others = [_tier_totals(e.tiers) for e in self.accounts.values() if e is not engine]
+        err = self._insufficient(_tier_totals(tiers), others)
+        if err is not None:
+            log.error("Error configuring jetstream for account [{a}]: {e}", a=name,
+                      e=err.description)
+            return
+        engine.set_limits(tiers)
+
+    def disable_account(self, account, answer=True):
+        """nats-server's ``DisableJetStream`` for an account, and (``answer``)
+        its answer there from now on (503/10039). The stores stay on disk."""
+        name = account.name
+        if not self._started:
+            self._told[name] = (account, None if answer else False)
+            return
+        engine = self.accounts.pop(name, None)
+        if engine is not None:
+            engine.stop()
+            log.debug("Disabled JetStream for account {a}", a=name)
+        if answer:
+            self._set_unavailable(account)
+        else:
+            self._drop_unavailable(name)
+
+    def _set_unavailable(self, account):
+        """``account`` has no JetStream: its ``$JS.API`` requests get 10039,
+        unless one of its imports serves ``$JS.API.INFO`` (nats-server's
+        ``serviceImportShadowed``; checked anew each time, as its imports
+        change with its JWT)."""
+        self._drop_unavailable(account.name)
+        if _imports_js_api(account):
+            return
+        subs = [account.subscribe(p + b">", self._unavailable_cb(account))
+                for p in self._api_prefixes()]
+        self._unavailable[account.name] = (account, subs)
+
+    def _drop_unavailable(self, name):
+        held = self._unavailable.pop(name, None)
+        if held is not None:
+            account, subs = held
+            for sub in subs:
+                account.unsubscribe(sub)
 
     def _api_prefixes(self):
         if self.js.domain:
@@ -845,6 +1001,10 @@ class JetStream:
         accounts = getattr(broker, "accounts", None)
         if accounts is None:
             return [(broker, L.UNLIMITED)]
+        if getattr(broker.config, "operator_mode", False):
+            # Never $G with trusted operators (nats-server's globalAccountOnly
+            # is false): JWT accounts are enabled as they are loaded.
+            return []
         gacc, system = broker.global_account, broker.system_account
         if all(a is gacc or a is system for a in accounts.values()):
             return [(gacc, L.UNLIMITED)]
@@ -1010,8 +1170,11 @@ class JetStream:
 
     def _account_detail(self, e, streams, consumers, config):
         mem, sto = e.usage()
-        lim = e.limits
-        detail = {"name": e.account_name, "id": e.account_name, "memory": mem, "storage": sto,
+        # (a tiered account reserves nothing account-wide, as nats-server shows it)
+        lim = e.limits if "" in e.tiers else L.NO_TIER
+        # (an account JWT's name, as nats-server shows it; its key is the id)
+        name = getattr(e.broker, "name_tag", None) or e.account_name
+        detail = {"name": name, "id": e.account_name, "memory": mem, "storage": sto,
                   "reserved_memory": lim.max_memory % _U64,
                   "reserved_storage": lim.max_file % _U64,
                   "accounts": 0, "ha_assets": 0,
@@ -1117,7 +1280,9 @@ class JetStream:
 
 def _imports_js_api(account):
     """Does the account import ``$JS.API.INFO`` from another account (then
-    that account answers; nats-server's ``serviceImportShadowed``)?"""
+    that account answers; nats-server's ``serviceImportShadowed``)? Its
+    config file imports, or the service imports wired at run time (an
+    account JWT's)."""
     from natsbroker.subjects import subject_matches
     cfg = getattr(account, "account_config", None)
     for imp in getattr(cfg, "imports", None) or ():
@@ -1125,4 +1290,16 @@ def _imports_js_api(account):
         if type(imp).__name__ == "ServiceImport" and local and subject_matches(
                 local.encode(), b"$JS.API.INFO"):
             return True
+    wired = getattr(account, "imports", None)
+    for sub in getattr(wired, "service_subs", None) or ():
+        if subject_matches(sub.subject, b"$JS.API.INFO"):
+            return True
     return False
+
+
+def _tier_totals(tiers):
+    """An account's memory and file limits over all its tiers, as
+    nats-server's ``sufficientResources`` adds them up."""
+    from natsbroker.config import AccountJetStream
+    return AccountJetStream(max_memory=sum(max(t.max_memory, 0) for t in tiers.values()),
+                            max_file=sum(max(t.max_file, 0) for t in tiers.values()))
