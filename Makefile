@@ -66,6 +66,7 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench
+	$(BIN)/python -m tools.bench.cluster
 
 # Crash-loop soak of JetStream (SIGKILL every 2-6 s for 10 minutes, then checks): not in `make test`.
 SOAK_MINUTES ?= 10

@@ -334,6 +334,10 @@ def w_publisher(port, p, start_evt, report):
         tail = frame * rest
         report("ready", None)
         _wait_start(conn, start_evt)
+        if p.get("start_delay"):
+            # Cluster runs: the subscribers' interest must cross the route
+            # first (their SUB was answered by another server).
+            time.sleep(p["start_delay"])
         t0 = time.monotonic()
         for i in range(full):
             conn.sendall(chunk, f"publishing (after {i * per_chunk}/{count} msgs)")
@@ -1037,7 +1041,10 @@ def run_workers(port: int, specs: list[tuple[str, dict]], mode: str,
     try:
         for wid, (kind, params) in enumerate(specs):
             params = dict(params, timeout=timeout, idle=idle, transport=transport)
-            w = make(_worker_main, (kind, wid, port, params, start_evt, abort_evt, q))
+            # A spec may name its own server port (cluster runs: publisher on
+            # one node, subscribers on another).
+            w = make(_worker_main, (kind, wid, params.get("port", port), params, start_evt,
+                                    abort_evt, q))
             w.start()
             workers.append(w)
 
