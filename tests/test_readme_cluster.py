@@ -1,0 +1,99 @@
+"""README's three-node cluster example, run as written (ports swapped for
+free ones): the three `natsbroker` lines start a full mesh, and a message
+published on node a reaches a subscriber on node c (nats-py stands in for
+the `nats` CLI lines)."""
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import nats
+import pytest
+
+from tests.support.servers import ROOT
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _example():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    block = text.split("<!-- three-node example -->", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("natsbroker ")]
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _routes(http_port):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/routez" % http_port, timeout=2) as r:
+            return json.load(r)["num_routes"]
+    except OSError:
+        return -1
+
+
+def test_readme_three_node_example_works_as_written(tmp_path):
+    lines = _example()
+    assert len(lines) == 3
+    fixed = sorted({int(p) for line in lines for p in re.findall(r"\b(\d{4})\b", line)})
+    ports = dict(zip(fixed, _free_ports(len(fixed))))
+    procs, http = [], []
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    try:
+        for i, line in enumerate(lines):
+            argv = shlex.split(re.sub(r"\b(\d{4})\b", lambda m: str(ports[int(m.group(1))]),
+                                      line.rstrip(" &")))
+            assert argv[0] == "natsbroker"
+            http.append(int(argv[argv.index("-m") + 1]))
+            log = open(tmp_path / ("node%d.log" % i), "wb")
+            procs.append(subprocess.Popen([sys.executable, "-m", "natsbroker"] + argv[1:],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env))
+        deadline = time.time() + 60
+        while time.time() < deadline and any(_routes(h) != 2 for h in http):
+            time.sleep(0.2)
+        assert [_routes(h) for h in http] == [2, 2, 2]
+        client = [int(shlex.split(re.sub(r"\b(\d{4})\b", lambda m: str(ports[int(m.group(1))]),
+                                         line))[4]) for line in lines]
+
+        async def main():
+            sub_nc = await nats.connect("nats://127.0.0.1:%d" % client[2])
+            pub_nc = await nats.connect("nats://127.0.0.1:%d" % client[0])
+            sub = await sub_nc.subscribe("greet")
+            await sub_nc.flush()
+            end = time.time() + 30
+            while True:  # until the interest has crossed the route
+                await pub_nc.publish("greet", b"hello")
+                await pub_nc.flush()
+                try:
+                    msg = await sub.next_msg(timeout=0.5)
+                    break
+                except nats.errors.TimeoutError:
+                    assert time.time() < end, "the message never reached node c"
+            await sub_nc.close()
+            await pub_nc.close()
+            return msg.data
+
+        assert asyncio.run(main()) == b"hello"
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
