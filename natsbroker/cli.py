@@ -406,7 +406,7 @@ def main(argv=None):
         print(f"natsbroker: configuration file {cl.config_file} is valid", file=sys.stderr)
         return 0
     try:
-        configfile.validate_lame_duck(config)  # checked at start, not by -t (as nats-server)
+        configfile.validate_start(config)  # checked at start, not by -t (as nats-server)
     except ConfigError as e:
         print(f"natsbroker: {e}", file=sys.stderr)
         return 1

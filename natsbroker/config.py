@@ -274,6 +274,11 @@ class ClusterConfig:
     # Route keepalive: 0 takes the server's ping_interval / ping_max.
     ping_interval: float = 0.0
     ping_max: int = 0
+    # Accepted as nats-server takes them; natsbroker has neither a route pool
+    # nor compression and says so in its route INFO (no route_pool_size,
+    # "compression":"off"), so nats-server peers use one plain connection.
+    pool_size: int = 0
+    compression: str = ""  # a mode as written ("" none given); checked at start
 
 
 

@@ -1399,6 +1399,22 @@ _CHANGEFEED = _table(
     }
 )
 
+def _cluster_compression(ld, v, at, out):
+    """nats-server's parseCompression: a boolean (on/off), a mode string, or a
+    block with ``mode`` (and ``rtt_thresholds``, durations). The mode is
+    checked when the cluster starts, as nats-server checks it (not by -t)."""
+    if isinstance(v, dict):
+        mode = v.get("mode", "")
+        thresholds = v.get("rtt_thresholds", v.get("rtt_threshold", v.get("thresholds", [])))
+        for t in thresholds if isinstance(thresholds, list) else [thresholds]:
+            _duration(t)
+    else:
+        mode = v
+    if isinstance(mode, bool):
+        mode = "on" if mode else "off"
+    out["compression"] = _string(mode)
+
+
 _CLUSTER = _table(
     {
         "name": _set("name", _string),
@@ -1413,6 +1429,8 @@ _CLUSTER = _table(
         "tls": _set_block("tls", _tls_block),
         "ping_interval": _interval("ping_interval"),
         "ping_max": _set("ping_max", _integer),
+        "pool_size": _set("pool_size", _integer),
+        "compression": _cluster_compression,
     }
 )
 
@@ -1509,6 +1527,20 @@ def _go_duration_error(text):
             return f"time: unknown unit {go_quote(unit)} in duration {go_quote(text)}"
         s = s[len(unit):]
     return f"time: invalid duration {go_quote(text)}"
+
+
+_COMPRESSION_MODES = {"on", "enabled", "true", "not supported", "not_supported", "disabled", "off",
+                      "false", "accept", "auto", "s2_auto", "uncompressed", "s2_uncompressed",
+                      "fast", "s2_fast", "better", "s2_better", "best", "s2_best"}
+
+
+def validate_start(config):
+    """The checks nats-server makes when it starts (validateOptions), which
+    ``-t`` does not make."""
+    validate_lame_duck(config)
+    mode = config.cluster.compression
+    if mode and mode.lower() not in _COMPRESSION_MODES:
+        raise ConfigError(f'unsupported compression mode "{mode}"')
 
 
 def validate_lame_duck(config):

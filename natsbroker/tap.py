@@ -83,7 +83,7 @@ class Options(usage.Options):
                     # how to ask server.make_service for only these endpoints.
                     cl.set("port", value=0)
             self.config, self.warnings = cli.build_config(cl)
-            configfile.validate_lame_duck(self.config)
+            configfile.validate_start(self.config)
         except (cli.CommandLineError, ConfigError) as e:
             raise usage.UsageError(str(e)) from None
 

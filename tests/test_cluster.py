@@ -935,3 +935,52 @@ def test_a_peer_that_goes_silent_is_redialed_and_others_are_unaffected(tmp_path)
     finally:
         for n in nodes:
             n.stop()
+
+
+# -- pool_size and compression: accepted as nats-server takes them --------------------------
+
+
+@pytest.mark.parametrize("kinds", [(NB, NS), (NS, NB)], ids=["nb-seed", "ns-seed"])
+def test_pool_size_and_compression_settings_still_form_one_cluster(tmp_path, kinds):
+    """Both nodes configured with route pools and compression, as operators
+    write them for nats-server: natsbroker accepts the keys and its INFO keeps
+    one plain connection, so the cluster forms and carries messages."""
+    confs = []
+    for i, block in enumerate(["pool_size: 3\n  compression: s2_fast",
+                               "pool_size: -1\n  compression: {mode: s2_auto, rtt_thresholds: [10ms]}"]):
+        path = tmp_path / ("n%d.conf" % i)
+        path.write_text("cluster {\n  %s\n}\n" % block)
+        confs.append(str(path))
+    a = ServerProcess(kinds[0], ["-c", confs[0]] + node_args("n0")).start(60)
+    try:
+        b = ServerProcess(kinds[1], ["-c", confs[1]] + node_args("n1", [a.cluster_port])).start(60)
+        try:
+            wait_mesh([a, b])
+            for n in (a, b):
+                assert "unknown field" not in n.log()
+
+            async def main():
+                ncs = await connect_all([a, b])
+                try:
+                    await until_seen(ncs[1], [ncs[0]])
+                finally:
+                    await close_all(ncs)
+            run(main())
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+
+
+def test_unsupported_compression_mode_is_a_start_error_not_a_t_error(tmp_path):
+    path = tmp_path / "c.conf"
+    path.write_text("cluster {\n  name: c1\n  port: -1\n  compression: bogus\n}\n")
+    from tests.support.servers import broker_command, nats_server_binary
+    import subprocess
+    got = {}
+    for kind, cmd in ((NS, [nats_server_binary()]), (NB, broker_command())):
+        t = subprocess.run(cmd + ["-c", str(path), "-t"], capture_output=True, text=True, timeout=60)
+        s = subprocess.run(cmd + ["-c", str(path), "-p", "-1", "-a", "127.0.0.1"],
+                           capture_output=True, text=True, timeout=60)
+        got[kind] = (t.returncode, s.returncode, (s.stdout + s.stderr).strip().split(": ", 1)[1])
+    assert got[NB] == got[NS] == (0, 1, 'unsupported compression mode "bogus"')
