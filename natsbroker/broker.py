@@ -270,9 +270,12 @@ class Broker:
             fields["max_payload"] = cfg.max_payload
         fields.update(self._info_extra)
         if ws is not None:
-            # The cluster's client URLs are not WebSocket URLs (nats-server
-            # tells WebSocket clients ws_connect_urls, which we do not gather).
+            # WebSocket clients are told the cluster's WebSocket URLs instead
+            # (nats-server's generateClientInfoJSON), when there are any.
             fields.pop("connect_urls", None)
+            ws_urls = getattr(self.cluster, "ws_urls", None)
+            if ws_urls and "connect_urls" in self._info_extra:
+                fields["connect_urls"] = list(ws_urls)
         if client is not None:
             fields["client_id"] = client.cid
             fields["client_ip"] = client.host

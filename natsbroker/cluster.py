@@ -187,6 +187,7 @@ class Cluster:
         self.stopping = False
         self._urls_sent = False
         self.lame_duck = False  # in lame duck mode: clients hear only the others' URLs
+        self.ws_urls = []  # connect_urls as WebSocket clients are told them
         self.nonce = new_nonce()
         self._closed_totals = [0, 0, 0, 0]
         broker.cluster = self
@@ -249,6 +250,7 @@ class Cluster:
         self.lame_duck = True
         if self._urls_sent and not self.no_advertise:
             self.broker.add_info_field("connect_urls", self.client_urls())
+            self.ws_urls = self.ws_client_urls()
 
     def _later(self, delay, f, *args):
         def run():
@@ -340,6 +342,9 @@ class Cluster:
             info["cluster_dynamic"] = True
         if not self.no_advertise:
             info["connect_urls"] = self.own_client_urls()
+            ws_urls = self.own_ws_urls()
+            if ws_urls:
+                info["ws_connect_urls"] = ws_urls
         info["compression"] = "off"
         return info
 
@@ -635,6 +640,33 @@ class Cluster:
             return [_host_port(ip, b.port) for ip in _local_ips()]
         return [_host_port(host, b.port)]
 
+    def own_ws_urls(self):
+        """Our WebSocket listener's "host:port"s (none without one), which
+        peers learn from ws_connect_urls in our route INFO."""
+        b = self.broker
+        factory = getattr(b, "websocket", None)
+        port = getattr(factory, "port", None)
+        if not port:
+            return []
+        ws = b.config.websocket
+        if ws.advertise:
+            return [ws.advertise]
+        if ws.host in ("", "0.0.0.0", "::"):
+            return [_host_port(ip, port) for ip in _local_ips()]
+        return [_host_port(ws.host, port)]
+
+    def ws_client_urls(self):
+        """connect_urls for WebSocket clients: the cluster's WebSocket URLs
+        (nats-server's generateClientInfoJSON gives them WSConnectURLs)."""
+        urls = [] if self.lame_duck else list(self.own_ws_urls())
+        for route in self.routes.values():
+            if getattr(route, "lame_duck", False):
+                continue
+            for u in route.remote_info.get("ws_connect_urls") or ():
+                if isinstance(u, str) and u not in urls:
+                    urls.append(u)
+        return urls
+
     def client_urls(self):
         urls = [] if self.lame_duck else list(self.own_client_urls())
         for route in self.routes.values():
@@ -652,16 +684,20 @@ class Cluster:
             return
         if self.no_advertise:
             return
-        urls = self.client_urls()
+        urls, ws_urls = self.client_urls(), self.ws_client_urls()
         b = self.broker
-        if self._urls_sent and b._info_extra.get("connect_urls") == urls:
+        plain_same = self._urls_sent and b._info_extra.get("connect_urls") == urls
+        ws_same = self._urls_sent and self.ws_urls == ws_urls
+        if plain_same and ws_same:
             return
         self._urls_sent = True
         b.add_info_field("connect_urls", urls)
+        self.ws_urls = ws_urls
         for c in list(b.clients()):
             # As nats-server: clients of protocol 1 that have had their first
-            # PONG (before that, the INFO after it carries the news).
-            if getattr(c, "websocket", None) is not None or c.closed:
+            # PONG (before that, the INFO after it carries the news); each
+            # kind only when its own list changed.
+            if c.closed or (plain_same if getattr(c, "websocket", None) is None else ws_same):
                 continue
             if c.opts.protocol >= 1 and getattr(c, "_first_pong_sent", False):
                 fields = b.info_fields(c)

@@ -984,3 +984,43 @@ def test_unsupported_compression_mode_is_a_start_error_not_a_t_error(tmp_path):
                            capture_output=True, text=True, timeout=60)
         got[kind] = (t.returncode, s.returncode, (s.stdout + s.stderr).strip().split(": ", 1)[1])
     assert got[NB] == got[NS] == (0, 1, 'unsupported compression mode "bogus"')
+
+
+# -- WebSocket clients are told the cluster's WebSocket URLs -------------------------------
+
+
+@pytest.mark.parametrize("kind", [NB, NS])
+def test_websocket_clients_get_the_clusters_websocket_urls(tmp_path, kind):
+    """Route INFO carries ws_connect_urls; a WebSocket client's INFO has the
+    cluster's WebSocket URLs as connect_urls (nats-server's
+    generateClientInfoJSON), a plain client's the client URLs."""
+    conf = tmp_path / "ws.conf"
+    conf.write_text("websocket { host: 127.0.0.1, port: -1, no_tls: true }\n")
+    a = ServerProcess(kind, ["-c", str(conf)] + node_args("n0")).start(60)
+    try:
+        # (the peer of the other kind: each learns the other's ws_connect_urls)
+        peer = NB if kind == NS else NS
+        b = ServerProcess(peer, ["-c", str(conf)] + node_args("n1", [a.cluster_port])).start(60)
+        try:
+            wait_mesh([a, b])
+
+            async def main():
+                ws = await nats.connect("ws://127.0.0.1:%d" % a.ws_port, allow_reconnect=False)
+                plain = await nats.connect(a.url, allow_reconnect=False)
+                try:
+                    deadline = time.time() + 20
+                    while time.time() < deadline and not (
+                            ws._server_info.get("connect_urls") and plain._server_info.get("connect_urls")):
+                        await asyncio.sleep(0.1)
+                    return (sorted(ws._server_info.get("connect_urls") or []),
+                            sorted(plain._server_info.get("connect_urls") or []))
+                finally:
+                    await ws.close()
+                    await plain.close()
+            ws_urls, plain_urls = run(main())
+            assert ws_urls == sorted("127.0.0.1:%d" % n.ws_port for n in (a, b))
+            assert plain_urls == sorted("127.0.0.1:%d" % n.port for n in (a, b))
+        finally:
+            b.stop()
+    finally:
+        a.stop()
