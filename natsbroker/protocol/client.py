@@ -1131,7 +1131,10 @@ class ClientProtocol(protocol.Protocol):
             return
         cfg = self.broker.config
         now = self.broker.reactor.seconds()
-        need_rtt = self.rtt == 0 or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL
+        # (No PING measured yet counts as long ago, as nats-server's zero
+        # rttStart: the rtt taken at CONNECT is only a first estimate.)
+        need_rtt = (self.rtt == 0 or not self._rtt_start
+                    or now - self._rtt_start > RTT_MEASUREMENT_INTERVAL)
         if now - self._last_in < cfg.ping_interval and not need_rtt:
             # Recent traffic proves the client alive: no PING this round.
             pass
