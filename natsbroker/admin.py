@@ -26,8 +26,9 @@ then reads the file back and checks it (SHA-256; for natsbroker snapshots also
 every record's CRC and the snapshot's own digest). ``restore`` checks the
 directory the same way *before* sending anything, then sends the file to
 ``$JS.API.STREAM.RESTORE`` chunk by chunk, each chunk waiting for the server's
-acknowledgement, and reports the server's final answer. Progress (bytes,
-chunks, rate) goes to stderr.
+acknowledgement, and reports the server's final answer. A progress bar
+(bytes, chunks, rate; tqdm) goes to stderr when it is a terminal; elsewhere
+only the final summary line is printed. ``verify`` and ``repair`` show one too.
 
 It talks to the server with nats-py (``pip install nats-py``). Backing up a
 nats-server stream works (the data is nats-server's own format: restore it to
@@ -71,73 +72,67 @@ def _size(n):
         n /= 1024.0
 
 
-class Progress:
-    """A one-line progress bar on stderr: bytes (of the expected total when
-    known), chunks, rate. Redrawn in place on a terminal; on anything else a
-    line at most every second, and the final one."""
+def _on_terminal(out):
+    return hasattr(out, "isatty") and out.isatty()
 
-    WIDTH = 24
+
+class Progress:
+    """A progress bar (tqdm) on stderr: bytes (of the expected total when
+    known), chunks, rate; drawn only on a terminal, silent otherwise (logs
+    and pipes get the one-line summary each command prints at its end)."""
 
     def __init__(self, label, total=0, out=None, quiet=False, chunks=True, estimate=False):
+        from tqdm import tqdm
         self.label = label
         self.show_chunks = chunks
         self.estimate = estimate  # the total is the server's estimate, not a size
         self.final_rate = None
         self.total = total
         self.out = out or sys.stderr
-        self.quiet = quiet
-        self.tty = hasattr(self.out, "isatty") and self.out.isatty()
         self.bytes = 0
         self.chunks = 0
         self.start = time.monotonic()
-        self._last = 0.0
-        self._drawn = False
+        self.bar = tqdm(desc=label, total=total or None, file=self.out, unit="B",
+                        unit_scale=True, unit_divisor=1024, leave=True, dynamic_ncols=True,
+                        disable=quiet or not _on_terminal(self.out))
 
     def update(self, nbytes, chunks=1):
         self.bytes += nbytes
         self.chunks += chunks
-        now = time.monotonic()
-        if now - self._last >= (0.1 if self.tty else 1.0):
-            self._last = now
-            self._draw()
+        if self.estimate and self.bar.total is not None and self.bytes > self.bar.total:
+            self.bar.total = self.bytes  # the estimate was low: no bar past 100%
+        if self.show_chunks:
+            self.bar.set_postfix_str("%d chunk%s" % (self.chunks, "" if self.chunks == 1 else "s"),
+                                     refresh=False)
+        self.bar.update(nbytes)
 
     def rate(self):
         dt = time.monotonic() - self.start
         return self.bytes / dt if dt > 0 else 0.0
 
-    def line(self):
-        parts = [self.label]
-        if self.total:
-            frac = min(self.bytes / self.total, 1.0)
-            fill = int(frac * self.WIDTH)
-            parts.append("[%s%s] %3d%%" % ("#" * fill, "." * (self.WIDTH - fill), frac * 100))
-            parts.append("%s/%s%s" % (_size(self.bytes), "~" if self.estimate else "",
-                                      _size(self.total)))
-        else:
-            parts.append(_size(self.bytes))
-        if self.show_chunks:
-            parts.append("%d chunk%s" % (self.chunks, "" if self.chunks == 1 else "s"))
-        parts.append("%s/s" % _size(self.rate()))
-        return "  ".join(parts)
-
-    def _draw(self):
-        if self.quiet:
-            return
-        if self.tty:
-            self.out.write("\r\x1b[K" + self.line())
-        else:
-            self.out.write(self.line() + "\n")
-        self.out.flush()
-        self._drawn = True
-
     def finish(self):
         self.final_rate = self.rate()
-        if self.quiet:
-            return
-        self._draw()
-        if self.tty:
-            self.out.write("\n")
-            self.out.flush()
+        if self.bar.total is not None and self.bytes != self.bar.total:
+            self.bar.total = self.bytes  # ends at 100%: what there was
+            self.bar.refresh()
+        self.bar.close()
+
+
+def _steps(items, label, unit, out=None, quiet=False):
+    """``items`` with a progress bar of one step each (on a terminal only)."""
+    from tqdm import tqdm
+    out = out or sys.stderr
+    return tqdm(items, desc=label, unit=unit, file=out, leave=False,
+                disable=quiet or not _on_terminal(out))
+
+
+def _say(bar, text, out):
+    """Print ``text`` to ``out`` without tearing the bar drawn on the same terminal."""
+    from tqdm import tqdm
+    if getattr(bar, "disable", True):
+        print(text, file=out)
+    else:
+        tqdm.write(text, file=out)
 
 
 # -- files ---------------------------------------------------------------------
@@ -471,7 +466,10 @@ def verify(args, out=sys.stderr):
     data_path = os.path.join(d, (manifest or {}).get("data_file") or DATA_FILE)
     if not os.path.exists(data_path):
         raise AdminError("%s: no %s" % (d, os.path.basename(data_path)))
-    digest, size, fmt, reader = check_data(data_path, manifest)
+    check = Progress("verify %s" % os.path.basename(data_path), total=os.path.getsize(data_path),
+                     out=out, quiet=args.quiet, chunks=False)
+    digest, size, fmt, reader = check_data(data_path, manifest, check)
+    check.finish()
     line = "%s: %s, %s format, SHA-256 %s" % (d, _size(size), fmt, digest)
     if reader is not None:
         line += ", %d messages, %d consumers" % (reader.messages, reader.consumers)
@@ -513,7 +511,7 @@ def verify_store(args, out=sys.stdout):
     """``verify STORE_DIR``: 0 when every stream verifies, 1 on damage."""
     from natsbroker.store import check
     streams, quarantined, single = _select(args, False)
-    reports = [check.verify_stream(sd) for sd in streams]
+    reports = [check.verify_stream(sd) for sd in _steps(streams, "verify", "stream", quiet=args.quiet)]
     ok = all(r.ok for r in reports)
     if args.json:
         _print_json({"path": os.path.abspath(args.dir), "ok": ok,
@@ -556,11 +554,12 @@ def repair_store(args, out=sys.stdout):
         print("nothing done", file=out)
         return 1
     reports = []
-    for sd in streams:
+    bar = _steps(streams, "repair", "stream", quiet=args.quiet)
+    for sd in bar:
         rep = check.repair_stream(sd)
         reports.append(rep)
         if not args.json:
-            print("\n".join(rep.lines()), file=out)
+            _say(bar, "\n".join(rep.lines()), out)
     ok = all(r.ok for r in reports)
     if args.json:
         _print_json({"path": os.path.abspath(args.dir), "ok": ok,
@@ -618,6 +617,7 @@ def parser():
                    "store_dir, its jetstream/ directory or one stream's directory")
     v.add_argument("--stream", help="only this stream of the store")
     v.add_argument("--json", action="store_true", help="a machine-readable report (stores)")
+    v.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     rp = sub.add_parser("repair", help="repair streams of a stopped server's store, keeping "
                         "what verifies (a full copy of the files is kept first)")
     rp.add_argument("dir", metavar="STORE_DIR")
@@ -626,6 +626,7 @@ def parser():
     which.add_argument("--all", action="store_true", help="every stream of the store")
     rp.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     rp.add_argument("--json", action="store_true", help="a machine-readable report")
+    rp.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     return p
 
 

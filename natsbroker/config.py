@@ -318,16 +318,21 @@ class WebSocketConfig:
 @attrs.define
 class ResolverConfig:
     """Where account JWTs come from in operator mode (nats-server's
-    ``resolver``): ``MEMORY`` (the JWTs of ``resolver_preload``), or
+    ``resolver``): ``MEMORY`` (the JWTs of ``resolver_preload``),
     ``FULL``, a directory holding every account JWT, kept up to date by
-    ``$SYS.REQ.CLAIMS.UPDATE`` requests."""
+    ``$SYS.REQ.CLAIMS.UPDATE`` requests, ``CACHE``, a directory holding
+    some, or ``URL``, an HTTP server's."""
 
-    type: str = "MEMORY"  # MEMORY | FULL
+    type: str = "MEMORY"  # MEMORY | FULL | CACHE | URL
     dir: str = ""
     allow_delete: bool = False
     interval: float = 60.0  # seconds between store checks ($SYS.REQ.CLAIMS.PACK)
-    limit: int = 0  # most JWTs the directory holds (0: no limit)
+    limit: int = 0  # most JWTs the directory holds (0: no limit; CACHE: 1000)
     timeout: float = 1.9  # seconds a lookup may take (nats-server's default)
+    ttl: float = 0.0  # CACHE: seconds a JWT is kept (0: for ever)
+    url: str = ""  # URL: the account JWTs are GET <url><public key>
+    # URL: the JWTs fetched when the server starts (the system account's).
+    fetched: dict = attrs.field(factory=dict)
 
 
 @attrs.define

@@ -1210,9 +1210,13 @@ def _resolver(ld, v, at, out):
         if _MEM_RESOLVER.search(v):
             out["resolver"] = ResolverConfig("MEMORY")
             return
-        if _URL_RESOLVER.search(v):
-            raise ConfigError(f"{w}: the URL account resolver is not supported by natsbroker "
-                              "(use MEMORY or a full directory resolver)")
+        m = _URL_RESOLVER.search(v)
+        if m is not None:
+            url = (m.group(1) or "").strip()
+            if not _url_parses(url):
+                raise ConfigError(f'{w}: error parsing account resolver url [{go_quote(url)}]')
+            out["resolver"] = ResolverConfig("URL", url=url if url.endswith("/") else url + "/")
+            return
         raise ConfigError(f"{w}: {_RESOLVER_ERROR}")
     if not isinstance(v, dict):
         raise ConfigError(f"{w}: error parsing operator resolver, wrong type {_go_type(v)}")
@@ -1255,26 +1259,47 @@ def _resolver(ld, v, at, out):
         raise ConfigError(f"{w}: dir needs to point to an accessible directory\n"
                           f"{w}: mkdir {directory}: {why}")
     kind = kind.upper()
-    if kind == "CACHE":
-        raise ConfigError(f"{w}: the CACHE account resolver is not supported by natsbroker "
-                          "(use type: full)")
-    if kind != "FULL":
+    if kind not in ("FULL", "CACHE"):
         raise ConfigError(f"{w}: {_RESOLVER_ERROR}")
-    if "ttl" in durations:
+    if kind == "CACHE":
+        errors = []
+        if durations.get("interval"):
+            errors.append(f"{w}: CACHE does not accept sync")
+        if delete:
+            errors.append(f"{w}: CACHE does not accept allow_delete")
+        if errors:
+            raise ConfigError("\n".join(errors))
+    elif "ttl" in durations:
         raise ConfigError(f"{w}: FULL does not accept ttl")
     try:
         # As nats-server: the directory is made when the config is read.
         os.makedirs(directory, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"{w}: {path_error('mkdir', directory, e)}") from None
-    resolver = {"type": "FULL", "dir": os.path.abspath(directory), "allow_delete": delete,
+    resolver = {"type": kind, "dir": os.path.abspath(directory), "allow_delete": delete,
                 "limit": limit}
+    if kind == "CACHE":
+        resolver["ttl"] = durations.get("ttl", 0) / 1e9
     if durations.get("interval", 0) > 0:
         resolver["interval"] = durations["interval"] / 1e9
     if "timeout" in durations:
         resolver["timeout"] = durations["timeout"] / 1e9
     out["resolver"] = ResolverConfig(**resolver)
     out["resolver_url"] = None
+
+
+def _url_parses(text):
+    """Go's url.Parse accepts it (what the account resolver's URL is checked with)."""
+    from urllib.parse import urlsplit
+    if any(ord(c) < 0x20 or c == "\x7f" for c in text) or " " in text.split("://", 1)[0]:
+        return False
+    if re.match(r"[^/?#]*:", text) and not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text):
+        return False  # "missing protocol scheme"
+    try:
+        urlsplit(text).port
+    except ValueError:
+        return False
+    return True
 
 
 def _go_duration(text):
@@ -1541,6 +1566,12 @@ def validate_start(config):
     mode = config.cluster.compression
     if mode and mode.lower() not in _COMPRESSION_MODES:
         raise ConfigError(f'unsupported compression mode "{mode}"')
+    # (then NewServer's: the URL resolver's server and the system account)
+    from natsbroker.jwtauth.operator import OperatorError, check_resolver_start
+    try:
+        check_resolver_start(config)
+    except OperatorError as e:
+        raise ConfigError(str(e)) from None
 
 
 def validate_lame_duck(config):

@@ -23,7 +23,8 @@ from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.jwtauth import claims as C
 from natsbroker.jwtauth import jslimits
 from natsbroker.jwtauth import links
-from natsbroker.jwtauth.resolver import DirResolver, MemoryResolver, ResolverError
+from natsbroker.jwtauth.resolver import (CacheResolver, DirResolver, FetchPending, MemoryResolver,
+                                         ResolverError, URLResolver)
 from natsbroker.nkey import decode_signature
 
 log = Logger()
@@ -90,7 +91,7 @@ def check_operator_config(config):
         non_empty = [op.system_account for op in operators if op.system_account]
         if non_empty and config.system_account not in non_empty:
             raise OperatorError("system_account in config and operator JWT must be identical")
-    elif config.resolver is not None and config.resolver.type == "FULL":
+    elif config.resolver is not None and config.resolver.type in ("FULL", "CACHE"):
         raise OperatorError("using nats based account resolver - the system account needs to be "
                             "specified in configuration or the operator jwt")
     server = _version(COMPAT_VERSION.split("-")[0])
@@ -116,13 +117,10 @@ def check_operator_config(config):
     if config.no_auth_user:
         raise OperatorError("no_auth_user not compatible with Trusted Operator")
     if config.resolver is None:
-        # nats-server fetches from the operator's account server: we don't.
-        url = config.resolver_url
-        if url == "/accounts":
-            raise OperatorError('could not fetch <"/accounts/">: Get "/accounts/": unsupported '
-                                'protocol scheme ""')
-        raise OperatorError("the operator's account server (%s) is not supported by natsbroker: "
-                            "configure resolver: MEMORY or a full resolver" % url)
+        # The operator's account server: a URL resolver (checked at start).
+        from natsbroker.config import ResolverConfig
+        url = config.resolver_url or ""
+        config.resolver = ResolverConfig("URL", url=url if url.endswith("/") else url + "/")
     sys_key = config.system_account
     if sys_key and config.resolver.type == "MEMORY":
         # The system account is looked up when the server starts.
@@ -133,6 +131,31 @@ def check_operator_config(config):
             raise OperatorError("error resolving system account: account missing")
         if verify_account(token, sys_key, set(trusted_keys(config, operators))) is None:
             raise OperatorError("error resolving system account: " + ACCOUNT_VALIDATION)
+
+
+def check_resolver_start(config):
+    """What nats-server's NewServer checks of a URL resolver, before it
+    serves anyone (and before the reactor runs): no preloads, its server
+    answers ``GET <url>``; then it fetches the system account (kept in
+    ``config.resolver.fetched``; without it the server bootstraps one).
+    Raises :class:`OperatorError`."""
+    from natsbroker.jwtauth.resolver import fetch_blocking
+    rc = config.resolver
+    if not config.operators or rc is None or rc.type != "URL":
+        return
+    if config.resolver_preload:
+        raise OperatorError("resolver preloads only available for writeable resolver types "
+                            "MEM/DIR/CACHE_DIR")
+    try:
+        fetch_blocking(rc.url)
+    except ResolverError as e:
+        raise OperatorError(str(e)) from None
+    sys_key = config.system_account
+    if len(config.operators) == 1 and sys_key and sys_key != "$SYS" and C.is_public_key(sys_key, "A"):
+        try:
+            rc.fetched[sys_key] = fetch_blocking(rc.url + sys_key)
+        except ResolverError:
+            pass
 
 
 def trusted_keys(config, operators=None):
@@ -502,6 +525,11 @@ class OperatorMode:
             self.resolver = None
         elif rc.type == "FULL":
             self.resolver = DirResolver(rc.dir, rc.limit, rc.allow_delete, rc.interval, rc.timeout)
+        elif rc.type == "CACHE":
+            self.resolver = CacheResolver(rc.dir, rc.limit, rc.ttl, rc.timeout)
+        elif rc.type == "URL":
+            # (with the system account's JWT, fetched at start: check_resolver_start)
+            self.resolver = URLResolver(rc.url, rc.fetched)
         else:
             self.resolver = MemoryResolver()
         self._preload_errors = []
@@ -520,7 +548,11 @@ class OperatorMode:
         if not C.is_public_key(name, "A") or self.resolver is None:
             return
         try:
-            token = self.resolver.fetch(name)
+            if isinstance(self.resolver, URLResolver):
+                # (fetched at start, or bootstrapped until a login fetches it)
+                token = self.resolver.cached(name)
+            else:
+                token = self.resolver.fetch(name)
         except ResolverError:
             token = None
         claims = verify_account(token, name, self.trusted) if token is not None else None
@@ -545,7 +577,7 @@ class OperatorMode:
         if self.resolver is not None:
             self.resolver.start(self)
         self.wire(list(self.accounts))
-        if self.bootstrapped and self.config.resolver is not None and self.config.resolver.type == "FULL":
+        if self.bootstrapped and self.config.resolver is not None and self.config.resolver.type != "MEMORY":
             log.info("Using bootstrapping system account")
 
     def stop(self):
@@ -579,13 +611,19 @@ class OperatorMode:
         if self.resolver is None:
             return None, "Account Resolver Missing"
         began = time.monotonic()
+        fetched = isinstance(self.resolver, URLResolver) and self.resolver.known(name)
         try:
             token = self.resolver.fetch(name)
-        except ResolverError as e:
-            self._fetch_took(name, began)
-            log.warn("Account fetch failed: {e}", e=e)
+        except FetchPending as e:
+            # (asynchronous: account_fetched loads it for whom it waits)
             return None, str(e)
-        self._fetch_took(name, began)
+        except ResolverError as e:
+            if not fetched:
+                self._fetch_took(name, began)
+                log.warn("Account fetch failed: {e}", e=e)
+            return None, str(e)
+        if not fetched:
+            self._fetch_took(name, began)
         claims = verify_account(token, name, self.trusted)
         if claims is None:
             try:
@@ -656,6 +694,64 @@ class OperatorMode:
     def _clients_of(self, jacc):
         return [c for c in list(self.broker.clients()) if c.account is jacc.account and not c.closed]
 
+    def account_fetched(self, name, began, why):
+        """The URL resolver's fetch of ``name`` ended (``why``: None, or why
+        it failed): nats-server's debug and warning lines; an account whose
+        imports wait for it is loaded."""
+        self._fetch_took(name, began)
+        if why is not None:
+            log.warn("Account fetch failed: {e}", e=why)
+            return
+        if name not in self.accounts and (self._importers_of(name) or name == self.broker.system_account.name):
+            self.lookup_account(name)
+
+    def prefetch_login(self, opts, client):
+        """A Deferred when the account of the user JWT in ``opts`` (and the
+        exporters of its imports) must be fetched before the login can be
+        decided (the URL resolver), else None. It fires (never fails) when
+        they are at hand."""
+        resolver = self.resolver
+        if not isinstance(resolver, URLResolver):
+            return None
+        token = opts.jwt or _cookie_jwt(client)
+        try:
+            juc = C.decode_user(token) if token else None
+        except C.JWTError:
+            juc = None
+        if juc is None:
+            return None
+        vr = C.ValidationResults()
+        juc.validate(vr)
+        if vr.is_blocking(True):
+            return None
+        issuer = juc.issuer_account or juc.issuer
+        if self.pinned and issuer not in self.pinned:
+            return None
+        if issuer in self.accounts or not C.is_public_key(issuer, "A") or resolver.cached(issuer):
+            return None
+        from twisted.internet import defer
+        seen = set()
+
+        def fetch(name):
+            seen.add(name)
+            return resolver.fetch_async(name).addCallbacks(exporters, lambda f: None)
+
+        def exporters(token):
+            # The accounts its imports name are looked up when it loads.
+            try:
+                claims = C.decode_account(token)
+            except C.JWTError:
+                return None
+            wanted = []
+            for imp in claims.nats.get("imports") or ():
+                name = imp.get("account") if isinstance(imp, dict) else None
+                if (isinstance(name, str) and name not in seen and name not in self.accounts
+                        and C.is_public_key(name, "A") and not resolver.cached(name)):
+                    wanted.append(fetch(name))
+            return defer.DeferredList(wanted) if wanted else None
+
+        return fetch(issuer)
+
     def _fetch_took(self, name, began):
         ns = int((time.monotonic() - began) * 1e9)
         log.debug("Account [{a}] fetch took {d}", a=name, d=format_duration(max(ns, 1)))
@@ -665,7 +761,11 @@ class OperatorMode:
         takes its new claims."""
         if key in self.accounts:
             err = self.update_account(key, token)
-            if err is not None:
+            if err is None:
+                pass
+            elif isinstance(self.resolver, CacheResolver):
+                log.error("DirResolver - Update resulted in error {e}", e=err)
+            else:
                 log.error('DirResolver - Update for account "{a}" resulted in error {e}', a=key, e=err)
 
     def update_account(self, key, token):

@@ -488,3 +488,328 @@ def _text(b):
     if isinstance(b, str):
         return b
     return bytes(b).decode("utf-8", errors="replace")
+
+
+# -- the URL resolver ----------------------------------------------------------------------
+
+# nats-server's http.Client timeout for account fetches (DEFAULT_ACCOUNT_FETCH_TIMEOUT).
+URL_FETCH_TIMEOUT = 1.9
+
+
+class FetchPending(ResolverError):
+    """The JWT is being fetched: the lookup is answered when it arrives."""
+
+
+class URLResolver(MemoryResolver):
+    """``resolver: URL("http://host/jwt/v1/accounts/")``: an account's JWT
+    is ``GET <url><public key>`` (nats-server's URLAccResolver). Fetches
+    are asynchronous (``fetch_async``); the synchronous :meth:`fetch`
+    answers from what was fetched, and starts a fetch for what was not
+    (:class:`FetchPending`; ``operator.account_fetched`` hears when it
+    ends). Account update requests are the MEMORY resolver's."""
+
+    kind = "URL"
+
+    def __init__(self, url, fetched=None):
+        super().__init__(fetched)
+        self.url = url if url.endswith("/") else url + "/"
+        self._errors = {}  # key -> why its last fetch failed (read once)
+        self._inflight = {}  # key -> [Deferred waiting]
+        self._agent = None
+
+    def fetch(self, name):
+        if name in self._jwts:
+            return self._jwts[name]
+        if name in self._errors:
+            raise ResolverError(self._errors.pop(name))
+        self.fetch_async(name)
+        raise FetchPending("fetching jwt in progress")
+
+    def cached(self, name):
+        """``name``'s fetched JWT, or None."""
+        return self._jwts.get(name)
+
+    def known(self, name):
+        """Whether ``name``'s JWT (or why it could not be had) is at hand."""
+        return name in self._jwts or name in self._errors
+
+    def fetch_async(self, name):
+        """A Deferred firing with ``name``'s JWT (or failing with
+        :class:`ResolverError`); the outcome is also kept for :meth:`fetch`."""
+        from twisted.internet import defer
+        d = defer.Deferred()
+        waiting = self._inflight.get(name)
+        if waiting is not None:
+            waiting.append(d)
+            return d
+        self._inflight[name] = [d]
+        began = time.monotonic()
+        get = http_get(self._reactor(), self.url + name, URL_FETCH_TIMEOUT)
+        get.addCallbacks(self._fetched, self._failed, callbackArgs=(name, began),
+                         errbackArgs=(name, began))
+        return d
+
+    def _reactor(self):
+        if self.operator is not None:
+            return self.operator.broker.reactor
+        from twisted.internet import reactor
+        return reactor
+
+    def _fetched(self, token, name, began):
+        self._errors.pop(name, None)
+        self._jwts[name] = token
+        self._done(name, began, token, None)
+
+    def _failed(self, failure, name, began):
+        why = failure.value if failure.check(ResolverError) else ResolverError(str(failure.value))
+        self._jwts.pop(name, None)
+        self._errors[name] = str(why)
+        self._done(name, began, None, why)
+
+    def _done(self, name, began, token, why):
+        waiting = self._inflight.pop(name, [])
+        if self.operator is not None:
+            self.operator.account_fetched(name, began, why)
+        for d in waiting:
+            if why is None:
+                d.callback(token)
+            else:
+                d.errback(why)
+
+
+def _go_quote(s):
+    return json.dumps(s)
+
+
+def http_get(reactor, url, timeout):
+    """``GET url`` with twisted.web's Agent: a Deferred firing with the body
+    (text) of a 200, failing with :class:`ResolverError` in nats-server's
+    words (``could not fetch <"url">: ...``) otherwise."""
+    from twisted.internet import error as terror
+    from twisted.web.client import Agent, HTTPConnectionPool, PartialDownloadError, readBody
+
+    where = 'could not fetch <%s>: ' % _go_quote(url)
+    pool = HTTPConnectionPool(reactor, persistent=False)
+    pool._factory = _quiet_factory()
+    agent = Agent(reactor, connectTimeout=timeout, pool=pool)
+    try:
+        d = agent.request(b"GET", url.encode())
+    except Exception as e:  # (a URL Agent cannot take)
+        from twisted.internet import defer
+        return defer.fail(ResolverError(where + 'Get %s: %s' % (_go_quote(url), e)))
+
+    def got(response):
+        if response.code != 200:
+            response.deliverBody(_Discard())
+            phrase = response.phrase.decode("latin-1") if response.phrase else ""
+            raise ResolverError(where + ("%d %s" % (response.code, phrase)).rstrip())
+        def partial(failure):
+            # (a body that ends with the connection, as HTTP/1.0 sends it)
+            failure.trap(PartialDownloadError)
+            return failure.value.response
+
+        body = readBody(response).addErrback(partial)
+        return body.addCallback(lambda b: b.decode("utf-8", errors="replace"))
+
+    def failed(failure):
+        if failure.check(ResolverError):
+            return failure
+        e = failure.value
+        dial = "dial tcp %s" % _host_port(url)
+        if failure.check(terror.ConnectionRefusedError):
+            why = "%s: connect: connection refused" % dial
+        elif failure.check(defer_timeout_errors()):
+            why = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+        elif failure.check(terror.DNSLookupError):
+            why = "%s: lookup %s: no such host" % (dial, _host_port(url).rsplit(":", 1)[0])
+        else:
+            why = str(e) or e.__class__.__name__
+        raise ResolverError(where + "Get %s: %s" % (_go_quote(url), why))
+
+    d.addCallback(got)
+    d.addTimeout(timeout, reactor)
+    d.addErrback(failed)
+    return d
+
+
+def _quiet_factory():
+    # The pool's HTTP client factory, without its "Starting factory" log lines.
+    from twisted.web.client import _HTTP11ClientFactory
+
+    class QuietFactory(_HTTP11ClientFactory):
+        noisy = False
+
+    return QuietFactory
+
+
+def defer_timeout_errors():
+    from twisted.internet import defer
+    from twisted.internet import error as terror
+    return (defer.TimeoutError, defer.CancelledError, terror.TimeoutError)
+
+
+def _host_port(url):
+    from urllib.parse import urlsplit
+    u = urlsplit(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return "%s:%d" % (u.hostname or "", port)
+
+
+class _Discard:
+    """A body protocol that drops what it is given (a refused fetch's body)."""
+
+    def makeConnection(self, transport):
+        pass
+
+    def dataReceived(self, data):
+        pass
+
+    def connectionLost(self, reason):
+        pass
+
+
+def fetch_blocking(url, timeout=URL_FETCH_TIMEOUT):
+    """``GET url`` before the reactor runs (nats-server's start-up checks):
+    the body of a 200, or :class:`ResolverError` in nats-server's words."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    where = 'could not fetch <%s>: ' % _go_quote(url)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as e:
+        raise ResolverError(where + ("%d %s" % (e.code, e.reason or "")).rstrip()) from None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        dial = "dial tcp %s" % _host_port(url) if "://" in url else ""
+        if isinstance(reason, ConnectionRefusedError):
+            why = "%s: connect: connection refused" % dial
+        elif isinstance(reason, (socket.timeout, TimeoutError)):
+            why = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+        elif isinstance(reason, socket.gaierror):
+            why = "%s: lookup %s: no such host" % (dial, _host_port(url).rsplit(":", 1)[0])
+        elif isinstance(e, ValueError) or "unknown url type" in str(reason):
+            scheme = url.split(":", 1)[0] if "://" in url else ""
+            why = "unsupported protocol scheme %s" % _go_quote(scheme)
+        else:
+            why = str(reason)
+        raise ResolverError(where + "Get %s: %s" % (_go_quote(url), why)) from None
+
+
+# -- the cache resolver --------------------------------------------------------------------
+
+
+class CacheResolver(DirResolver):
+    """``resolver { type: cache, dir, ttl, limit }`` (nats-server's
+    CacheDirAccResolver): some account JWTs in ``directory``, each kept
+    ``ttl`` (0: for ever), ``limit`` of them at most (1000 by default; the
+    least recently used goes first). A server alone has no one to fetch the
+    others from: their lookups time out. Update requests change only the
+    accounts loaded (``jwt updated cache``)."""
+
+    kind = "CACHE"
+
+    def __init__(self, directory, limit=0, ttl=0.0, timeout=1.9):
+        super().__init__(directory, limit if limit and limit > 0 else 1000, False, 0, timeout)
+        self.allow_delete = True  # (HardDelete: delete requests remove the file)
+        self.ttl = ttl
+        self._used = {}  # key -> last use (LRU order)
+        for key in self._hashes:
+            self._used[key] = self._mtime(key)
+
+    def _mtime(self, key):
+        try:
+            return os.path.getmtime(os.path.join(self.directory, key + ".jwt"))
+        except OSError:
+            return 0.0
+
+    def _expired(self, key):
+        return bool(self.ttl) and self._mtime(key) + self.ttl < time.time()
+
+    def load(self, key):
+        path = self._path(key)
+        if path is not None and key in self._hashes and self._expired(key):
+            self._remove(key)
+        token = super().load(key)
+        self._used[key] = time.monotonic()
+        return token
+
+    def _remove(self, key):
+        try:
+            os.remove(os.path.join(self.directory, key + ".jwt"))
+        except OSError:
+            pass
+        self._hashes.pop(key, None)
+        self._used.pop(key, None)
+
+    def _write(self, key, token):
+        if key not in self._hashes and self.limit is not None and len(self._hashes) >= self.limit:
+            # evictOnLimit: the least recently used makes room.
+            oldest = min(self._hashes, key=lambda k: self._used.get(k, 0.0))
+            self._remove(oldest)
+        changed = super()._write(key, token)
+        self._used[key] = time.monotonic()
+        return changed
+
+    def delete(self, key):
+        if self._path(key) is None:
+            raise ResolverError("invalid public key")
+        if key not in self._hashes:
+            return
+        self._remove(key)
+        if self.operator is not None:
+            self.operator.account_deleted(key)
+
+    def start(self, operator):
+        self.operator = operator
+        sys_acc = operator.broker.system_account
+        self._sys = sys_acc
+        for subject, handler in ((ACCOUNT_CLAIMS_UPDATE_OLD, self._on_account_update),
+                                 (ACCOUNT_CLAIMS_UPDATE, self._on_account_update),
+                                 (CLAIMS_UPDATE, self._on_update),
+                                 (CLAIMS_LIST, self._on_list),
+                                 (CLAIMS_DELETE, self._on_delete)):
+            self._subs.append(sys_acc.subscribe(subject, handler))
+        log.info("Managing some jwt in exclusive directory {dir}", dir=self.directory)
+
+    def _update(self, reply, token, subject_key):
+        op = self.operator
+        try:
+            claim = C.decode_account(token)
+        except C.JWTError as e:
+            self._respond(reply, subject_key or "n/a", "jwt update cache resulted in error", e)
+            return
+        key = subject_key or claim.subject
+        if subject_key is not None and claim.subject != subject_key:
+            self._respond(reply, key, "jwt update cache resulted in error",
+                          "subject does not match jwt content")
+            return
+        if claim.issuer == op.operator_key and op.strict:
+            self._respond(reply, key, "jwt update cache resulted in error",
+                          "operator requires issuer to be a signing key")
+            return
+        if key not in op.accounts:
+            self._respond(reply, key, "jwt update cache skipped")
+            return
+        vr = C.ValidationResults()
+        claim.validate(vr)
+        if vr.is_blocking(False):
+            self._respond(reply, claim.subject, "jwt update cache validation failed",
+                          "validation errors: [%s]" % " ".join(vr.errors()))
+            return
+        try:
+            self.save(key, token)
+        except (ResolverError, OSError) as e:
+            self._respond(reply, key, "jwt update cache resulted in error", e)
+            return
+        self._respond(reply, key, "jwt updated cache")
+
+    def _on_account_update(self, sub, subject, reply, hdr_len, raw):
+        key = _account_of(subject)
+        if key is None:
+            log.debug("DirResolver - jwt update cache skipped due to bad subject {s}",
+                      s=json.dumps(_text(subject)))
+            return
+        self._update(_text(reply), _text(raw[hdr_len:]), key)

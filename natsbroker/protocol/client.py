@@ -699,12 +699,13 @@ class ClientProtocol(protocol.Protocol):
         else:
             self.send_err(P.ERR_UNKNOWN_OP, close=True, reason="Protocol Violation")
 
-    def _on_connect(self, op):
+    def _on_connect(self, op, fetched=False):
         # As nats-server's processConnect: a first estimate of the round trip
         # is the time from accept to CONNECT (PONGs refine it later); kept
         # as its getRTT reports it, whole microseconds under a millisecond.
-        rtt = max(time.time() - self.start, 1e-9)
-        self.rtt = int(rtt * 1e6) / 1e6 if 1e-6 < rtt < 1e-3 else rtt
+        if not fetched:
+            rtt = max(time.time() - self.start, 1e-9)
+            self.rtt = int(rtt * 1e6) / 1e6 if 1e-6 < rtt < 1e-3 else rtt
         try:
             opts = parse_connect(op[1], self.opts if self.connect_received else None)
         except BadConnect:
@@ -717,6 +718,8 @@ class ClientProtocol(protocol.Protocol):
             self.send_err(ERR_NO_RESPONDERS_HEADERS, close=True, reason="Protocol Violation")
             return
         if not self.connect_received and self.auth.required:
+            if not fetched and self._hold_for_fetch(op, opts):
+                return
             result = self.auth.authenticate(
                 opts, self._tls_names(), nonce=self.nonce, note=self._auth_note, client=self)
             if self.auth.callout is not None and self.auth.wants_callout(opts, result):
@@ -774,6 +777,41 @@ class ClientProtocol(protocol.Protocol):
             self._held_ops = None
             log.warn("{why}", why=why)
             self._auth_violation(opts)
+
+    def _hold_for_fetch(self, op, opts):
+        """Operator mode: a login whose account JWT must first be fetched (the
+        URL resolver) waits for it as for the auth service, then the CONNECT
+        is taken again. True if it waits."""
+        operator = self.broker.operator
+        wait = operator.prefetch_login(opts, self) if operator is not None else None
+        if wait is None:
+            return False
+        if self._auth_call is not None and self._auth_call.active():
+            self._auth_call.cancel()
+        self._auth_call = None
+        self._held_ops = []
+        self._held_bytes = 0
+        wait.addBoth(lambda _: self._fetch_done(op))
+        return True
+
+    def _fetch_done(self, op):
+        held, self._held_ops = self._held_ops, None
+        if self.closed:
+            return
+        b = self.broker
+        b.begin()
+        try:
+            self._on_connect(op, fetched=True)
+            if held and not self.closed:
+                if self._held_ops is not None:
+                    self._held_ops.extend(held)  # (now held for the auth service)
+                else:
+                    self._dispatch_ops(held)
+        finally:
+            b.end()
+        if self._reads_paused and not self.closed and self._held_ops is None:
+            self._reads_paused = False
+            self.transport.resumeProducing()
 
     def _callout_done(self, admission, why):
         """The auth service answered (``admission``) or did not (None,
