@@ -49,11 +49,16 @@ Server Options:
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
+        --logtime_utc                Timestamps in UTC instead of local timezone (default: false)
+    -s, --syslog                     Log to syslog
+    -r, --remote_syslog <addr>       Syslog server addr (udp://localhost:514)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -VV                              Verbose trace (same as -V)
     -DV                              Debug and trace
     -DVV                             Debug and verbose trace (same as -DV)
+        --log_size_limit <limit>     Logfile size limit (default: auto)
+        --log_json                   One JSON object per log line (natsbroker's own)
 
 JetStream Options:
     -js, --jetstream                 Enable JetStream functionality
@@ -218,6 +223,11 @@ _FLAGS = [
     # Logging
     _Flag(("l", "log"), str, _field("log_file")),
     _Flag(("T", "logtime"), bool, _field("logtime")),
+    _Flag(("logtime_utc",), bool, _field("logtime_utc")),
+    _Flag(("s", "syslog"), bool, _field("syslog")),
+    _Flag(("r", "remote_syslog"), str, _field("remote_syslog")),
+    _Flag(("log_size_limit",), int, _field("log_size_limit")),
+    _Flag(("log_json",), bool, _field("log_json")),  # natsbroker's own
     _Flag(("D", "debug"), bool, _field("debug")),
     _Flag(("V", "trace"), bool, _field("trace")),
     _Flag(("VV",), bool, _when_true(trace=True)),  # we have no "verbose" trace
@@ -250,12 +260,9 @@ _FLAGS = [
     _Flag(("v", "version"), bool, _attr("show_version")),
     # nats-server flags we lack.  Those that secure or expose something are
     # refused, since running without them is not what was asked for ...
-    _Flag(("s", "syslog"), bool, refuse="natsbroker cannot log to syslog; use -l FILE"),
-    _Flag(("r", "remote_syslog"), str, refuse="natsbroker cannot log to syslog; use -l FILE"),
     _Flag(("profile",), int, refuse="natsbroker has no Go profiler"),
     # ... and those whose absence changes nothing that matters are ignored.
-    _Flag(("logtime_utc",), bool),
-    _Flag(("log_size_limit", "max_traced_msg_len"), int),
+    _Flag(("max_traced_msg_len",), int),
 ]
 _BY_NAME = {name: flag for flag in _FLAGS for name in flag.names}
 

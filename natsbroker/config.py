@@ -381,7 +381,13 @@ class ServerConfig:
     debug: bool = False
     trace: bool = False
     logtime: bool = True
+    logtime_utc: bool = False
     log_file: str = ""
+    log_size_limit: int = 0  # bytes; the log file is rotated past it (0: never)
+    log_max_num: int = 0  # rotated files kept, the live one included (0: all)
+    syslog: bool = False
+    remote_syslog: str = ""  # udp://host:514, tcp://host:port or unix:///path
+    log_json: bool = False  # natsbroker's own: one JSON object a line
     pid_file: str = ""
     ports_file_dir: str = ""
     # Lame duck mode (SIGUSR2), seconds: clients are closed over

@@ -451,13 +451,14 @@ def run(config):
     duck mode); returns the exit code. Signals: see natsbroker.signals."""
     from twisted.internet import reactor
 
-    from natsbroker.logs import start_logging
+    from natsbroker.logs import SyslogError, start_logging
     try:
         start_logging(config)
-    except OSError as e:
+    except (OSError, SyslogError) as e:
         # Before there is a log: nats-server's words, in Go's plain log format.
-        sys.stderr.write("%s error opening file: %s\n" % (time.strftime("%Y/%m/%d %H:%M:%S"),
-                                                          path_error("open", config.log_file, e)))
+        text = str(e) if isinstance(e, SyslogError) else \
+            "error opening file: " + path_error("open", config.log_file, e)
+        sys.stderr.write("%s %s\n" % (time.strftime("%Y/%m/%d %H:%M:%S"), text))
         return 1
     top = make_service(config, reactor)
     svc = top.getServiceNamed("natsbroker")

@@ -3,13 +3,16 @@
 The options are nats-server's long flags, Twisted-style (``--port 4222``,
 ``--jetstream``), applied by :mod:`natsbroker.cli` so they mean exactly what
 they mean on the ``natsbroker`` command line.  twistd's own ``--pidfile`` and
-``--logfile`` take the place of ``--pid`` and ``--log``.
+``--logfile`` (and ``--syslog``) take the place of ``--pid`` and ``--log``:
+twistd writes the log, in its format, but not Twisted's start/stop chatter,
+and ``--debug``/``--trace`` choose the levels as -D/-V do.
 """
 
+from twisted.application import service
 from twisted.logger import Logger
 from twisted.python import usage
 
-from natsbroker import cli, configfile
+from natsbroker import cli, configfile, logs
 from natsbroker.configfile import ConfigError
 
 _log = Logger()
@@ -98,6 +101,10 @@ def makeService(options):
     for warning in options.warnings:
         _log.warn("{warning}", warning=warning)
     top = make_service(options.config)
+    if isinstance(top, service.MultiService):
+        # twistd's log, which it opens after this, without Twisted's own
+        # chatter and with nats-server's -D/-V levels.
+        logs.TwistdLogFilter(options.config).setServiceParent(top)
     # twistd traps SIGINT/SIGTERM (and SIGUSR1 for its --logfile) itself.
     reactor.callWhenRunning(install_twistd, reactor, top)
     return top

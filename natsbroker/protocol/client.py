@@ -602,7 +602,7 @@ class ClientProtocol(protocol.Protocol):
 
     def _trace(self, text):
         log.debug("{peer} - cid:{cid} - {text}", peer=self._peer(), cid=self.cid,
-                  text=json.dumps(text), nats_trace=True)
+                  text=text, nats_trace=True)  # unquoted, as nats-server
 
     def _peer(self):
         return "%s:%s" % (self.host, self.port)

@@ -329,7 +329,7 @@ class RouteProtocol(protocol.Protocol):
 
     def _trace(self, text):
         log.debug("{peer} - rid:{rid} - {text}", peer=self._peer(), rid=self.cid,
-                  text=json.dumps(text), nats_trace=True)
+                  text=text, nats_trace=True)  # unquoted, as nats-server
 
     def _on_error(self, op):
         self.close("Protocol Violation", op[1])
