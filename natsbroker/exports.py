@@ -213,32 +213,23 @@ def resolve(accounts):
                     _add_export(acc, e, kind, approved)
                 except Refused as err:
                     errors.append(f"Error adding {kind} export {go_quote(e.subject)}: {err}")
-    for acfg in accounts:
-        acc = accs[acfg.name]
-        for i in acfg.imports:
-            if not isinstance(i, StreamImport):
-                continue
-            exporter = accs.get(i.account)
-            if exporter is None:
-                errors.append(f"{go_quote(i.account)} account not defined for stream import")
-                continue
-            try:
-                _add_stream_import(acc, exporter, i, accs)
-            except Refused as err:
-                errors.append(f"Error adding stream import {go_quote(i.subject)}: {err}")
-    for acfg in accounts:
-        acc = accs[acfg.name]
-        for i in acfg.imports:
-            if not isinstance(i, ServiceImport):
-                continue
-            exporter = accs.get(i.account)
-            if exporter is None:
-                errors.append(f"{go_quote(i.account)} account not defined for service import")
-                continue
-            try:
-                _add_service_import(acc, exporter, i, accs)
-            except Refused as err:
-                errors.append(f"Error adding service import {go_quote(i.subject)}: {err}")
+    # Every account's stream imports, then every account's service imports
+    # (the order of nats-server's errors).
+    for kind, cls, add in (("stream", StreamImport, _add_stream_import),
+                           ("service", ServiceImport, _add_service_import)):
+        for acfg in accounts:
+            acc = accs[acfg.name]
+            for i in acfg.imports:
+                if not isinstance(i, cls):
+                    continue
+                exporter = accs.get(i.account)
+                if exporter is None:
+                    errors.append(f"{go_quote(i.account)} account not defined for {kind} import")
+                    continue
+                try:
+                    add(acc, exporter, i, accs)
+                except Refused as err:
+                    errors.append(f"Error adding {kind} import {go_quote(i.subject)}: {err}")
     res = Resolution()
     for name, acc in accs.items():
         if acc.streams:
