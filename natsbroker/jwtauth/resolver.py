@@ -298,18 +298,24 @@ class DirResolver(_Responder):
 
     # -- the system account's requests ---------------------------------------
 
+    def _answer_claims(self, operator, lookup):
+        """Subscribe the claims update/list/delete requests (and lookups, if
+        ``lookup``) in the system account; returns that account."""
+        self.operator = operator
+        sys_acc = self._sys = operator.broker.system_account
+        handlers = [(ACCOUNT_CLAIMS_UPDATE_OLD, self._on_account_update),
+                    (ACCOUNT_CLAIMS_UPDATE, self._on_account_update),
+                    (CLAIMS_UPDATE, self._on_update)]
+        if lookup:
+            handlers.append((ACCOUNT_CLAIMS_LOOKUP, self._on_lookup))
+        handlers += [(CLAIMS_LIST, self._on_list), (CLAIMS_DELETE, self._on_delete)]
+        for subject, handler in handlers:
+            self._subs.append(sys_acc.subscribe(subject, handler))
+        return sys_acc
+
     def start(self, operator):
         """Answer the claims requests in the system account."""
-        self.operator = operator
-        sys_acc = operator.broker.system_account
-        self._sys = sys_acc
-        for subject, handler in ((ACCOUNT_CLAIMS_UPDATE_OLD, self._on_account_update),
-                                 (ACCOUNT_CLAIMS_UPDATE, self._on_account_update),
-                                 (CLAIMS_UPDATE, self._on_update),
-                                 (ACCOUNT_CLAIMS_LOOKUP, self._on_lookup),
-                                 (CLAIMS_LIST, self._on_list),
-                                 (CLAIMS_DELETE, self._on_delete)):
-            self._subs.append(sys_acc.subscribe(subject, handler))
+        sys_acc = self._answer_claims(operator, lookup=True)
         self._subs.append(sys_acc.subscribe(CLAIMS_PACK, self._on_pack, queue="responder"))
         self._pack_inbox = "$SYS._INBOX_.%s.pack" % operator.broker.server_id[:8]
         self._subs.append(sys_acc.subscribe(self._pack_inbox, self._on_pack_response))
@@ -763,15 +769,7 @@ class CacheResolver(DirResolver):
             self.operator.account_deleted(key)
 
     def start(self, operator):
-        self.operator = operator
-        sys_acc = operator.broker.system_account
-        self._sys = sys_acc
-        for subject, handler in ((ACCOUNT_CLAIMS_UPDATE_OLD, self._on_account_update),
-                                 (ACCOUNT_CLAIMS_UPDATE, self._on_account_update),
-                                 (CLAIMS_UPDATE, self._on_update),
-                                 (CLAIMS_LIST, self._on_list),
-                                 (CLAIMS_DELETE, self._on_delete)):
-            self._subs.append(sys_acc.subscribe(subject, handler))
+        self._answer_claims(operator, lookup=False)
         log.info("Managing some jwt in exclusive directory {dir}", dir=self.directory)
 
     def _update(self, reply, token, subject_key):
