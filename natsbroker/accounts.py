@@ -115,20 +115,64 @@ class Account:
             if reply and source is not None and source.no_responders:
                 self._no_responders(source, subject, reply)
             return 0
-        n = 0
-        no_echo = source is not None and not source.echo
-        for sub in psubs:
-            owner = sub.owner
-            if no_echo and owner is source:
-                continue
-            owner.deliver(sub, subject, reply, hdr_len, raw)
-            n += 1
+        if source is None or source.echo:
+            # (the usual case: a loop with nothing in it but the call)
+            for sub in psubs:
+                sub.owner.deliver(sub, subject, reply, hdr_len, raw)
+            if not qgroups:
+                return len(psubs)
+            n = len(psubs)
+            no_echo = False
+        else:
+            n = 0
+            no_echo = True
+            for sub in psubs:
+                owner = sub.owner
+                if owner is not source:
+                    owner.deliver(sub, subject, reply, hdr_len, raw)
+                    n += 1
         for group in qgroups:
             sub = self._pick(group, source if no_echo else None)
             if sub is not None:
                 sub.owner.deliver(sub, subject, reply, hdr_len, raw)
                 n += 1
         return n
+
+    def route_run(self, source, subject, payloads):
+        """Route messages published one after the other by ``source`` to the
+        same ``subject`` (no reply, no headers) in one go, when that makes
+        no difference: every subscription belongs to a client connection that
+        takes runs (see ClientProtocol.deliver_run), each connection has just
+        one of them, and no queue group is involved. False, with nothing
+        routed, when it would; then route() each message."""
+        if "route" in self.__dict__:
+            return False  # mappings or counted deliveries
+        r = self._match_cache.get(subject)
+        if r is None:
+            r = self.sublist.match(subject)
+        psubs, qgroups = r
+        if qgroups:
+            return False  # (round robin is per message)
+        self.broker.route_source = source
+        if not psubs:
+            return True
+        if len(psubs) > 1:
+            # A connection with two subscriptions gets the messages
+            # interleaved, message by message, as nats-server sends them.
+            owners = set()
+            for sub in psubs:
+                owner = sub.owner
+                if owner in owners or not getattr(owner, "takes_runs", False):
+                    return False
+                owners.add(owner)
+        elif not getattr(psubs[0].owner, "takes_runs", False):
+            return False
+        echo = source.echo
+        for sub in psubs:
+            owner = sub.owner
+            if echo or owner is not source:
+                owner.deliver_run(sub, subject, payloads)
+        return True
 
     def _route_mapped(self, source, subject, reply, hdr_len, raw):
         """route() with mappings: the message goes on under the subject its

@@ -67,8 +67,7 @@ class PubSub:
         # on_pub and on_hpub repeat the same checks on purpose: PUB is the hot
         # path, and a shared helper would cost a call per message.
         def on_pub(op):
-            subject = op[1]
-            payload = op[3]
+            _, subject, reply, payload = op
             client.in_msgs += 1
             client.in_bytes += len(payload)
             if subject[0] in RESERVED_FIRST and is_gateway_reply(subject):
@@ -84,13 +83,35 @@ class PubSub:
             if perms is not None and not (perms.pub_cache.get(subject) or perms.can_publish(subject)):
                 client.permission_violation(subject)
                 return
-            reply = op[2]
             if reply and reply[0] in RESERVED_FIRST and is_reserved_reply(reply):
                 client.reply_violation(reply)
                 return
             if client.verbose:
                 client.send(OK)
             client.account.route(client, subject, reply, 0, payload)
+
+        def on_pubs(op):
+            # PUBs that repeat one control line: the subject checks hold for
+            # all of them, so they are made once. Anything that answers per
+            # message (a refusal, +OK, a reply subject) takes them one by one.
+            _, subject, reply, payloads = op
+            if (reply is None and not client.verbose
+                    and not (subject[0] in RESERVED_FIRST and is_gateway_reply(subject))
+                    and not (client.pedantic and not valid_pub(subject))):
+                perms = client.permissions
+                # (only a subject the permissions allow outright: a granted
+                # reply is used up per message)
+                if perms is None or perms.pub_cache.get(subject):
+                    acc = client.account
+                    n = len(payloads)
+                    if acc.route_run(client, subject, payloads):
+                        client.in_msgs += n
+                        client.in_bytes += n * len(payloads[0])
+                        return
+            for payload in payloads:
+                on_pub((P.OP_PUB, subject, reply, payload))
+                if client.closed:
+                    return
 
         def on_hpub(op):
             if not client.headers:
@@ -162,8 +183,8 @@ class PubSub:
             if client.verbose:
                 client.send(OK)
 
-        return {P.OP_PUB: on_pub, P.OP_HPUB: on_hpub, P.OP_SUB: on_sub,
-                P.OP_UNSUB: on_unsub}
+        return {P.OP_PUB: on_pub, P.OP_PUBS: on_pubs, P.OP_HPUB: on_hpub,
+                P.OP_SUB: on_sub, P.OP_UNSUB: on_unsub}
 
 
 pubsub = PluginFactory("pubsub", PubSub, order=0)

@@ -425,7 +425,17 @@ class ClientProtocol(protocol.Protocol):
             P.OP_ERR: self._on_err,
         }
         for plugin in self.broker.providers(IClientOps):
-            table.update(plugin.client_ops(self))
+            ops = plugin.client_ops(self)
+            if P.OP_PUB in ops and P.OP_PUBS not in ops:
+                # A PUB handler that does not take runs must see every PUB.
+                table.pop(P.OP_PUBS, None)
+            table.update(ops)
+        # Runs of PUBs only for a handler that takes them.
+        self.parser.runs = P.OP_PUBS in table
+        # Ops no one handles (and the parser's OP_ERROR) get an entry too,
+        # so that dispatching one is a single lookup.
+        for code in P.OP_NAMES:
+            table.setdefault(code, self._on_unhandled)
         return table
 
     def connectionLost(self, reason=None):
@@ -534,13 +544,10 @@ class ClientProtocol(protocol.Protocol):
             if not self.connect_received:
                 self._dispatch_ops(ops)
                 return
+            # (every op code has an entry: see _build_dispatch)
             dispatch = self._dispatch
             for op in ops:
-                handler = dispatch.get(op[0])
-                if handler is None:
-                    self._on_unhandled(op)
-                else:
-                    handler(op)
+                dispatch[op[0]](op)
                 if self.closed:
                     break
         finally:
@@ -583,6 +590,9 @@ class ClientProtocol(protocol.Protocol):
         # -V: what the client sent, in nats-server's trace shape.
         for op in ops:
             code = op[0]
+            if code == P.OP_PUBS:
+                self._trace_in([(P.OP_PUB, op[1], op[2], raw) for raw in op[3]])
+                continue
             if code == P.OP_ERROR:
                 continue
             name = P.OP_NAMES[code]
@@ -946,6 +956,7 @@ class ClientProtocol(protocol.Protocol):
             return deliver(sub, subject, reply, hdr_len, raw)
 
         self.deliver = deliver_checked
+        self.takes_runs = False
         # The router must hear about refusals: the next queue member gets the
         # message, and a request nobody took gets no-responders.
         self.account.count_deliveries()
@@ -957,37 +968,68 @@ class ClientProtocol(protocol.Protocol):
             # allow_responses: receiving a request grants a reply to it
             # (within the user's max and expires).
             self.permissions.grant_response(reply)
+        size = len(raw)
+        if hdr_len or size >= LARGE_PAYLOAD:
+            self._deliver_framed(sub, subject, reply, hdr_len, raw)
+            return
+        # The frame is "MSG <subject> " + sid + " [reply] <size>\r\n<payload>\r\n";
+        # head and tail are built once per message for all subscribers.
+        memo = self._msg_memo
+        if memo[0] is not raw or memo[1] is not reply or memo[3] is not subject:
+            if reply:
+                memo[2] = b" %s %d\r\n%s\r\n" % (reply, size, raw)
+            else:
+                memo[2] = b" %d\r\n%s\r\n" % (size, raw)
+            memo[4] = b"MSG " + subject + b" "
+            memo[0] = raw
+            memo[1] = reply
+            memo[3] = subject
+        out = self._out
+        # (one += of a tuple is cheaper than three appends)
+        out += (memo[4], sub.sid, memo[2])
+        self.out_msgs += 1
+        self.out_bytes += size
+        if not self._dirty:
+            self._dirty = True
+            self.broker.mark_dirty(self)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_sub(sub)
+
+    # Account.route_run may hand this connection a run of messages at once.
+    takes_runs = True
+
+    def deliver_run(self, sub, subject, payloads):
+        """deliver() for messages published one after the other to
+        ``subject``, all of one size, without reply or headers: their frames
+        differ only in the payload, so they are made with one join."""
+        if self.closed:
+            return
+        size = len(payloads[0])
+        if sub.max_msgs or size >= LARGE_PAYLOAD:
+            for raw in payloads:
+                if sub.closed:
+                    return  # (it reached its max: the rest no longer match)
+                self.deliver(sub, subject, None, 0, raw)
+            return
+        head = b"MSG %s %s %d\r\n" % (subject, sub.sid, size)
+        out = self._out
+        out += (head, (b"\r\n" + head).join(payloads), b"\r\n")
+        n = len(payloads)
+        self.out_msgs += n
+        self.out_bytes += n * size
+        if not self._dirty:
+            self._dirty = True
+            self.broker.mark_dirty(self)
+        sub.delivered += n
+
+    def _deliver_framed(self, sub, subject, reply, hdr_len, raw):
+        # A message with headers, or a large one: a frame (or pieces) of its own.
         if len(raw) >= LARGE_PAYLOAD:
             self._out.extend(self._large_pieces(sub, subject, reply, hdr_len, raw))
             self._large = True
-        elif hdr_len:
-            self._out.append(self._frame_with_headers(sub, subject, reply, hdr_len, raw))
         else:
-            # The frame is "MSG <subject> " + sid + " [reply] <size>\r\n<payload>\r\n";
-            # head and tail are built once per message for all subscribers.
-            memo = self._msg_memo
-            if memo[0] is not raw or memo[1] is not reply or memo[3] is not subject:
-                if reply:
-                    memo[2] = b" %s %d\r\n%s\r\n" % (reply, len(raw), raw)
-                else:
-                    memo[2] = b" %d\r\n%s\r\n" % (len(raw), raw)
-                memo[4] = b"MSG " + subject + b" "
-                memo[0] = raw
-                memo[1] = reply
-                memo[3] = subject
-            out = self._out
-            out.append(memo[4])
-            out.append(sub.sid)
-            out.append(memo[2])
-            self.out_msgs += 1
-            self.out_bytes += len(raw)
-            if not self._dirty:
-                self._dirty = True
-                self.broker.mark_dirty(self)
-            sub.delivered += 1
-            if sub.max_msgs and sub.delivered >= sub.max_msgs:
-                self.remove_sub(sub)
-            return
+            self._out.append(self._frame_with_headers(sub, subject, reply, hdr_len, raw))
         self.out_msgs += 1
         self.out_bytes += len(raw)
         if not self._dirty:

@@ -33,6 +33,9 @@ hot and tuples are the cheapest record Python has:
 ``(OP_ERROR, message)``  protocol violation; the last op; ``message`` is the
                         ``-ERR`` text to send, or ``None`` where nats-server
                         closes without one
+``(OP_PUBS, subject, reply, payloads)``  only with ``runs=True``: consecutive
+                        PUBs with the same control line (subject, reply and
+                        size), payloads in order (a list)
 ====================  =====================================================
 """
 
@@ -52,12 +55,13 @@ OP_ERR = 10
 OP_MSG = 11
 OP_HMSG = 12
 OP_ERROR = 13
+OP_PUBS = 14
 
 OP_NAMES = {
     OP_CONNECT: "CONNECT", OP_PUB: "PUB", OP_HPUB: "HPUB", OP_SUB: "SUB",
     OP_UNSUB: "UNSUB", OP_PING: "PING", OP_PONG: "PONG", OP_INFO: "INFO",
     OP_OK: "+OK", OP_ERR: "-ERR", OP_MSG: "MSG", OP_HMSG: "HMSG",
-    OP_ERROR: "ERROR",
+    OP_ERROR: "ERROR", OP_PUBS: "PUB",
 }
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
@@ -90,6 +94,7 @@ _WS = b" \t"
 # "PUB <subject> [reply] <size>\r\n" with single spaces: the common spelling.
 _PUB_FAST = re.compile(rb"PUB ([^ \t\r\n]+) (?:([^ \t\r\n]+) )?(\d+)\r\n").match
 _NO_SPACE_ERR = {OP_CONNECT: None, OP_INFO: None}
+_NO_LINE = (b"", None, None, 0)
 
 
 class ProtocolError(Exception):
@@ -120,13 +125,17 @@ class Parser:
 
     ``client=True`` parses what a server sends (MSG/HMSG, INFO, +OK, -ERR),
     for test clients and the benchmark; the default parses what a client sends.
-    After an ``OP_ERROR`` the parser is dead and ignores further input.
+    ``runs=True`` hands out PUBs that repeat their control line as one
+    ``OP_PUBS`` op (a consumer then checks and routes the subject once per
+    run instead of once per message). After an ``OP_ERROR`` the parser is
+    dead and ignores further input.
     """
 
     def __init__(self, max_control_line=MAX_CONTROL_LINE,
-                 max_payload=MAX_PAYLOAD, client=False):
+                 max_payload=MAX_PAYLOAD, client=False, runs=False):
         self.max_control_line = max_control_line
         self.max_payload = max_payload
+        self.runs = runs
         self._ops = _CLIENT_OPS if client else _SERVER_OPS
         self._client = client
         self._buf = b""
@@ -138,6 +147,9 @@ class Parser:
         self._pending = None
         # A bare op (PING...) whose line is still open: its tail is dropped.
         self._skipping = None
+        # The last PUB control line the fast path took: (line, subject,
+        # reply, size); b"" for none.
+        self._pub_line = _NO_LINE
         self.dead = False
 
     def feed(self, data):
@@ -152,49 +164,87 @@ class Parser:
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
+        if self._skipping is not None:
+            # A bare op whose line was still open: drop up to the newline.
+            nl = buf.find(b"\n")
+            if nl < 0:
+                self._buf = b""
+                return ops
+            ops.append((self._skipping,))
+            self._skipping = None
+            pos = nl + 1
+        append = ops.append
         pub_fast = _PUB_FAST
         max_payload = self.max_payload
         mcl = self.max_control_line
+        # The last PUB control line taken by the fast path, and what it said:
+        # a publisher mostly repeats its line (same subject, same size), and
+        # comparing bytes is far cheaper than the regex. The limits may have
+        # changed since it was parsed (a JWT user's max_payload).
+        line, subject, reply, size = self._pub_line
+        ll = len(line)
+        if ll and (size > max_payload or ll - 6 > mcl):
+            line, subject, reply, size = _NO_LINE
+            ll = 0
+        runs = self.runs
+        # The payload list of the OP_PUBS op that ends ``ops``, while the
+        # PUBs go on repeating its line (None: the last op is another).
+        run = None
         try:
             while pos < n:
-                if self._pending is not None:
-                    head, size = self._pending
-                    end = pos + size
-                    if n < end + 2:
-                        break
-                    if buf[end:end + 2] != b"\r\n":
-                        raise ProtocolError(ERR_UNKNOWN_OP)
-                    ops.append(head + (buf[pos:end],))
-                    self._pending = None
-                    pos = end + 2
-                    continue
-                m = pub_fast(buf, pos) if self._skipping is None else None
-                if m is not None:
-                    # Fast path for the most common op, spelled the usual way;
-                    # anything unusual takes the general path below.
-                    subject, reply, size = m.groups()
-                    size = int(size)
-                    start = m.end()
-                    if size <= max_payload and start - pos - 6 <= mcl:
+                if ll and buf.startswith(line, pos):
+                    start = pos + ll
+                    if runs:
                         stop = start + size
-                        if stop + 2 <= n:
-                            if buf[stop:stop + 2] != b"\r\n":
-                                raise ProtocolError(ERR_UNKNOWN_OP)
-                            ops.append((OP_PUB, subject, reply, buf[start:stop]))
-                            pos = stop + 2
-                            continue
+                        if stop + 2 > n:
+                            self._pending = ((OP_PUB, subject, reply), size)
+                            pos = start
+                            break
+                        if buf[stop] != 13 or buf[stop + 1] != 10:
+                            raise ProtocolError(ERR_UNKNOWN_OP)
+                        if run is None:
+                            run = [buf[start:stop]]
+                            append((OP_PUBS, subject, reply, run))
+                        else:
+                            run.append(buf[start:stop])
+                        pos = stop + 2
+                        continue
+                else:
+                    run = None
+                    m = pub_fast(buf, pos)
+                    start = 0
+                    if m is not None:
+                        # Fast path for the most common op, spelled the usual
+                        # way; anything unusual takes the general path below.
+                        sub_, rep_, sz = m.groups()
+                        sz = int(sz)
+                        start = m.end()
+                        if sz <= max_payload and start - pos - 6 <= mcl:
+                            # The line is kept for comparing only once it
+                            # repeats: where every line differs, keeping it
+                            # would cost more than it saves.
+                            if sz == size and sub_ == subject and rep_ == reply:
+                                line = buf[pos:start]
+                                ll = start - pos
+                            else:
+                                ll = 0
+                            subject = sub_
+                            reply = rep_
+                            size = sz
+                        else:
+                            start = 0
+                if start:
+                    stop = start + size
+                    if stop + 2 > n:
                         self._pending = ((OP_PUB, subject, reply), size)
                         pos = start
-                        continue
-                nl = buf.find(b"\n", pos)
-                if self._skipping is not None:
-                    if nl < 0:
-                        pos = n
                         break
-                    ops.append((self._skipping,))
-                    self._skipping = None
-                    pos = nl + 1
+                    if buf[stop] != 13 or buf[stop + 1] != 10:
+                        raise ProtocolError(ERR_UNKNOWN_OP)
+                    append((OP_PUB, subject, reply, buf[start:stop]))
+                    pos = stop + 2
                     continue
+                nl = buf.find(b"\n", pos)
                 if nl < 0:
                     self._check_partial(buf, pos, n)
                     break
@@ -202,13 +252,28 @@ class Parser:
                 op = self._line(buf, pos, end)
                 pos = nl + 1
                 if op is not None:
-                    ops.append(op)
+                    append(op)
+                    continue
+                # A header (PUB, HPUB, or MSG/HMSG as a client) waits for
+                # its payload.
+                head, sz = self._pending
+                stop = pos + sz
+                if n < stop + 2:
+                    break
+                if buf[stop] != 13 or buf[stop + 1] != 10:
+                    raise ProtocolError(ERR_UNKNOWN_OP)
+                append(head + (buf[pos:stop],))
+                self._pending = None
+                pos = stop + 2
         except ProtocolError as e:
+            self._pub_line = _NO_LINE
             self.dead = True
             self._buf = b""
+            self._pending = None
             ops.append((OP_ERROR, e.message))
             return ops
-        if self._pending is not None and n - pos < self._pending[1] + 2:
+        self._pub_line = (line if ll else b"", subject, reply, size)
+        if self._pending is not None:
             # Waiting for more of a payload: collect it until it is whole.
             self._start_body(self._pending[1] + 2, memoryview(buf)[pos:] if pos else buf)
             self._buf = b""

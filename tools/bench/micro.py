@@ -11,7 +11,14 @@ Measures ops/s of
   distinct subjects than the cache holds), literal and wildcard
   subscriptions, 1k / 10k / 100k subscriptions;
 * ``sublist``: ``Sublist.insert`` + ``remove`` of N subscriptions, and the
-  churn of one subscription (an inbox) while the match cache is full.
+  churn of one subscription (an inbox) while the match cache is full;
+* ``path``: the whole PUB -> MSG path in process, without sockets: a real
+  Broker with its plugins and real ClientProtocol connections whose
+  transports count what they are given. A publisher's reads (64 KiB) go to
+  ``dataReceived``; 0, 1 or 4 subscribers (``pub``, ``pubsub``, ``fanout``
+  like tools.bench's scenarios), each message to the same subject (the
+  PUB line repeats), or each with its own reply subject (every line
+  differs: the parser's general path, and no runs).
 
 The modules are imported normally, so whichever ``natsbroker`` comes first on
 ``sys.path`` is measured: run it as a script, with a compiled build first on
@@ -20,6 +27,7 @@ The modules are imported normally, so whichever ``natsbroker`` comes first on
     .venv/bin/python tools/bench/micro.py                       # interpreted
     PYTHONPATH=/tmp/perf/cy .venv/bin/python tools/bench/micro.py   # compiled
     .venv/bin/python tools/bench/micro.py --only parser,match --json
+    .venv/bin/python tools/bench/micro.py --only path   # the PUB -> MSG path
 
 (``python -m tools.bench.micro`` from the repository root works too, but then
 the source tree's ``natsbroker`` comes first.) The header says which files
@@ -230,13 +238,94 @@ def sublist_cases(sizes=SIZES):
     return cases
 
 
-GROUPS = {"parser": parser_cases, "match": match_cases, "sublist": sublist_cases}
+# -- the PUB -> MSG path ----------------------------------------------------
+
+class _CountingTransport:
+    """Takes what a connection writes, and counts it."""
+
+    disconnecting = False
+
+    def __init__(self):
+        self.written = 0
+
+    def write(self, data):
+        self.written += len(data)
+
+    def writeSequence(self, seq):
+        for data in seq:
+            self.written += len(data)
+
+    def registerProducer(self, producer, streaming):
+        pass
+
+    def unregisterProducer(self):
+        pass
+
+    def getPeer(self):
+        return None
+
+    def loseConnection(self):
+        pass
+
+    def abortConnection(self):
+        pass
+
+
+def path_cases(n_msgs: int = 20_000):
+    from twisted.internet.task import Clock
+    from natsbroker.auth import Authenticator
+    from natsbroker.broker import Broker
+    from natsbroker.config import ServerConfig
+    from natsbroker.plugin import plugins_for
+    from natsbroker.protocol.client import ClientProtocol
+
+    def connection(broker, auth):
+        c = ClientProtocol(broker, auth)
+        t = _CountingTransport()
+        c.makeConnection(t)
+        c.dataReceived(b'CONNECT {"verbose":false,"pedantic":false}\r\n')
+        return c, t
+
+    same = b"PUB bench.x %d\r\n%s\r\n" % (len(PAYLOAD), PAYLOAD) * n_msgs
+    replies = b"".join(b"PUB bench.x _INBOX.Xk3j9aQz.%d %d\r\n%s\r\n" % (i, len(PAYLOAD), PAYLOAD)
+                       for i in range(n_msgs))
+    cases = []
+    for name, nsubs in (("pub", 0), ("pubsub", 1), ("fanout(4)", 4)):
+        for kind, data in (("same line", same), ("reply per msg", replies)):
+            cfg = ServerConfig()
+            broker = Broker(cfg, Clock())
+            for p in plugins_for(cfg):
+                broker.add_plugin(p)
+                p.start(broker)
+            auth = Authenticator(cfg)
+            pub, _ = connection(broker, auth)
+            sinks = []
+            for i in range(nsubs):
+                c, t = connection(broker, auth)
+                c.dataReceived(b"SUB bench.x %d\r\n" % (i + 1))
+                sinks.append(t)
+            chunks = chunk(data, 65536)
+
+            def run(pub=pub, chunks=chunks, sinks=sinks, nsubs=nsubs):
+                before = [t.written for t in sinks]
+                received = pub.dataReceived
+                for c in chunks:
+                    received(c)
+                got = [t.written - b for t, b in zip(sinks, before)]
+                if any(g < n_msgs * len(PAYLOAD) for g in got):
+                    raise AssertionError(f"subscribers got {got} bytes")
+            cases.append((f"path {name:9} {kind}", run, n_msgs, None))
+    return cases
+
+
+GROUPS = {"parser": parser_cases, "match": match_cases, "sublist": sublist_cases,
+          "path": path_cases}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(GROUPS),
-                    help="comma-separated groups: parser, match, sublist (default: all)")
+                    help="comma-separated groups: parser, match, sublist, path (default: all)")
     ap.add_argument("--time", type=float, default=0.3, help="seconds per repeat (0.3)")
     ap.add_argument("--repeat", type=int, default=5, help="repeats per case; median (5)")
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
@@ -261,7 +350,7 @@ def main(argv=None) -> int:
     results = []
     for g in a.only.split(","):
         fn = GROUPS[g.strip()]
-        cases = fn() if g.strip() == "parser" else fn(sizes)
+        cases = fn() if g.strip() in ("parser", "path") else fn(sizes)
         for name, run, nops, nbytes in cases:
             rate = measure(run, nops, a.time, a.repeat,
                            time.process_time if a.clock == "cpu" else time.perf_counter)
