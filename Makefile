@@ -5,16 +5,24 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz venv bench soak clean js client313
+.PHONY: run test fuzz venv build bench soak clean js client313
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
-# Reinstall whenever the package metadata changes; editable so edits are live.
+# Reinstall whenever the package metadata changes; editable so edits are live. The build
+# requirements (pyproject.toml: Cython) go into the venv too, for `make build`.
 $(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
+	    | $(BIN)/python -m pip install --quiet -r /dev/stdin
 	$(BIN)/python -m pip install --quiet -e '.[test,spark,admin]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The compiled hot modules (setup.py), rebuilt in place if their sources changed: incremental,
+# so a build never lags the source it is tested as. Without Cython or a C compiler it warns.
+build: $(STAMP)
+	$(BIN)/python setup.py --quiet build_ext --inplace -j 2
 
 venv: $(STAMP)
 
@@ -57,16 +65,25 @@ $(CLIENT313_STAMP): $(CLIENT313)/bin/python tests/nats_core/requirements.txt
 
 client313: $(CLIENT313_STAMP)
 
-test: $(STAMP) $(JS_BUNDLE) $(CLIENT313_STAMP)
-	$(BIN)/python -m pytest -q tests
+# Against the compiled build (tests/test_compiled.py fails without one, and reruns the
+# parser and subject-index property tests with NATSBROKER_PURE=1, the interpreted build).
+test: build $(JS_BUNDLE) $(CLIENT313_STAMP)
+	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q $$(grep -l "from hypothesis" tests/test_*.py)
 
+# One report: tools/bench/report/REPORT.md + plots (README links it); a failed
+# measurement does not stop the others, the report shows what failed.
+BENCH_REPORT = tools/bench/report
 bench: $(STAMP)
-	$(BIN)/python -m tools.bench
-	$(BIN)/python -m tools.bench.cluster
+	mkdir -p $(BENCH_REPORT)
+	-$(BIN)/python -m tools.bench --json > $(BENCH_REPORT)/throughput.json
+	-$(BIN)/python -m tools.bench.cluster | tee $(BENCH_REPORT)/cluster.txt
+	-$(BIN)/python -m tools.bench.curves --out $(BENCH_REPORT)
+	-$(BIN)/python -m tools.bench.latency --out $(BENCH_REPORT)
+	$(BIN)/python -m tools.bench.report --dir $(BENCH_REPORT)
 
 # Crash-loop soak of JetStream (SIGKILL every 2-6 s for 10 minutes, then checks): not in `make test`.
 SOAK_MINUTES ?= 10
@@ -75,3 +92,5 @@ soak: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(CLIENT313) build *.egg-info $(JS)/node_modules $(JS)/build
+	find . \( -name '.venv*' -o -name .git -o -name node_modules \) -prune -o \
+	    \( -name '*.so' -o -name '*.so.sha256' \) -print -delete

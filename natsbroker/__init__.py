@@ -1,5 +1,11 @@
 """natsbroker: a NATS-compatible message broker on Twisted."""
 
+# Before any other natsbroker module is imported: it decides whether the
+# compiled hot modules or their sources are loaded (NATSBROKER_PURE=1, stale builds).
+from natsbroker import _build
+
+_build.install()
+
 __version__ = "0.1.0"
 
 # The nats-server version announced in INFO and /varz: clients gate features on

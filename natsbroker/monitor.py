@@ -1,5 +1,6 @@
 """HTTP monitoring in nats-server's shape: /varz, /connz, /subsz, /routez,
-/accountz, /accstatz, /jsz, /healthz.
+/gatewayz, /leafz, /accountz, /accstatz, /jsz, /healthz; an index at ``/`` and
+a live dashboard at ``/dashboard`` (natsbroker/dashboard).
 
 ``make_site(broker)`` returns the Twisted ``Site`` the server listens with on
 ``http_port``. Tools written for nats-server (``nats server report``, Prometheus
@@ -63,10 +64,10 @@ import weakref
 
 from twisted.internet import defer
 from twisted.logger import Logger
-from twisted.web import resource, server
+from twisted.web import http, resource, server
 
 from natsbroker import COMPAT_VERSION, __version__
-from natsbroker import metrics
+from natsbroker import _build, dashboard, metrics
 from natsbroker.auth import NkeyName
 from natsbroker.godur import format_duration
 from natsbroker.identity import GIT_COMMIT, runtime
@@ -97,19 +98,29 @@ VARZ_OMITTED = {
     "disk_io_wait_stats": "nats-server's filestore disk I/O throttle, which we do not have",
 }
 
+# natsbroker's own /varz fields, which nats-server does not have (last in /varz).
+VARZ_OWN = {"natsbroker_build": "which build runs: the compiled hot modules or their sources"}
+
 # Sort options of /connz (nats-server's SortOpt values).
 _SORTS = ("cid", "start", "subs", "pending", "msgs_to", "msgs_from", "bytes_to",
           "bytes_from", "last", "idle", "uptime", "stop", "reason", "rtt")
 
 _OPEN, _CLOSED, _ANY = "open", "closed", "any"
 
-# The index page names the endpoints nats-server names, when we serve them.
+# The index page names the endpoints nats-server names (when we serve them),
+# in its order; ours follow.
 _LABELS = {
     "varz": "General", "jsz": "JetStream", "connz": "Connections",
     "accountz": "Accounts", "accstatz": "Account Stats", "subsz": "Subscriptions",
     "routez": "Routes", "leafz": "LeafNodes", "gatewayz": "Gateways",
     "raftz": "Raft Groups", "healthz": "Health Probe",
+    "metrics": "Prometheus Metrics", "dashboard": "Live Dashboard",
 }
+_INDEX_FIRST = ["varz", "jsz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz",
+                "gatewayz"]
+_INDEX_LAST = ["healthz", "metrics", "dashboard"]
+
+_DASHBOARD_FILES = "/dashboard/"
 
 # nats-server's /jsz (and JSZ request) with JetStream off: its JSInfo with
 # Disabled set, in the field order 2.15 writes.
@@ -369,6 +380,8 @@ class Monitor:
             not_after = cert_not_after(tls.cert_file)
             if not_after is not None:
                 v["tls_cert_not_after"] = _rfc3339(not_after)
+        # natsbroker's own field (nats-server has none): compiled build or interpreted.
+        v["natsbroker_build"] = _build.info()
         return v
 
     def cpu(self):
@@ -675,9 +688,11 @@ class MonitorResource(resource.Resource):
         self._builtin = {
             "/": self.root, "/varz": self.varz, "/connz": self.connz,
             "/subsz": self.subsz, "/subscriptionsz": self.subsz,
-            "/routez": self.routez, "/accountz": self.accountz, "/accstatz": self.accstatz,
+            "/routez": self.routez, "/gatewayz": self.gatewayz, "/leafz": self.leafz,
+            "/accountz": self.accountz, "/accstatz": self.accstatz,
             "/healthz": self.healthz,
             "/metrics": lambda request, query: metrics.render(self.monitor, request),
+            "/dashboard": self.dashboard_page,
         }
 
     @property
@@ -691,6 +706,9 @@ class MonitorResource(resource.Resource):
         request.responseHeaders.removeHeader(b"server")
         # Any method, as nats-server's handlers do not look at it.
         path = urllib.parse.unquote(request.path.decode("utf-8", "replace"))
+        if path.startswith(_DASHBOARD_FILES):
+            # The page's own files: not endpoints, so not in http_req_stats.
+            return _asset(request, dashboard.asset(path[len(_DASHBOARD_FILES):]))
         handler = self._builtin.get(path)
         plugin_handler = None
         if handler is None:
@@ -743,19 +761,23 @@ class MonitorResource(resource.Resource):
     # -- / ------------------------------------------------------------------
 
     def root(self, request, query):
-        names = ["varz", "connz", "subsz", "routez", "accountz", "accstatz"]
-        if "jsz" not in self.broker.monitor_endpoints:
-            names.append("jsz")
-        names += sorted(p for p in self.broker.monitor_endpoints if p not in names)
-        names.append("healthz")
+        names = list(_INDEX_FIRST)
+        names += sorted(p for p in self.broker.monitor_endpoints
+                        if p not in names and p not in _INDEX_LAST)
+        names += _INDEX_LAST
         links = "\n".join(
             "\t<a href=./%s%s>%s<span class=\"endpoint\"> /%s</span></a>"
-            % (n, " class=last" if n == "healthz" else "", _html(_LABELS.get(n, n)), _html(n))
+            % (n, " class=last" if n == names[-1] else "", _html(_LABELS.get(n, n)), _html(n))
             for n in names)
-        page = _INDEX % {"version": _html(__version__), "compat": _html(COMPAT_VERSION),
-                         "links": links}
+        page = dashboard.index(version=_html(__version__), compat=_html(COMPAT_VERSION),
+                               links=links)
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return page.encode("utf-8")
+
+    def dashboard_page(self, request, query):
+        request.setHeader(b"content-security-policy",
+                          dashboard.CONTENT_SECURITY_POLICY.encode("ascii"))
+        return _asset(request, dashboard.dashboard())
 
     # -- the endpoints: query strings decoded in nats-server's order -------------
 
@@ -787,6 +809,16 @@ class MonitorResource(resource.Resource):
     def routez(self, request, query):
         subs, detail = _subs(query)
         return _json(request, self.monitor.routez(subs=subs or detail))
+
+    def gatewayz(self, request, query):
+        # nats-server decodes subs before accs; with no gateways neither changes the answer.
+        _bool(query, "subs")
+        _bool(query, "accs")
+        return _json(request, self.monitor.gatewayz())
+
+    def leafz(self, request, query):
+        _bool(query, "subs")
+        return _json(request, self.monitor.leafz())
 
     def accountz(self, request, query):
         # (nats-server reads only "acc" here; an unknown one is a 400.)
@@ -1201,28 +1233,17 @@ def _html(s):
             .replace('"', "&quot;"))
 
 
-_INDEX = """<html lang="en">
-\t<head>
-\t<title>natsbroker monitoring</title>
-\t<link rel="shortcut icon" href="https://nats.io/favicon.ico">
-\t<style type="text/css">
-\t\tbody { font-family: ui-sans-serif,system-ui,sans-serif; font-size: 18; margin-left: 32px }
-\t\ta { display:block; margin-left: 7px; padding-bottom: 6px; color: rgb(72 72 92); text-decoration: none }
-\t\ta:hover { font-weight: 600; color: rgb(59 50 202) }
-\t\ta.help { display:inline; font-weight: 600; color: rgb(59 50 202); font-size: 20}
-\t\ta.last { padding-bottom: 16px }
-\t\t.version { font-size: 14; color: rgb(72 72 92) }
-\t\t.endpoint { font-size: 12px; color: #999; font-family: monospace; display: none }
-\t\ta:hover .endpoint { display: inline }
-\t</style>
-\t</head>
-\t<body>
-\t<h2>natsbroker</h2>
-\t<p class="version">v%(version)s (nats-server %(compat)s compatible)</p>
-%(links)s
-    <a href=https://docs.nats.io/running-a-nats-service/nats_admin/monitoring class="help">Help</a>
-  </body>
-</html>"""
+def _asset(request, asset):
+    """A file of the dashboard (see natsbroker.dashboard), revalidated by ETag."""
+    if asset is None:
+        return _not_found(request)
+    # Always revalidated: an upgraded broker serves new files at the same URLs.
+    request.setHeader(b"cache-control", b"no-cache")
+    request.setHeader(b"x-content-type-options", b"nosniff")
+    if request.setETag(asset.etag.encode("ascii")) == http.CACHED:
+        return b""
+    request.setHeader(b"content-type", asset.content_type.encode("ascii"))
+    return asset.body
 
 
 # -- JSON as Go's encoding/json writes it ---------------------------------------------

@@ -16,7 +16,7 @@ from twisted.internet import defer, endpoints
 from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
 
-from natsbroker import COMPAT_VERSION, __version__
+from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin
@@ -96,6 +96,7 @@ class BrokerService(service.Service):
             if not IBrokerPlugin.providedBy(plugin):
                 raise StartupError("%r does not provide IBrokerPlugin" % (plugin,))
             broker.add_plugin(plugin)
+        _build.log_build(log)  # now that the plugins (compiled ones too) are imported
         self._write_pid_file()
         # Every port is bound before a plugin starts, but accepts nobody until
         # they all have: a port in use stops the start before anything is

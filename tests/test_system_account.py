@@ -62,8 +62,8 @@ authorization { users [ {user: g, password: p} ] }
 system_account: SYS
 """
 
-# Keys of nats-server's that we leave out on purpose (monitor.VARZ_OMITTED).
-OMITTED = set(monitor.VARZ_OMITTED)
+# Keys of nats-server's that we leave out on purpose (monitor.VARZ_OMITTED), and our own.
+OMITTED = set(monitor.VARZ_OMITTED) | set(monitor.VARZ_OWN)
 SERVER_INFO = ["name", "host", "id", "ver", "jetstream", "flags", "seq", "time"]
 
 
