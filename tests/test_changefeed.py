@@ -135,3 +135,65 @@ def test_sigkill_loses_no_acked_message(tmp_path, file_age):
     by_id = {}
     for r in puts:
         assert by_id.setdefault(r["id"], r) == r
+
+
+def _wait_for(cond):
+    """The writer thread is real: wait (bounded) for what it does."""
+    deadline = time.monotonic() + 20
+    while not cond():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_files_complete_on_the_reactor_clock(tmp_path):
+    """In process, timers on a task.Clock: a file is completed max_file_age
+    after the writer opened it, not before; records reach the writer only
+    after the turn that stored them; stop() completes the open file."""
+    from twisted.internet.task import Clock
+
+    import plugins.jetstream.plugin as P
+    from natsbroker.broker import Broker
+    from natsbroker.config import ChangeFeedConfig, JetStreamConfig, ServerConfig
+    from plugins.changefeed import ChangeFeed
+
+    feed_dir = tmp_path / "feed"
+    config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path / "js")),
+                          changefeed=ChangeFeedConfig(enabled=True, dir=str(feed_dir),
+                                                      max_file_age=5.0))
+    clock = Clock()
+    from_thread = []
+    clock.callFromThread = lambda f, *a: from_thread.append((f, a))
+    broker = Broker(config, clock)
+    js = P.JetStream(config)
+    broker.add_plugin(js)
+    js.start(broker)
+    feed = ChangeFeed(config)
+    broker.add_plugin(feed)
+    feed.start(broker)
+    try:
+        broker.publish(b"$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}', reply=b"_r")
+        for i in range(3):
+            broker.publish(b"s", b"m%d" % i, reply=b"_r")
+        assert feed.records == 0 and len(feed._pending) == 4
+        clock.advance(0)
+        _wait_for(lambda: feed.records == 4 and from_thread)
+        for f, a in from_thread:
+            f(*a)
+        clock.advance(4.9)
+        assert glob.glob(str(feed_dir / "*.tmp")) and not glob.glob(str(feed_dir / "*.jsonl"))
+        clock.advance(0.2)
+        # The checkpoint moves after the rename.
+        _wait_for(lambda: "S" in feed.checkpoint)
+        assert glob.glob(str(feed_dir / "*.jsonl")) and not glob.glob(str(feed_dir / "*.tmp"))
+        assert feed.checkpoint["S"]["seq"] == 3
+        broker.publish(b"s", b"last", reply=b"_r")
+    finally:
+        feed.stop()
+        js.stop()
+    names = sorted(glob.glob(str(feed_dir / "*.jsonl")))
+    assert len(names) == 2 and not glob.glob(str(feed_dir / "*.tmp"))
+    with open(names[1], "rb") as f:
+        last = json.loads(f.read())
+    assert (last["seq"], base64.b64decode(last["data"])) == (4, b"last")
+    with open(feed_dir / "checkpoint.json") as f:
+        assert json.load(f)["S"]["seq"] == 4

@@ -1,19 +1,24 @@
-"""The change feed's fast put line is byte for byte the generic record's JSON.
+"""The change feed's lines: the fast put line is byte for byte the generic
+record's JSON, and a real broker's feed is byte for byte the golden lines.
 
-``ChangeFeed.on_event`` formats a plain stream's puts from a template (the hot
-path) and everything else through ``make_record``; both must give the same
-line for the same event, or the ingest would see two schemas.
+The feed writer formats a plain stream's puts from a template (the hot path)
+and everything else through ``make_record``; both must give the same line for
+the same event, or the ingest would see two schemas.
 """
 
-import io
+import asyncio
+import glob
 import json
-import types
+import os
 
+import nats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsbroker.store.base import StoredMsg, StreamEvent
-from plugins.changefeed import ChangeFeed, PutLines, make_record
+from plugins.changefeed_lines import PutLines, make_record
+from plugins.changefeed_writer import AGE, REPLAY_POS, FeedWriter
+from tests.support.servers import ServerProcess
 
 TOKEN = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n.*>"),
                 min_size=1, max_size=8)
@@ -42,30 +47,149 @@ def test_template_line_equals_record_json(stream, created, seq, ts, subject, hdr
     assert PutLines().line(ev) == _reference(ev)
 
 
-def _feed():
-    cfg = types.SimpleNamespace(changefeed=types.SimpleNamespace(
-        streams=[], max_file_size=1 << 40, max_file_age=1e9, dir=None, retention=0))
-    feed = ChangeFeed(cfg)
-    feed._file = io.BytesIO()
-    return feed
+def _writer(tmp_path, max_file_size=1 << 40):
+    opened = []
+    w = FeedWriter(str(tmp_path), max_file_size, 0, {}, {}, opened.append)
+    return w, opened
 
 
-@settings(max_examples=100, deadline=None)
+def _completed(tmp_path):
+    out = b""
+    for name in sorted(glob.glob(os.path.join(str(tmp_path), "feed-*.jsonl"))):
+        with open(name, "rb") as f:
+            out += f.read()
+    return out
+
+
+@settings(max_examples=60, deadline=None)
 @given(subjects=st.lists(SUBJECT, min_size=1, max_size=6),
-       hdrs=st.lists(HEADERS, min_size=6, max_size=6), data=st.binary(max_size=32))
-def test_on_event_fast_and_slow_paths_agree(subjects, hdrs, data):
+       hdrs=st.lists(HEADERS, min_size=6, max_size=6), data=st.binary(max_size=32),
+       cut=st.integers(1, 30))
+def test_writer_fast_and_slow_paths_agree(tmp_path_factory, subjects, hdrs, data, cut):
     """Whatever path each put takes (first of a stream, repeated subject,
-    headers, a recreated stream), the file holds the reference lines."""
-    feed = _feed()
-    expected = []
+    headers, a recreated stream, a KV stream, lines given formatted), and
+    however the batches are cut, the files hold the reference lines."""
+    tmp_path = tmp_path_factory.mktemp("feed")
+    w, opened = _writer(tmp_path)
+    items, expected, last = [], [], {}
     seq = 0
-    for created in (1, 2):  # the stream deleted and created again
+    for stream, created in (("S", 1), ("S", 2), ("KV_b", 3)):  # S deleted and created again
         for i, subject in enumerate(subjects * 2):
             seq += 1
             msg = StoredMsg(seq, subject.encode(), hdrs[i % 6], data, 1000 + seq)
-            ev = StreamEvent("S", created, "put", seq, 1000 + seq, msg=msg)
-            feed.on_event(ev)
-            expected.append(_reference(ev))
-    assert feed._file.getvalue() == b"".join(expected)
-    assert feed.records == len(expected)
-    assert feed._file_puts == {"S": (2, seq)}
+            ev = StreamEvent(stream, created, "put", seq, 1000 + seq, msg=msg)
+            line = _reference(ev)
+            if i % 5 == 4:
+                items.append(line)  # as other records come: already formatted
+            else:
+                items.append(ev)
+                last[stream] = {"created": created, "seq": seq}
+            expected.append(line)
+    for i in range(0, len(items), cut):
+        w.write(items[i:i + cut])
+    w.complete()
+    assert _completed(tmp_path) == b"".join(expected)
+    assert w.records == len(expected) and opened == [1]
+    assert w.checkpoint == last
+
+
+def test_writer_rolls_by_size_and_age_and_respects_the_replay(tmp_path):
+    msg = StoredMsg(1, b"a", b"", b"x" * 60, 5)
+    evs = [StreamEvent("S", 1, "put", n, 5, msg=msg._replace(seq=n)) for n in range(1, 8)]
+    w, opened = _writer(tmp_path, max_file_size=2 * len(_reference(evs[0])) + 1)
+    # The replay of S has written seqs 1 and 2 when live put 6 arrives: the
+    # file that fills up with it may move the checkpoint to 2 only.
+    w.write([(REPLAY_POS, "S", 3), evs[0], evs[1], evs[5], evs[6]])
+    assert opened == [1, 2]
+    assert w.checkpoint == {"S": {"created": 1, "seq": 2}}
+    w.write([(AGE, 1)])  # file 1 is complete already: nothing to do
+    assert glob.glob(str(tmp_path / "*.tmp")) == [str(tmp_path / ("feed-%020d.tmp" % 2))]
+    w.write([(REPLAY_POS, "S", None), (AGE, 2)])
+    assert not glob.glob(str(tmp_path / "*.tmp"))
+    assert [os.path.basename(p) for p in sorted(glob.glob(str(tmp_path / "*.jsonl")))] == [
+        "feed-%020d.jsonl" % n for n in (1, 2)]
+    assert w.checkpoint == {"S": {"created": 1, "seq": 7}}
+    with open(tmp_path / "checkpoint.json") as f:
+        assert json.load(f) == w.checkpoint
+    assert _completed(tmp_path) == b"".join(_reference(e) for e in (evs[0], evs[1], evs[5], evs[6]))
+    w.write([(AGE, 3)])  # no file open: nothing to do
+    assert opened == [1, 2]
+
+
+# -- the feed a real broker writes, against golden lines -----------------------
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "changefeed_golden.jsonl")
+
+
+async def _golden_traffic(url):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    try:
+        await js.add_stream(name="ORDERS", subjects=["orders.>"], max_msgs_per_subject=3)
+        for i in range(5):
+            await js.publish("orders.%d" % (i % 2), b"order %d \x00\xff" % i)
+        await js.publish("orders.h", b"with headers", headers={"X-A": "1", "X-B": "two"})
+        await js.publish("orders.\u00e9", "caf\u00e9".encode())
+        await js.publish("orders.1", b"")
+        await js.delete_msg("ORDERS", 2)
+        await js.update_stream(name="ORDERS", subjects=["orders.>"], max_msgs_per_subject=2)
+        await js.purge_stream("ORDERS", subject="orders.0")
+        kv = await js.create_key_value(bucket="prefs")
+        await kv.put("color", b"red")
+        await kv.put("size", b"L")
+        await kv.delete("color")
+        await kv.purge("size")
+        for i in range(40):
+            await js.publish("orders.bulk", b"x" * i)
+        await js.delete_stream("ORDERS")
+    finally:
+        await nc.close()
+
+
+def _normalised(feed):
+    """The lines of the completed files with the times that vary between
+    runs (stream_created, ts) replaced by names, and a stream config (JetStream's
+    to define, not the feed's) by its stream's name; the rest as written."""
+    out = []
+    names = {}
+    for name in sorted(glob.glob(os.path.join(feed, "feed-*.jsonl"))):
+        with open(name, "rb") as f:
+            for line in f:
+                rec = json.loads(line)
+                for key in ("stream_created", "ts"):
+                    value = b"%d" % rec[key]
+                    names.setdefault(value, b"<%s:%d>" % (key.encode(), len(names)))
+                    line = line.replace(value, names[value])
+                if rec["config"] is not None:
+                    raw = json.dumps(rec["config"]).encode()
+                    assert raw in line
+                    line = line.replace(raw, b'"<config of %s>"' % json.loads(
+                        rec["config"])["name"].encode())
+                out.append(line)
+    return out
+
+
+def _feed_of_golden_traffic(tmp_path, env=None):
+    feed = tmp_path / "feed"
+    conf = tmp_path / "server.conf"
+    conf.write_text('jetstream { store_dir: "%s" }\nchangefeed { dir: "%s", max_file_size: 2KB }\n'
+                    % (tmp_path / "js", feed))
+    with ServerProcess("natsbroker", ["-c", str(conf)], env=env) as s:
+        asyncio.run(asyncio.wait_for(_golden_traffic(s.url), 60))
+    # Stopped (SIGTERM): the open file is completed too.
+    assert not glob.glob(str(feed / "*.tmp"))
+    return _normalised(str(feed))
+
+
+def test_feed_bytes_match_the_golden_lines(tmp_path):
+    """Byte for byte what the feed held before its writer moved to a thread
+    (``NATSBROKER_WRITE_GOLDEN=1`` writes the file anew, from this tree)."""
+    got = _feed_of_golden_traffic(tmp_path)
+    if os.environ.get("NATSBROKER_WRITE_GOLDEN"):
+        with open(GOLDEN, "wb") as f:
+            f.writelines(got)
+    with open(GOLDEN, "rb") as f:
+        want = f.readlines()
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g == w
