@@ -490,3 +490,35 @@ def test_kill_9_mid_run_then_catch_up(spark, tmp_path):
     assert not [n for n in os.listdir(os.path.join(out, "_ingest", "staging"))
                 if not n.startswith("old-")]
     print("killed after %d committed batches; second run: %s" % (done_before, text.strip()))
+
+
+def test_kill_9_during_once_then_restarted_process_finishes(spark, tmp_path):
+    """A ``--once`` backfill SIGKILLed after its first commit; a second
+    ``--once`` process finishes the job: every id exactly once."""
+    feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
+    feed = kill_feed(feed_dir, files=16, per_file=40)
+    cmd = [sys.executable, "-m", "spark.ingest", "--feed", feed_dir, "--out", out, "--once",
+           "--master", "local[2]", "--max-files-per-batch", "2",
+           *[x for k, v in TEST_CONF.items() for x in ("--conf", "%s=%s" % (k, v))]]
+    log = open(tmp_path / "first.log", "w+")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    committer = Committer(out)
+    try:
+        deadline = time.time() + 240
+        while not committer.commits():
+            assert proc.poll() is None, "ingest exited early:\n" + open(log.name).read()
+            assert time.time() < deadline, "no progress:\n" + open(log.name).read()
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    killed_after = len(committer.commits())
+    assert killed_after < 8, "the run finished before it could be killed"
+
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert second.returncode == 0, second.stderr[-3000:]
+    events, msgs = check_tables(spark, out, feed)
+    assert len(events) == len(feed.ids()) and len(msgs) == len(feed.messages())
+    summary = second.stdout.strip().splitlines()[0]
+    print("killed after %d batches; restart: %s" % (killed_after, summary))
