@@ -10,13 +10,13 @@ import nats
 import pytest
 
 from plugins.jetstream import apilevel
-from plugins.jetstream import models as M
+from plugins.jetstream import versions
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 
 L = "Nats-Required-Api-Level"
-OURS = str(M.API_LEVEL)
+OURS = str(versions.API_LEVEL)
 
 SETUP = [
     ("$JS.API.STREAM.CREATE.F", b'{"name":"F","subjects":["f.>"],"allow_direct":true,'

@@ -15,7 +15,10 @@ import pytest
 
 from plugins.jetstream import consumer_models as C
 from plugins.jetstream import errors as E
-from plugins.jetstream import models as M
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
+from plugins.jetstream import stream_config as SC
+from plugins.jetstream import stream_models as SM
 from tests.support.servers import ServerProcess
 
 V = dict(version="2.15.1", api_level=5)
@@ -24,7 +27,7 @@ V = dict(version="2.15.1", api_level=5)
 def stream(body):
     body = json.dumps(body).encode() if isinstance(body, dict) else body
     name = json.loads(body)["name"]
-    return M.fill_defaults(M.parse_stream_config(body, name))
+    return SC.fill_defaults(SC.parse_stream_config(body, name))
 
 
 S = stream({"name": "S", "subjects": ["s.>", "t.*"]})
@@ -41,13 +44,13 @@ def create(subject, body, stream_cfg=S, consumers=None, **kw):
 
 
 def error_of(subject, body, stream_cfg=S, consumers=None, **kw):
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         create(subject, body, stream_cfg, consumers, **kw)
     return exc.value
 
 
 def cfg_json(cfg, **kw):
-    return M.go_json_dumps(C.consumer_config_json(cfg, **V, **kw))
+    return gojson.go_json_dumps(C.consumer_config_json(cfg, **V, **kw))
 
 
 # ---------------------------------------------------------------------------
@@ -157,17 +160,17 @@ def test_stream_not_found_after_request_checks():
 def test_names_and_pause_requests():
     assert C.parse_consumers_request(b"").offset == 0
     assert C.parse_consumers_request(b'{"offset":5}').offset == 5
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.parse_consumers_request(b'{"subject":"x"}')
     assert exc.value.description == 'invalid JSON: json: unknown field "subject"'
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.parse_consumers_request(b'{"offset":"x"}')
     assert exc.value.description == ("invalid JSON: json: cannot unmarshal string into Go struct field "
                                       "JSApiConsumersRequest.offset of type int")
     assert C.parse_pause_request(b'{"pause_until":null}').pause_until is None
     assert C.parse_pause_request(b'{"pause_until":"2030-01-01T00:00:00+02:00"}').pause_until == \
         "2030-01-01T00:00:00+02:00"
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.parse_pause_request(b'{"bogus":1}')
     assert exc.value.err_code == 10025
 
@@ -330,15 +333,15 @@ def test_config_errors(config, stream_cfg, err):
 def test_config_errors_direct_calls():
     # Not reachable through the create API (the name is forced to the durable's).
     cfg = C.fill_consumer_defaults(C.ConsumerConfig(durable_name="D", name="X"), S)
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_config(cfg, S)
     assert exc.value == E.consumer_create_durable_and_name_mismatch()
     cfg = C.fill_consumer_defaults(C.ConsumerConfig(durable_name="x" * 300), S)
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_config(cfg, S)
     assert exc.value == E.consumer_name_too_long(255)
     cfg = C.fill_consumer_defaults(C.ConsumerConfig(max_batch=9), S)
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_config(cfg, S, server_max_request_batch=5)
     assert exc.value == E.consumer_max_request_batch_exceeded(5)
     # A memory-backed ephemeral can have a long name.
@@ -419,7 +422,7 @@ def test_existing_consumers():
     ({"max_waiting": 512}, {"max_waiting": 3}, "max waiting can not be updated"),
 ])
 def test_update_rules(old, new, text):
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_update(C.ConsumerConfig(durable_name="D", **old), C.ConsumerConfig(durable_name="D", **new))
     assert (exc.value.code, exc.value.err_code, exc.value.description) == (500, 10012, text)
 
@@ -430,10 +433,10 @@ def test_update_allowed():
                            description="d", max_ack_pending=5, pause_until="2030-01-01T01:00:00+01:00")
     out = C.check_consumer_update(old, new)
     assert out.deliver_subject == "p2" and out.pause_until == "2030-01-01T00:00:00Z"
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_update(old, new, deliver_subject_has_interest=True)
     assert exc.value == E.consumer_name_exist()
-    with pytest.raises(M.ApiError) as exc:
+    with pytest.raises(E.ApiError) as exc:
         C.check_consumer_update(old, attrs_evolve(new, backoff=[1, 2, 3], max_deliver=2))
     assert exc.value == E.consumer_max_deliver_backoff()
 
@@ -492,7 +495,7 @@ def test_config_field_order():
         '"priority_groups":["g"],"priority_policy":"pinned_client","priority_timeout":9}')
     pull = C.ConsumerConfig(max_waiting=1, max_batch=2, max_expires=3, max_bytes=4, filter_subject="f",
                             opt_start_time="2024-01-01T00:00:00+01:00", metadata={"_nats.req.level": "0"})
-    assert M.go_json_dumps(C.consumer_config_json(pull, dynamic=False)) == (
+    assert gojson.go_json_dumps(C.consumer_config_json(pull, dynamic=False)) == (
         '{"deliver_policy":"all","opt_start_time":"2024-01-01T00:00:00+01:00","ack_policy":"none",'
         '"filter_subject":"f","replay_policy":"instant","max_waiting":1,"max_batch":2,"max_expires":3,'
         '"max_bytes":4,"num_replicas":0,"metadata":{"_nats.req.level":"0"}}')
@@ -503,11 +506,11 @@ def test_config_field_order():
 def test_info_json():
     cfg = create("$JS.API.CONSUMER.CREATE.S", {"stream_name": "S", "config": {
         "priority_policy": "pinned_client", "priority_groups": ["g1"], "pause_until": "2030-01-01T00:00:00Z"}})
-    now = M.parse_rfc3339("2026-01-01T00:00:00Z")
+    now = gotime.parse_rfc3339("2026-01-01T00:00:00Z")
     info = C.make_consumer_info("S", "QJTf2wo8", cfg, created=now - 5, ts=now,
                                 delivered=C.SequenceInfo(1, 2, last_active=now))
     resp = C.ConsumerCreateResponse(info=info)
-    assert M.go_json_dumps(C.consumer_response_json(resp, **V)) == (
+    assert gojson.go_json_dumps(C.consumer_response_json(resp, **V)) == (
         '{"type":"io.nats.jetstream.api.v1.consumer_create_response","stream_name":"S","name":"QJTf2wo8",'
         '"created":"2025-12-31T23:59:59.999999995Z","config":{"deliver_policy":"all","ack_policy":"none",'
         '"max_deliver":-1,"replay_policy":"instant","max_waiting":512,"inactive_threshold":5000000000,'
@@ -518,29 +521,29 @@ def test_info_json():
         '"num_ack_pending":0,"num_redelivered":0,"num_waiting":0,"num_pending":0,"paused":true,'
         '"pause_remaining":126230400000000000,"ts":"2026-01-01T00:00:00Z",'
         '"priority_groups":[{"group":"g1","pinned_ts":"0001-01-01T00:00:00Z"}]}')
-    err = C.ConsumerInfoResponse(error=M.ApiErrorBody.of(E.consumer_not_found()))
-    assert M.go_json_dumps(C.consumer_response_json(err)) == (
+    err = C.ConsumerInfoResponse(error=SM.ApiErrorBody.of(E.consumer_not_found()))
+    assert gojson.go_json_dumps(C.consumer_response_json(err)) == (
         '{"type":"io.nats.jetstream.api.v1.consumer_info_response",'
         '"error":{"code":404,"err_code":10014,"description":"consumer not found"}}')
 
 
 def test_list_names_pause_json():
-    assert M.go_json_dumps(C.consumer_response_json(C.ConsumerNamesResponse(limit=1024))) == \
+    assert gojson.go_json_dumps(C.consumer_response_json(C.ConsumerNamesResponse(limit=1024))) == \
         '{"type":"io.nats.jetstream.api.v1.consumer_names_response","total":0,"offset":0,"limit":1024,"consumers":[]}'
-    err = C.ConsumerNamesResponse(error=M.ApiErrorBody.of(E.stream_not_found()))
-    assert M.go_json_dumps(C.consumer_response_json(err)) == (
+    err = C.ConsumerNamesResponse(error=SM.ApiErrorBody.of(E.stream_not_found()))
+    assert gojson.go_json_dumps(C.consumer_response_json(err)) == (
         '{"type":"io.nats.jetstream.api.v1.consumer_names_response","error":{"code":404,"err_code":10059,'
         '"description":"stream not found"},"total":0,"offset":0,"limit":0,"consumers":[]}')
     cfg = C.ConsumerConfig(durable_name="D", name="D", metadata={"_nats.req.level": "0"})
     lst = C.ConsumerListResponse(total=1, limit=256, consumers=[C.make_consumer_info("S", "D", cfg, 0, ts=0)])
     out = C.consumer_response_json(lst)
     assert out["consumers"][0]["config"]["metadata"] == {"_nats.req.level": "0"}   # no dynamic keys
-    now = M.parse_rfc3339("2026-01-01T00:00:00Z")
+    now = gotime.parse_rfc3339("2026-01-01T00:00:00Z")
     pause = C.pause_response("2030-01-01T00:00:00+02:00", now)
-    assert M.go_json_dumps(C.consumer_response_json(pause)) == (
+    assert gojson.go_json_dumps(C.consumer_response_json(pause)) == (
         '{"type":"io.nats.jetstream.api.v1.consumer_pause_response","paused":true,'
         '"pause_until":"2029-12-31T22:00:00Z","pause_remaining":126223200000000000}')
-    assert M.go_json_dumps(C.consumer_response_json(C.pause_response(None, now))) == (
+    assert gojson.go_json_dumps(C.consumer_response_json(C.pause_response(None, now))) == (
         '{"type":"io.nats.jetstream.api.v1.consumer_pause_response","paused":false,'
         '"pause_until":"0001-01-01T00:00:00Z"}')
 
@@ -733,7 +736,7 @@ def _expected(subject, body, streams, consumers):
     try:
         cfg = C.process_consumer_create(subject, body.encode(), streams.get(where[0]),
                                         consumers.setdefault(where[0], {}))
-    except M.ApiError as e:
+    except E.ApiError as e:
         return ("error", e.to_json()), None
     return ("config", _normalise(C.consumer_config_json(cfg))), cfg
 
@@ -771,7 +774,7 @@ def reference_replies():
 
 def test_differential_create(reference_replies):
     replies = reference_replies[0]
-    streams = {b["name"]: M.fill_defaults(M.parse_stream_config(json.dumps(b).encode(), b["name"]))
+    streams = {b["name"]: SC.fill_defaults(SC.parse_stream_config(json.dumps(b).encode(), b["name"]))
                for b in DIFF_STREAMS}
     consumers = {}
     mismatches = []
@@ -795,7 +798,7 @@ def test_differential_info_and_pause(reference_replies):
     cfg = create(CD + "S.FULL", _c({"durable_name": "FULL", "ack_policy": "explicit"}))
 
     def ours(resp):
-        return _normalise(json.loads(M.go_json_dumps(C.consumer_response_json(resp))))
+        return _normalise(json.loads(gojson.go_json_dumps(C.consumer_response_json(resp))))
 
     def theirs(raw):
         return _normalise(json.loads(raw))

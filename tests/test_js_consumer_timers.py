@@ -24,7 +24,7 @@ from twisted.internet.task import Clock
 import plugins.jetstream.plugin as P
 from natsbroker.broker import Broker
 from natsbroker.config import JetStreamConfig, ServerConfig
-from plugins.jetstream import models as M
+from plugins.jetstream import gotime
 from tests.test_js_consumers import raw_seqs
 
 SEC = 1_000_000_000
@@ -217,7 +217,7 @@ def h(tmp_path, monkeypatch):
 
 def advisory_body(frame):
     body = frame.json()
-    assert body["timestamp"] == M.rfc3339(T0 + frame.t)  # stamped by the (fake) clock
+    assert body["timestamp"] == gotime.rfc3339(T0 + frame.t)  # stamped by the (fake) clock
     assert len(body["id"]) == 22
     return {k: v for k, v in body.items() if k not in ("id", "timestamp")}, list(body)
 
@@ -230,7 +230,7 @@ def test_harness_clock_drives_stream_time(h):
     h.wait(1.5)
     h.stream("TS", 1)
     msg = h.api(b"$JS.API.STREAM.MSG.GET.TS", {"seq": 1})["message"]
-    assert msg["time"] == M.rfc3339(T0 + 1500 * MS)
+    assert msg["time"] == gotime.rfc3339(T0 + 1500 * MS)
 
 
 def test_ack_wait_redelivery_and_delivery_count(h):
@@ -622,7 +622,7 @@ def test_pause_until_then_resume(h):
     the message goes out and a PAUSE advisory says paused false."""
     h.stream("PZ", 1)
     h.consumer("PZ", "C", ack_policy="explicit")
-    until = M.rfc3339(T0 + 2 * SEC)
+    until = gotime.rfc3339(T0 + 2 * SEC)
     resp = h.api(b"$JS.API.CONSUMER.PAUSE.PZ.C", {"pause_until": until})
     assert resp == {"type": "io.nats.jetstream.api.v1.consumer_pause_response", "paused": True,
                     "pause_until": until, "pause_remaining": 2 * SEC}
@@ -652,7 +652,7 @@ def test_pause_in_config_at_create(h):
     announces the pause (a PAUSE advisory, paused true) and the resume."""
     h.stream("PC", 1)
     h.sub(b"dlv.pc")
-    until = M.rfc3339(T0 + 3 * SEC)
+    until = gotime.rfc3339(T0 + 3 * SEC)
     c = h.consumer("PC", "C", ack_policy="explicit", deliver_subject="dlv.pc", pause_until=until)
     assert (c["paused"], c["pause_remaining"], c["config"]["pause_until"]) == (True, 3 * SEC, until)
     h.advance_to(2.999)
@@ -668,7 +668,7 @@ def test_pause_in_config_at_create_advisories(h):
     (right after CONSUMER.CREATED), paused false at the resume."""
     h.stream("PD", 1)
     h.sub(b"dlv.pd")
-    until = M.rfc3339(T0 + 3 * SEC)
+    until = gotime.rfc3339(T0 + 3 * SEC)
     h.consumer("PD", "C", ack_policy="explicit", deliver_subject="dlv.pd", pause_until=until)
     h.advance_to(3)
     advs = h.advisories(b"CONSUMER.")

@@ -7,7 +7,8 @@ from twisted.internet.task import Clock
 
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
-from plugins.jetstream import models as M
+from plugins.jetstream import errors as E
+from plugins.jetstream import stream_config as SC
 from plugins.jetstream.stream import Stream, parse_ttl
 
 SEC = 1_000_000_000
@@ -17,7 +18,7 @@ T0 = 1_000 * SEC
 def make(body, store=None, clock=None):
     clock = clock or Clock()
     clock.advance(T0 / SEC)
-    cfg = M.fill_defaults(M.parse_stream_config(body, "S"))
+    cfg = SC.fill_defaults(SC.parse_stream_config(body, "S"))
     store = store or MemoryStore()
     ss = store.stream("S") or store.create_stream("S")
     return Stream(cfg, ss, 0, clock, now=lambda: int(round(clock.seconds() * SEC))), clock
@@ -58,14 +59,14 @@ def test_parse_ttl(text, secs):
 
 @pytest.mark.parametrize("text", [b"0", b"-1", b"abc", b"500ms", b"0s", b"", b"1x"])
 def test_parse_ttl_invalid(text):
-    with pytest.raises(M.ApiError) as e:
+    with pytest.raises(E.ApiError) as e:
         parse_ttl(text)
     assert e.value.err_code == 10165
 
 
 def test_ttl_refused_unless_allowed():
     s, _ = make(b'{"name":"S","subjects":["s"]}')
-    with pytest.raises(M.ApiError) as e:
+    with pytest.raises(E.ApiError) as e:
         s.accept(b"s", hdr((b"Nats-TTL", b"1s")), b"x")
     assert e.value.err_code == 10166
     assert s.store.state().msgs == 0
@@ -144,7 +145,7 @@ def test_interest_stream_without_consumers_numbers_but_keeps_nothing():
     assert s.accept(b"s.a", b"", b"x") == (1, False)
     assert s.accept(b"s.b", hdr((b"Nats-Msg-Id", b"1")), b"x") == (2, False)
     assert s.accept(b"s.b", hdr((b"Nats-Msg-Id", b"1")), b"x") == (2, True)
-    with pytest.raises(M.ApiError) as e:
+    with pytest.raises(E.ApiError) as e:
         s.accept(b"s.c", hdr((b"Nats-Expected-Last-Sequence", b"3")), b"x")
     assert e.value.description == "wrong last sequence: 2"
     st = s.store.state()

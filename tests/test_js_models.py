@@ -14,12 +14,21 @@ import json
 import pytest
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.godur import format_duration
+from natsbroker.subjects import subject_is_subset_match, subjects_collide
+from plugins.jetstream import api_models as AM
 from plugins.jetstream import errors as E
-from plugins.jetstream import models as M
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
+from plugins.jetstream import marshal
+from plugins.jetstream import stream_config as SC
+from plugins.jetstream import stream_models as SM
+from plugins.jetstream import subject_rules as SR
+from plugins.jetstream import versions
 
 V = dict(version="2.15.1", api_level=5)
-CREATED = M.parse_rfc3339("2026-01-02T03:04:05.123456789Z")
-TS = M.parse_rfc3339("2026-01-02T03:04:05.2Z")
+CREATED = gotime.parse_rfc3339("2026-01-02T03:04:05.123456789Z")
+TS = gotime.parse_rfc3339("2026-01-02T03:04:05.2Z")
 SERVER_NAME = "NSERVERNAME"
 
 
@@ -88,7 +97,6 @@ def test_error_table_is_consistent():
         assert 10000 < spec.err_code < 11000
         assert callable(getattr(E, spec.helper))
         assert getattr(E, spec.constant) is spec
-        assert getattr(M, spec.helper) is getattr(E, spec.helper)   # re-exported
 
 
 def test_error_templates():
@@ -140,9 +148,9 @@ def test_go_quote():
 # ---------------------------------------------------------------------------
 
 def test_go_json_dumps():
-    assert M.go_json_dumps({"a": "<&>", "b": [1, True, None], "c": "é\u2028\x00\x0b\n"}) == \
+    assert gojson.go_json_dumps({"a": "<&>", "b": [1, True, None], "c": "é\u2028\x00\x0b\n"}) == \
         '{"a":"\\u003c\\u0026\\u003e","b":[1,true,null],"c":"é\\u2028\\u0000\\u000b\\n"}'
-    assert M.go_json_dumps({"x": "\ud800"}) == '{"x":"\ufffd"}'
+    assert gojson.go_json_dumps({"x": "\ud800"}) == '{"x":"\ufffd"}'
 
 
 @pytest.mark.parametrize("ns, text", [
@@ -156,18 +164,18 @@ def test_go_json_dumps():
     (-1, "1969-12-31T23:59:59.999999999Z"),
 ])
 def test_rfc3339(ns, text):
-    assert M.rfc3339(ns) == text
-    assert M.parse_rfc3339(text) == (ns or 0)
+    assert gotime.rfc3339(ns) == text
+    assert gotime.parse_rfc3339(text) == (ns or 0)
 
 
 def test_rfc3339_offsets_and_parsing():
-    ns = M.parse_rfc3339("2020-01-01T00:00:00.5-01:30")
-    assert ns == M.parse_rfc3339("2020-01-01T01:30:00.5Z")
-    assert M.rfc3339(ns, offset=-5400) == "2020-01-01T00:00:00.5-01:30"
-    assert M.rfc3339(0, zero_is_unset=False) == "1970-01-01T00:00:00Z"
-    assert M.parse_rfc3339("2020-01-01T1:00:00,25+00:00") == M.parse_rfc3339("2020-01-01T01:00:00.25Z")
-    assert M.parse_rfc3339("2020-01-01T00:00:00.1234567891234Z") % 10**9 == 123456789
-    assert M.parse_rfc3339("0001-01-01T00:00:00Z") == 0
+    ns = gotime.parse_rfc3339("2020-01-01T00:00:00.5-01:30")
+    assert ns == gotime.parse_rfc3339("2020-01-01T01:30:00.5Z")
+    assert gotime.rfc3339(ns, offset=-5400) == "2020-01-01T00:00:00.5-01:30"
+    assert gotime.rfc3339(0, zero_is_unset=False) == "1970-01-01T00:00:00Z"
+    assert gotime.parse_rfc3339("2020-01-01T1:00:00,25+00:00") == gotime.parse_rfc3339("2020-01-01T01:00:00.25Z")
+    assert gotime.parse_rfc3339("2020-01-01T00:00:00.1234567891234Z") % 10**9 == 123456789
+    assert gotime.parse_rfc3339("0001-01-01T00:00:00Z") == 0
 
 
 @pytest.mark.parametrize("text, message", [
@@ -188,20 +196,20 @@ def test_rfc3339_offsets_and_parsing():
 ])
 def test_rfc3339_go_parse_errors(text, message):
     with pytest.raises(ValueError) as info:
-        M.parse_rfc3339(text)
+        gotime.parse_rfc3339(text)
     assert str(info.value) == message
 
 
 def test_go_duration():
-    assert [M.go_duration(d) for d in (0, 120 * 10**9, 1500 * 10**6, 100 * 10**6, 3723 * 10**9, 1500)] == \
+    assert [format_duration(d) for d in (0, 120 * 10**9, 1500 * 10**6, 100 * 10**6, 3723 * 10**9, 1500)] == \
         ["0s", "2m0s", "1.5s", "100ms", "1h2m3s", "1.5µs"]
 
 
 def test_is_empty_request():
     for raw in (b"", None, b"{}", b"null", b"5", b"[]", b" {} "):
-        assert M.is_empty_request(raw)
+        assert gojson.is_empty_request(raw)
     for raw in (b"{bad", b'{"x":1}', b"{} x"):
-        assert not M.is_empty_request(raw)
+        assert not gojson.is_empty_request(raw)
 
 
 # ---------------------------------------------------------------------------
@@ -214,17 +222,17 @@ def test_is_empty_request():
     ("*", "$JS.>", False), ("*.>", "$JS.>", True), ("a.*.c", "a.>", True), ("a.*", "a.*.*", False),
 ])
 def test_subjects_collide(a, b, collide):
-    assert M.subjects_collide(a, b) is collide
-    assert M.subjects_collide(b, a) is collide
+    assert subjects_collide(a, b) is collide
+    assert subjects_collide(b, a) is collide
 
 
 def test_subject_rules():
-    assert M.subject_is_valid("a.*b") and M.subject_is_valid("a.b>") and M.subject_is_valid(">")
-    assert not M.subject_is_valid("a..b") and not M.subject_is_valid("a.>.b") and not M.subject_is_valid("a b")
-    assert M.subject_is_subset_match("$JS.EVENT.x", "$JS.EVENT.>")
-    assert not M.subject_is_subset_match("$JS.*", "$JS.EVENT.>")
-    assert M.subjects_overlap(["a.b", "x"], ["y", "a.*"]) and not M.subjects_overlap(["a"], ["b"])
-    assert M.is_valid_name("KV_b-1") and M.is_valid_name("Ä") and not M.is_valid_name("a/b")
+    assert SR.subject_is_valid("a.*b") and SR.subject_is_valid("a.b>") and SR.subject_is_valid(">")
+    assert not SR.subject_is_valid("a..b") and not SR.subject_is_valid("a.>.b") and not SR.subject_is_valid("a b")
+    assert subject_is_subset_match("$JS.EVENT.x", "$JS.EVENT.>")
+    assert not subject_is_subset_match("$JS.*", "$JS.EVENT.>")
+    assert SR.subjects_overlap(["a.b", "x"], ["y", "a.*"]) and not SR.subjects_overlap(["a"], ["b"])
+    assert SR.is_valid_name("KV_b-1") and SR.is_valid_name("Ä") and not SR.is_valid_name("a/b")
 
 
 # ---------------------------------------------------------------------------
@@ -233,8 +241,8 @@ def test_subject_rules():
 
 def _create(body, name, existing=None):
     existing = existing or {}
-    cfg = M.fill_defaults(M.parse_stream_config(body, name), lookup=existing.get)
-    M.check_create(cfg)
+    cfg = SC.fill_defaults(SC.parse_stream_config(body, name), lookup=existing.get)
+    SC.check_create(cfg)
     return cfg
 
 
@@ -245,22 +253,22 @@ def test_fill_defaults_minimal():
     assert (cfg.max_msgs, cfg.max_bytes, cfg.max_msgs_per_subject, cfg.max_msg_size, cfg.max_consumers) == \
         (-1, -1, -1, -1, -1)
     assert cfg.max_age == 0 and cfg.num_replicas == 1
-    assert cfg.duplicate_window == M.DEFAULT_DUPLICATE_WINDOW == 120_000_000_000
-    assert cfg.consumer_limits == M.StreamConsumerLimits()
+    assert cfg.duplicate_window == SM.DEFAULT_DUPLICATE_WINDOW == 120_000_000_000
+    assert cfg.consumer_limits == SM.StreamConsumerLimits()
     assert cfg.metadata == {"_nats.req.level": "0"}
     assert cfg.persist_mode == "default"
 
 
 def test_config_json_defaults_with_our_version():
     cfg = _create(b'{"name":"A"}', "A")
-    out = M.stream_config_json(cfg)
+    out = SM.stream_config_json(cfg)
     expected = dict(DEFAULT_CONFIG_A)
-    expected["metadata"] = {"_nats.level": str(M.API_LEVEL), "_nats.req.level": "0",
+    expected["metadata"] = {"_nats.level": str(versions.API_LEVEL), "_nats.req.level": "0",
                             "_nats.ver": COMPAT_VERSION}
     assert json.dumps(out) == json.dumps(expected)          # same keys, same order
-    assert M.SERVER_VERSION == COMPAT_VERSION == "2.12.0" and M.API_LEVEL == 2
-    assert M.stream_config_json(cfg, **V) == DEFAULT_CONFIG_A
-    stored = M.stream_config_json(cfg, dynamic=False)
+    assert versions.SERVER_VERSION == COMPAT_VERSION == "2.12.0" and versions.API_LEVEL == 2
+    assert SM.stream_config_json(cfg, **V) == DEFAULT_CONFIG_A
+    stored = SM.stream_config_json(cfg, dynamic=False)
     assert stored["metadata"] == {"_nats.req.level": "0"}
 
 
@@ -284,29 +292,29 @@ def test_stored_config_round_trip():
     body = REPLIES["full"][1].encode()
     cfg = _create(body, "F")
     for dynamic in (True, False):
-        raw = M.go_json_dumps(M.stream_config_json(cfg, dynamic=dynamic)).encode()
-        again = M.fill_defaults(M.parse_stream_config(raw))
+        raw = gojson.go_json_dumps(SM.stream_config_json(cfg, dynamic=dynamic)).encode()
+        again = SC.fill_defaults(SC.parse_stream_config(raw))
         assert again == cfg
-        assert M.stream_config_json(again) == M.stream_config_json(cfg)
+        assert SM.stream_config_json(again) == SM.stream_config_json(cfg)
 
 
 def test_pedantic_is_not_config():
     cfg = _create(b'{"name":"A","pedantic":true}', "A")
     assert cfg.pedantic is True
     assert cfg == _create(b'{"name":"A"}', "A")
-    assert "pedantic" not in M.stream_config_json(cfg)
+    assert "pedantic" not in SM.stream_config_json(cfg)
 
 
 def test_cattrs_round_trip():
     cfg = _create(REPLIES["sources"][1].encode(), "SRC", {"F": _create(REPLIES["full"][1].encode(), "F"),
                                                            "S1": _create(b'{"name":"S1"}', "S1")})
-    info = M.StreamInfo(config=cfg, created=CREATED, state=M.StreamState(messages=3, first_seq=1, last_seq=3,
-                                                                         first_ts=CREATED, last_ts=TS),
-                        ts=TS, sources=[M.StreamSourceInfo(name="F", filter_subject="f.>")])
-    plain = M.converter.unstructure(info)
+    info = SM.StreamInfo(config=cfg, created=CREATED, state=SM.StreamState(messages=3, first_seq=1, last_seq=3,
+                                                                           first_ts=CREATED, last_ts=TS),
+                         ts=TS, sources=[SM.StreamSourceInfo(name="F", filter_subject="f.>")])
+    plain = marshal.converter.unstructure(info)
     assert plain["state"]["first_ts"] == "2026-01-02T03:04:05.123456789Z"
     assert plain["config"]["sources"][1]["opt_start_time"] == "2020-01-01T00:00:00.5+02:00"
-    back = M.converter.structure(json.loads(json.dumps(plain)), M.StreamInfo)
+    back = marshal.converter.structure(json.loads(json.dumps(plain)), SM.StreamInfo)
     assert back.config == cfg and back.state == info.state and back.created == CREATED
     assert back.sources == info.sources
 
@@ -335,110 +343,110 @@ def test_create_reply(key, name):
     subject, body, reply = REPLIES[key]
     assert subject == "STREAM.CREATE." + name
     cfg = _create(body.encode(), name, streams)
-    state = M.StreamState(first_seq=10, last_seq=9) if name == "F" else M.StreamState()
+    state = SM.StreamState(first_seq=10, last_seq=9) if name == "F" else SM.StreamState()
     extra = {}
     if name == "SRC":
-        extra["sources"] = [M.StreamSourceInfo(name="F", filter_subject="f.>"), M.StreamSourceInfo(name="S1")]
+        extra["sources"] = [SM.StreamSourceInfo(name="F", filter_subject="f.>"), SM.StreamSourceInfo(name="S1")]
     if name == "MIR":
-        extra["mirror"] = M.StreamSourceInfo(name="F")
+        extra["mirror"] = SM.StreamSourceInfo(name="F")
         assert cfg.mirror_direct is True          # inherited from F's allow_direct
     # Creating again with the same config answers like a first create (did_create true).
     assert cfg == streams[name]
-    resp = M.StreamCreateResponse(info=M.StreamInfo(config=cfg, created=CREATED, state=state, ts=TS, **extra),
-                                  did_create=True)
-    assert M.response_json(resp, **V).decode() == reply
+    resp = AM.StreamCreateResponse(info=SM.StreamInfo(config=cfg, created=CREATED, state=state, ts=TS, **extra),
+                                   did_create=True)
+    assert marshal.response_json(resp, **V).decode() == reply
 
 
 def test_info_reply():
     cfg = _streams()["F"]
-    resp = M.StreamInfoResponse(info=M.StreamInfo(config=cfg, created=CREATED, state=M.StreamState(first_seq=10, last_seq=9),
-                                                  cluster=M.ClusterInfo(leader=SERVER_NAME), ts=TS))
-    assert M.response_json(resp, **V).decode() == REPLIES["info_full"][2]
+    resp = AM.StreamInfoResponse(info=SM.StreamInfo(config=cfg, created=CREATED, state=SM.StreamState(first_seq=10, last_seq=9),
+                                                    cluster=SM.ClusterInfo(leader=SERVER_NAME), ts=TS))
+    assert marshal.response_json(resp, **V).decode() == REPLIES["info_full"][2]
     # The helper for the same thing.
-    info = M.stream_info_json(cfg, CREATED, {"first_seq": 10, "last_seq": 9}, cluster_leader=SERVER_NAME, ts=TS, **V)
+    info = SM.stream_info_json(cfg, CREATED, {"first_seq": 10, "last_seq": 9}, cluster_leader=SERVER_NAME, ts=TS, **V)
     expected = json.loads(REPLIES["info_full"][2])
     for k in ("type", "total", "offset", "limit"):
         del expected[k]
-    assert M.go_json_dumps(info) == M.go_json_dumps(expected)
+    assert gojson.go_json_dumps(info) == gojson.go_json_dumps(expected)
 
 
 def test_seal_update_reply():
     old = _streams()["LIM"]
     _, body, reply = REPLIES["seal"]
-    new = M.check_update(old, M.fill_defaults(M.parse_stream_config(body.encode(), "LIM", update=True)))
+    new = SC.check_update(old, SC.fill_defaults(SC.parse_stream_config(body.encode(), "LIM", update=True)))
     assert (new.sealed, new.max_age, new.discard, new.deny_delete, new.deny_purge) == (True, 0, "new", True, True)
     assert new.duplicate_window == 30_000_000_000          # clamped to max_age at creation, kept
-    resp = M.StreamUpdateResponse(info=M.StreamInfo(config=new, created=CREATED, state=M.StreamState(), ts=TS))
-    assert M.response_json(resp, **V).decode() == reply
+    resp = AM.StreamUpdateResponse(info=SM.StreamInfo(config=new, created=CREATED, state=SM.StreamState(), ts=TS))
+    assert marshal.response_json(resp, **V).decode() == reply
 
 
 @pytest.mark.parametrize("key, resp", [
-    ("create_different", M.StreamCreateResponse(error=M.ApiErrorBody.of(E.stream_name_exist()))),
-    ("overlap", M.StreamCreateResponse(error=M.ApiErrorBody.of(E.stream_subject_overlap()))),
-    ("info_missing", M.StreamInfoResponse(error=M.ApiErrorBody.of(E.stream_not_found()))),
-    ("update_missing", M.StreamUpdateResponse(error=M.ApiErrorBody.of(E.stream_not_found()))),
-    ("delete_missing", M.StreamDeleteResponse(error=M.ApiErrorBody.of(E.stream_not_found()))),
-    ("delete_not_empty", M.StreamDeleteResponse(error=M.ApiErrorBody.of(E.not_empty_request()))),
-    ("purge_deny", M.StreamPurgeResponse(error=M.ApiErrorBody.of(E.stream_purge_not_permitted()))),
-    ("purge_bad", M.StreamPurgeResponse(error=M.ApiErrorBody.of(E.bad_request()))),
-    ("msg_delete_deny", M.StreamMsgDeleteResponse(error=M.ApiErrorBody.of(E.stream_msg_delete_not_permitted()))),
-    ("stepdown", M.SuccessResponse(type=M.TYPE_STREAM_LEADER_STEPDOWN, error=M.ApiErrorBody.of(E.not_clustered()))),
-    ("peer_remove", M.SuccessResponse(type=M.TYPE_STREAM_REMOVE_PEER, error=M.ApiErrorBody.of(E.not_clustered()))),
-    ("names_empty_page", M.StreamNamesResponse(total=10, offset=10, limit=M.JS_API_NAMES_LIMIT)),
-    ("get_missing", M.StreamMsgGetResponse(error=M.ApiErrorBody.of(E.no_message_found()))),
-    ("get_bad", M.StreamMsgGetResponse(error=M.ApiErrorBody.of(E.bad_request()))),
+    ("create_different", AM.StreamCreateResponse(error=SM.ApiErrorBody.of(E.stream_name_exist()))),
+    ("overlap", AM.StreamCreateResponse(error=SM.ApiErrorBody.of(E.stream_subject_overlap()))),
+    ("info_missing", AM.StreamInfoResponse(error=SM.ApiErrorBody.of(E.stream_not_found()))),
+    ("update_missing", AM.StreamUpdateResponse(error=SM.ApiErrorBody.of(E.stream_not_found()))),
+    ("delete_missing", AM.StreamDeleteResponse(error=SM.ApiErrorBody.of(E.stream_not_found()))),
+    ("delete_not_empty", AM.StreamDeleteResponse(error=SM.ApiErrorBody.of(E.not_empty_request()))),
+    ("purge_deny", AM.StreamPurgeResponse(error=SM.ApiErrorBody.of(E.stream_purge_not_permitted()))),
+    ("purge_bad", AM.StreamPurgeResponse(error=SM.ApiErrorBody.of(E.bad_request()))),
+    ("msg_delete_deny", AM.StreamMsgDeleteResponse(error=SM.ApiErrorBody.of(E.stream_msg_delete_not_permitted()))),
+    ("stepdown", AM.SuccessResponse(type=AM.TYPE_STREAM_LEADER_STEPDOWN, error=SM.ApiErrorBody.of(E.not_clustered()))),
+    ("peer_remove", AM.SuccessResponse(type=AM.TYPE_STREAM_REMOVE_PEER, error=SM.ApiErrorBody.of(E.not_clustered()))),
+    ("names_empty_page", AM.StreamNamesResponse(total=10, offset=10, limit=AM.JS_API_NAMES_LIMIT)),
+    ("get_missing", AM.StreamMsgGetResponse(error=SM.ApiErrorBody.of(E.no_message_found()))),
+    ("get_bad", AM.StreamMsgGetResponse(error=SM.ApiErrorBody.of(E.bad_request()))),
 ])
 def test_other_replies(key, resp):
-    assert M.response_json(resp).decode() == REPLIES[key][2]
+    assert marshal.response_json(resp).decode() == REPLIES[key][2]
 
 
 def test_account_info_reply():
     seen = json.loads(REPLIES["account_info"][2])
-    info = M.AccountInfo(reserved_memory=100000, reserved_storage=1048576, streams=10,
-                         api=M.ApiStats(level=5, total=seen["api"]["total"], errors=seen["api"]["errors"]))
-    assert M.response_json(info).decode() == REPLIES["account_info"][2]
-    assert M.to_json(M.AccountInfo())["api"] == {"level": M.API_LEVEL, "total": 0, "errors": 0}
+    info = AM.AccountInfo(reserved_memory=100000, reserved_storage=1048576, streams=10,
+                          api=AM.ApiStats(level=5, total=seen["api"]["total"], errors=seen["api"]["errors"]))
+    assert marshal.response_json(info).decode() == REPLIES["account_info"][2]
+    assert marshal.to_json(AM.AccountInfo())["api"] == {"level": versions.API_LEVEL, "total": 0, "errors": 0}
 
 
 def test_list_replies_empty():
-    assert M.response_json(M.StreamNamesResponse(limit=1024)) == \
+    assert marshal.response_json(AM.StreamNamesResponse(limit=1024)) == \
         b'{"type":"io.nats.jetstream.api.v1.stream_names_response","total":0,"offset":0,"limit":1024,"streams":null}'
-    assert M.response_json(M.StreamListResponse(limit=256)) == \
+    assert marshal.response_json(AM.StreamListResponse(limit=256)) == \
         b'{"type":"io.nats.jetstream.api.v1.stream_list_response","total":0,"offset":0,"limit":256,"streams":[]}'
 
 
 def test_pub_acks():
-    assert M.pub_ack_json("P", 1).decode() == ACKS[0]
-    assert M.pub_ack_json("P", 2).decode() == ACKS[1]
-    assert M.pub_ack_json("P", 2, duplicate=True).decode() == ACKS[2]
-    assert M.pub_ack_json("P", 0, error=E.stream_wrong_last_sequence(2)).decode() == ACKS[3]
-    assert M.pub_ack_json("P", 0, error=E.store_max_msgs_exceeded()).decode() == ACKS[4]
+    assert AM.pub_ack_json("P", 1).decode() == ACKS[0]
+    assert AM.pub_ack_json("P", 2).decode() == ACKS[1]
+    assert AM.pub_ack_json("P", 2, duplicate=True).decode() == ACKS[2]
+    assert AM.pub_ack_json("P", 0, error=E.stream_wrong_last_sequence(2)).decode() == ACKS[3]
+    assert AM.pub_ack_json("P", 0, error=E.store_max_msgs_exceeded()).decode() == ACKS[4]
 
 
 def test_msg_get_message_shape():
-    msg = M.StoredMsg(subject="s.0", seq=1, data="aGVsbG8=", time=M.parse_rfc3339("2026-11-22T07:29:25.607665251Z"))
-    assert M.go_json_dumps(M.to_json(M.StreamMsgGetResponse(message=msg))) == (
+    msg = AM.StoredMsg(subject="s.0", seq=1, data="aGVsbG8=", time=gotime.parse_rfc3339("2026-11-22T07:29:25.607665251Z"))
+    assert gojson.go_json_dumps(marshal.to_json(AM.StreamMsgGetResponse(message=msg))) == (
         '{"type":"io.nats.jetstream.api.v1.stream_msg_get_response","message":{"subject":"s.0","seq":1,'
         '"data":"aGVsbG8=","time":"2026-11-22T07:29:25.607665251Z"}}')
 
 
 @pytest.mark.parametrize("key, cls", [
-    ("msg_get_type", M.MsgGetRequest), ("msg_get_time", M.MsgGetRequest), ("purge_type", M.StreamPurgeRequest),
-    ("purge_unknown", M.StreamPurgeRequest), ("names_type", M.StreamNamesRequest), ("list_type", M.StreamListRequest),
-    ("info_type", M.StreamInfoRequest), ("msg_delete_type", M.MsgDeleteRequest), ("purge_array", M.StreamPurgeRequest),
+    ("msg_get_type", AM.MsgGetRequest), ("msg_get_time", AM.MsgGetRequest), ("purge_type", AM.StreamPurgeRequest),
+    ("purge_unknown", AM.StreamPurgeRequest), ("names_type", AM.StreamNamesRequest), ("list_type", AM.StreamListRequest),
+    ("info_type", AM.StreamInfoRequest), ("msg_delete_type", AM.MsgDeleteRequest), ("purge_array", AM.StreamPurgeRequest),
 ])
 def test_request_decode_errors(key, cls):
     _, body, reply = REPLIES[key]
     with pytest.raises(E.ApiError) as info:
-        M.decode_request(body.encode(), cls)
+        marshal.decode_request(body.encode(), cls)
     assert info.value.to_json() == json.loads(reply)["error"]
 
 
 def test_request_decode_values():
-    req = M.decode_request(b'{"seq":5,"last_by_subj":"a.b","start_time":"2020-01-01T00:00:00Z"}', M.MsgGetRequest)
+    req = marshal.decode_request(b'{"seq":5,"last_by_subj":"a.b","start_time":"2020-01-01T00:00:00Z"}', AM.MsgGetRequest)
     assert (req.seq, req.last_by_subj, req.start_time) == (5, "a.b", "2020-01-01T00:00:00Z")
-    assert M.decode_request(b"", M.StreamPurgeRequest) == M.StreamPurgeRequest()
-    assert M.decode_request(b'{"filter":"a.>","keep":2}', M.StreamPurgeRequest) == M.StreamPurgeRequest("a.>", 0, 2)
+    assert marshal.decode_request(b"", AM.StreamPurgeRequest) == AM.StreamPurgeRequest()
+    assert marshal.decode_request(b'{"filter":"a.>","keep":2}', AM.StreamPurgeRequest) == AM.StreamPurgeRequest("a.>", 0, 2)
 
 
 # ---------------------------------------------------------------------------
@@ -462,13 +470,13 @@ def test_create_case(create_case):
     try:
         cfg = _create(body, name, existing)
         for other in existing.values():
-            if M.subjects_overlap(cfg.subjects, other.subjects):
+            if SR.subjects_overlap(cfg.subjects, other.subjects):
                 raise E.stream_subject_overlap()
     except E.ApiError as e:
         assert (e.code, e.err_code, e.description) == expected
         return
     assert expected[0] == "config", "accepted, nats-server said %r" % (expected,)
-    out = M.stream_config_json(cfg, **V)
+    out = SM.stream_config_json(cfg, **V)
     base = dict(DEFAULT_CONFIG_A, name=name, subjects=[name])
     assert _config_diff(out, base) == expected[1]
     order = [k for k in FIELD_ORDER if k in out]
@@ -508,17 +516,17 @@ def test_name_length():
 
 def test_check_resources():
     def cfg(**kw):
-        return M.fill_defaults(M.StreamConfig(name="A", **kw))
-    M.check_resources(cfg(max_bytes=100), max_storage=100)
+        return SC.fill_defaults(SM.StreamConfig(name="A", **kw))
+    SC.check_resources(cfg(max_bytes=100), max_storage=100)
     with pytest.raises(E.ApiError) as info:
-        M.check_resources(cfg(max_bytes=100), max_storage=100, reserved_storage=1)
+        SC.check_resources(cfg(max_bytes=100), max_storage=100, reserved_storage=1)
     assert info.value.to_json() == {"code": 500, "err_code": 10047,
                                     "description": "insufficient storage resources available"}
     with pytest.raises(E.ApiError) as info:
-        M.check_resources(cfg(storage="memory"), max_memory=10, reserved_memory=10)   # unlimited counts 1 byte
+        SC.check_resources(cfg(storage="memory"), max_memory=10, reserved_memory=10)   # unlimited counts 1 byte
     assert info.value.to_json() == {"code": 500, "err_code": 10028,
                                     "description": "insufficient memory resources available"}
-    M.check_resources(cfg(max_bytes=10**15))          # no limits configured
+    SC.check_resources(cfg(max_bytes=10**15))          # no limits configured
 
 
 @pytest.mark.parametrize("body, description", [
@@ -535,24 +543,24 @@ def test_check_resources():
 ])
 def test_json_escape_errors(body, description):
     with pytest.raises(E.ApiError) as info:
-        M.parse_stream_config(body, "A")
+        SC.parse_stream_config(body, "A")
     assert info.value.description == "invalid JSON: " + description
 
 
 def test_json_decoding_values():
-    cfg = M.parse_stream_config(b'{"name":"A","description":"\\ud800\\udc00x\\ud800\\ud800 \xff"}', "A")
+    cfg = SC.parse_stream_config(b'{"name":"A","description":"\\ud800\\udc00x\\ud800\\ud800 \xff"}', "A")
     assert cfg.description == "\U00010000x\ufffd\ufffd \ufffd"
-    cfg = M.parse_stream_config(b'{"name":"A","max_msgs":5} {"MAX_BYTES":7,"metadata":{"a":"1"}} '
-                                b'{"metadata":{"b":"2"},"subjects":["x"]} null', "A")
+    cfg = SC.parse_stream_config(b'{"name":"A","max_msgs":5} {"MAX_BYTES":7,"metadata":{"a":"1"}} '
+                                 b'{"metadata":{"b":"2"},"subjects":["x"]} null', "A")
     assert (cfg.max_msgs, cfg.max_bytes, cfg.metadata, cfg.subjects) == (5, 7, {"a": "1", "b": "2"}, ["x"])
-    assert not M.is_empty_request(b"NaN")
+    assert not gojson.is_empty_request(b"NaN")
 
 
 def test_parse_without_subject_name_only_decodes():
-    cfg = M.parse_stream_config(b'{"name":"A","sealed":true,"mirror_direct":true}')
+    cfg = SC.parse_stream_config(b'{"name":"A","sealed":true,"mirror_direct":true}')
     assert cfg.sealed and cfg.mirror_direct
     with pytest.raises(E.ApiError) as info:
-        M.parse_stream_config(b'{"name":"A","foo":1}')
+        SC.parse_stream_config(b'{"name":"A","foo":1}')
     assert info.value.description == 'invalid JSON: json: unknown field "foo"'
 
 
@@ -574,20 +582,20 @@ def test_update_sequence():
         streams[name] = _create(json.dumps(body).encode(), name, streams)
     for step, (name, body, expected) in enumerate(UPDATE_SEQUENCE):
         try:
-            cfg = M.parse_stream_config(body, name, update=True, lookup=streams.get)
+            cfg = SC.parse_stream_config(body, name, update=True, lookup=streams.get)
             old = streams.get(name)
             if old is None:
                 raise E.stream_not_found()
-            new = M.check_update(old, M.fill_defaults(cfg, lookup=streams.get))
+            new = SC.check_update(old, SC.fill_defaults(cfg, lookup=streams.get))
             for other in streams.values():
-                if other.name != name and M.subjects_overlap(new.subjects, other.subjects):
+                if other.name != name and SR.subjects_overlap(new.subjects, other.subjects):
                     raise E.stream_subject_overlap()
         except E.ApiError as e:
             assert (e.code, e.err_code, e.description) == expected, (step, body)
             continue
         assert expected[0] == "config", (step, body, expected)
         streams[name] = new
-        out = M.stream_config_json(new, **V)
+        out = SM.stream_config_json(new, **V)
         base = dict(DEFAULT_CONFIG_A, name=name, subjects=[name])
         assert _config_diff(out, base) == expected[1], (step, body)
 
@@ -598,7 +606,7 @@ def test_update_rules_directly():
     def update(**changes):
         body = dict(name="S", subjects=["s"], deny_delete=True, allow_msg_ttl=True)
         body.update(changes)
-        return M.check_update(old, _create(json.dumps(body).encode(), "S"))
+        return SC.check_update(old, _create(json.dumps(body).encode(), "S"))
 
     assert update(max_msgs=5, description="d", retention="interest").max_msgs == 5
     for changes, text in [
@@ -613,11 +621,11 @@ def test_update_rules_directly():
         assert info.value.to_json() == {"code": 500, "err_code": 10052, "description": text}
     renamed = _create(b'{"name":"T","subjects":["s"]}', "T")
     with pytest.raises(E.ApiError) as info:
-        M.check_update(old, renamed)
+        SC.check_update(old, renamed)
     assert info.value.description == "stream configuration name must match original"
     with pytest.raises(E.ApiError) as info:
-        M.check_update(old, M.fill_defaults(M.StreamConfig(name="S", subjects=["s"], num_replicas=3,
-                                                           deny_delete=True, allow_msg_ttl=True)))
+        SC.check_update(old, SC.fill_defaults(SM.StreamConfig(name="S", subjects=["s"], num_replicas=3,
+                                                              deny_delete=True, allow_msg_ttl=True)))
     assert info.value.err_code == 10074
 
 

@@ -14,8 +14,9 @@ import pytest
 from twisted.internet.task import Clock
 
 from natsbroker.store.memory import MemoryStore
-from plugins.jetstream import models as M
+from plugins.jetstream import gotime
 from plugins.jetstream import schedules as S
+from plugins.jetstream import stream_config as SC
 from plugins.jetstream.stream import Stream
 from tests.support.servers import ServerProcess
 from tests.test_js_counters import both, norm
@@ -201,7 +202,7 @@ def make(store=None, clock=None, body=b'{"name":"S","subjects":["s.>","t.>"],'
     if clock is None:
         clock = Clock()
         clock.advance(T0)
-    cfg = M.fill_defaults(M.parse_stream_config(body, "S"))
+    cfg = SC.fill_defaults(SC.parse_stream_config(body, "S"))
     store = store or MemoryStore()
     ss = store.stream("S") or store.create_stream("S")
     return Stream(cfg, ss, 0, clock, now=lambda: int(round(clock.seconds() * SEC))), clock, store
@@ -375,10 +376,10 @@ def test_restart_after_a_missed_time_fires_once():
     ("@weekly", None, "2023-11-14T22:13:20Z", "2023-11-19T00:00:00Z"),
 ])
 def test_cron_next(pattern, tz, start, want):
-    ts = M.parse_rfc3339(start)
+    ts = gotime.parse_rfc3339(start)
     got, _, repeat = S.next_fire(pattern, tz, ts, ts)
     assert repeat
-    assert M.rfc3339(got) == want
+    assert gotime.rfc3339(got) == want
 
 
 @pytest.mark.parametrize("pattern", ["0 0 0 31 2 *", "60 * * * * *", "* * * * *", "1-2-3 * * * * *",

@@ -768,10 +768,11 @@ class _HugeStore:
 def test_snapshot_streams_without_loading_the_stream(monkeypatch):
     from types import SimpleNamespace
 
-    from plugins.jetstream import models as M
     from plugins.jetstream import snapshot
+    from plugins.jetstream import stream_config as SC
+    from plugins.jetstream import stream_models as SM
 
-    cfg = M.fill_defaults(M.StreamConfig(name="BIG"))
+    cfg = SC.fill_defaults(SM.StreamConfig(name="BIG"))
     stream = SimpleNamespace(name="BIG", config=cfg, created=1, consumers={}, store=_HugeStore())
     js = SimpleNamespace(broker=SimpleNamespace(reactor=None), streams={"BIG": stream})
     monkeypatch.setattr(snapshot, "_state_json", lambda s: {})

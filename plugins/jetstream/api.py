@@ -11,14 +11,22 @@ import json
 
 from twisted.logger import Logger
 
+from plugins.jetstream import api_models as AM
 from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_api
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import direct
 from plugins.jetstream import errors as E
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
 from plugins.jetstream import limits as L
-from plugins.jetstream import models as M
+from plugins.jetstream import marshal
 from plugins.jetstream import snapshot
+from plugins.jetstream import stream_config as SC
+from plugins.jetstream import stream_models as SM
+from plugins.jetstream import subject_rules as SR
+from plugins.jetstream import versions
+from plugins.jetstream.stream_state import stream_state
 
 log = Logger()
 
@@ -36,24 +44,24 @@ def pub_ack(stream, seq, duplicate, domain="", val=None, batch="", count=0):
     message, and the generic model encoder costs more than the store write.
     """
     if duplicate or domain or val is not None or batch:
-        return M.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain,
-                              val="" if val is None else str(val), batch=batch, count=count)
+        return AM.pub_ack_json(stream, seq, duplicate=duplicate, domain=domain,
+                               val="" if val is None else str(val), batch=batch, count=count)
     head = _ACK_HEADS.get(stream)
     if head is None:
-        full = M.pub_ack_json(stream, 1)
+        full = AM.pub_ack_json(stream, 1)
         head = _ACK_HEADS[stream] = full[:full.rindex(b"1}")]
     return head + b"%d}" % seq
 
 
 def pub_ack_error(stream, err):
-    return M.pub_ack_json(stream, 0, error=err)
+    return AM.pub_ack_json(stream, 0, error=err)
 
 
 def _req(raw, cls):
     """Decode a request body with nats-server's rules (and its error texts)."""
-    if M.is_empty_request(raw):
+    if gojson.is_empty_request(raw):
         return cls()
-    return M.decode_request(raw, cls)
+    return marshal.decode_request(raw, cls)
 
 
 _ACTIONS = {"stream_create_response": "create", "stream_update_response": "modify",
@@ -74,11 +82,11 @@ def handle(js, subject, reply, body, hdr=b""):
     js.api_total += 1
     try:
         if nargs is not None and len(args) < nargs:
-            raise M.bad_request()
+            raise E.bad_request()
         if hdr and handler not in _CLUSTER_ONLY and apilevel.refused(hdr):
             raise E.required_api_level()
         result = handler(js, args, body)
-    except M.ApiError as e:
+    except E.ApiError as e:
         if not (kind == "stream_msg_delete_response" and e.err_code in _STORE_DELETE_ERRORS):
             js.api_errors += 1
         resp = {"type": TYPE % kind, "error": e.to_json()}
@@ -103,7 +111,7 @@ def handle(js, subject, reply, body, hdr=b""):
     deferred_reply = result.pop("_after_commit", False)
     resp = {"type": TYPE % kind}
     resp.update(result)
-    payload = M.go_json_dumps(resp).encode()
+    payload = gojson.go_json_dumps(resp).encode()
     if deferred_reply:
         js.reply_after_commit(reply, payload)
     elif reply:
@@ -163,7 +171,7 @@ def not_enabled(subject, body):
         if first is not None and first(args, body) is False:
             return None
         raise E.not_enabled_for_account()
-    except M.ApiError as e:
+    except E.ApiError as e:
         resp = {"type": TYPE % kind, "error": e.to_json()}
         resp.update(_ERROR_EXTRAS.get(kind, {}))
         return resp
@@ -182,12 +190,12 @@ def _consumer_request_first(legacy):
 
 
 def _empty_request_first(args, body):
-    if not M.is_empty_request(body):
+    if not gojson.is_empty_request(body):
         raise E.not_empty_request()
 
 
 def _pause_request_first(args, body):
-    if not M.is_empty_request(body):
+    if not gojson.is_empty_request(body):
         CM.parse_pause_request(body)
 
 
@@ -220,7 +228,7 @@ _ERROR_EXTRAS = {
     "stream_purge_response": {"purged": 0},
     "consumer_names_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
     "consumer_list_response": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
-    "consumer_pause_response": {"paused": False, "pause_until": M.ZERO_TIME},
+    "consumer_pause_response": {"paused": False, "pause_until": gotime.ZERO_TIME},
     **snapshot.ERROR_EXTRAS,
 }
 
@@ -241,7 +249,7 @@ def account_info(js, args, body):
         "limits": L.limits_json(L.NO_TIER if tiered else js.limits),
         **({"domain": js.js.domain} if js.js.domain else {}),
         # The total nats-server reports does not include this request yet.
-        "api": {"level": M.API_LEVEL, "total": js.api_total - 1, "errors": js.api_errors},
+        "api": {"level": versions.API_LEVEL, "total": js.api_total - 1, "errors": js.api_errors},
     }
     if tiered:
         out["tiers"] = _tiers(js, rmem, rsto)
@@ -294,7 +302,7 @@ def _stream(js, name):
         why = js.offline.get(name)
         if why is not None:
             raise E.stream_offline_reason(why)
-        raise M.stream_not_found()
+        raise E.stream_not_found()
     return s
 
 
@@ -318,8 +326,8 @@ def _names_storage(body):
 
 def _check_overlap(js, cfg, skip=None):
     for other in js.streams.values():
-        if other.name != skip and M.subjects_overlap(cfg.subjects, other.config.subjects):
-            raise M.stream_subject_overlap()
+        if other.name != skip and SR.subjects_overlap(cfg.subjects, other.config.subjects):
+            raise E.stream_subject_overlap()
 
 
 def stream_create(js, args, body):
@@ -328,15 +336,15 @@ def stream_create(js, args, body):
     # (the account's max bytes rules among them), clustering, name in use,
     # resources, subject overlap.
     name = args[0]
-    raw = M.parse_stream_config(body, name)
+    raw = SC.parse_stream_config(body, name)
     L.precheck_create(js, raw, _names_storage(body))
-    cfg = M.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits)
-    M.check_create(cfg)
+    cfg = SC.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits)
+    SC.check_create(cfg)
     existing = js.streams.get(name)
     if existing is not None:
-        if M.stream_config_json(existing.config) == M.stream_config_json(cfg):
+        if SM.stream_config_json(existing.config) == SM.stream_config_json(cfg):
             return _info(js, existing, did_create=True)
-        raise M.stream_name_exist()
+        raise E.stream_name_exist()
     if name in js.offline:
         raise E.stream_offline_reason(js.offline[name])
     L.check_create(js, cfg)
@@ -349,9 +357,9 @@ def stream_create(js, args, body):
 
 def stream_update(js, args, body):
     name = args[0]
-    cfg = M.parse_stream_config(body, name, update=True, account_limits=js.limits)
+    cfg = SC.parse_stream_config(body, name, update=True, account_limits=js.limits)
     stream = _stream(js, name)
-    cfg = M.check_update(stream.config, M.fill_defaults(cfg, lookup=_lookup(js)))
+    cfg = SC.check_update(stream.config, SC.fill_defaults(cfg, lookup=_lookup(js)))
     L.check_update(js, stream.config, cfg)
     _check_overlap(js, cfg, skip=name)
     js.update_stream(stream, cfg)
@@ -360,26 +368,10 @@ def stream_update(js, args, body):
     return out
 
 
-def _state(stream, subjects_filter=None, deleted_details=False):
-    st = stream.store.state()
-    state = M.StreamState(messages=st.msgs, bytes=st.bytes, first_seq=st.first_seq,
-                          first_ts=st.first_ts, last_seq=st.last_seq, last_ts=st.last_ts,
-                          num_subjects=st.num_subjects, num_deleted=st.num_deleted,
-                          consumer_count=len(stream.consumers))
-    if deleted_details and st.num_deleted:
-        state.deleted = stream.store.deleted()
-    if st.lost is not None:
-        state.lost = M.LostStreamData(msgs=list(st.lost[0]) or None, bytes=st.lost[1])
-    if subjects_filter:
-        counts = stream.store.subject_counts(subjects_filter.encode())
-        state.subjects = {k.decode(errors="replace"): v for k, v in counts.items()} or None
-    return state
-
-
 def _page_subjects(subjects, offset):
     """nats-server pages subject details through a sorted key list, at most
     JSMaxSubjectDetails a request."""
-    limit = M.JS_MAX_SUBJECTS_DETAILS
+    limit = AM.JS_MAX_SUBJECTS_DETAILS
     if offset <= 0 and len(subjects) <= limit:
         return subjects
     keys = sorted(subjects)[offset:offset + limit]
@@ -390,8 +382,8 @@ def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
           deleted_details=False):
     mirror, sources = js.sourcing.info(stream)
     # A create's reply has no domain in nats-server (every other info has).
-    info = M.stream_info_json(
-        stream.config, stream.created, _state(stream, subjects_filter, deleted_details),
+    info = SM.stream_info_json(
+        stream.config, stream.created, stream_state(stream, subjects_filter, deleted_details),
         cluster_leader=js.broker.server_name if leader else None,
         domain="" if did_create else js.js.domain, mirror=mirror, sources=sources)
     out = dict(info)
@@ -401,7 +393,7 @@ def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
 
 
 def stream_info(js, args, body):
-    req = _req(body, M.StreamInfoRequest)
+    req = _req(body, AM.StreamInfoRequest)
     stream = _stream(js, args[0])
     filt = req.subjects_filter
     info = _info(js, stream, leader=True, subjects_filter=filt,
@@ -413,7 +405,7 @@ def stream_info(js, args, body):
         if info["state"]["subjects"] is None:
             del info["state"]["subjects"]
     out = {"total": len(subjects) if filt else 0, "offset": offset if filt else 0,
-           "limit": M.JS_MAX_SUBJECTS_DETAILS if filt else 0}
+           "limit": AM.JS_MAX_SUBJECTS_DETAILS if filt else 0}
     out.update(info)
     return out
 
@@ -428,14 +420,14 @@ def stream_delete(js, args, body):
 
 
 def stream_purge(js, args, body):
-    req = _req(body, M.StreamPurgeRequest)
+    req = _req(body, AM.StreamPurgeRequest)
     stream = _stream(js, args[0])
     if stream.config.sealed:
-        raise M.stream_sealed()
+        raise E.stream_sealed()
     if stream.config.deny_purge:
-        raise M.stream_purge_not_permitted()
+        raise E.stream_purge_not_permitted()
     if req.seq and req.keep:
-        raise M.bad_request()
+        raise E.bad_request()
     n = stream.purge("api", subject=req.filter.encode() if req.filter else None,
                      seq=req.seq or None, keep=req.keep or None)
     stream.forget_removed()
@@ -450,25 +442,25 @@ def _names(js, subject, offline=True):
         names.update(js.offline)  # their subjects are not known
     names = sorted(names)
     if subject:
-        names = [n for n in names if M.subjects_overlap(js.streams[n].config.subjects, [subject])]
+        names = [n for n in names if SR.subjects_overlap(js.streams[n].config.subjects, [subject])]
     return names
 
 
 def stream_names(js, args, body):
-    req = _req(body, M.StreamNamesRequest)
+    req = _req(body, AM.StreamNamesRequest)
     names = _names(js, req.subject)
     offset = max(req.offset or 0, 0)
-    page = names[offset:offset + M.JS_API_NAMES_LIMIT]
-    return {"total": len(names), "offset": offset, "limit": M.JS_API_NAMES_LIMIT,
+    page = names[offset:offset + AM.JS_API_NAMES_LIMIT]
+    return {"total": len(names), "offset": offset, "limit": AM.JS_API_NAMES_LIMIT,
             "streams": page or None}
 
 
 def stream_list(js, args, body):
-    req = _req(body, M.StreamListRequest)
+    req = _req(body, AM.StreamListRequest)
     names = _names(js, req.subject, offline=False)
     offset = max(req.offset or 0, 0)
-    page = names[offset:offset + M.JS_API_LIST_LIMIT]
-    out = {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
+    page = names[offset:offset + AM.JS_API_LIST_LIMIT]
+    out = {"total": len(names), "offset": offset, "limit": AM.JS_API_LIST_LIMIT,
            "streams": [_info(js, js.streams[n]) for n in page]}
     if js.offline and not offset:
         out["offline"] = dict(sorted(js.offline.items()))  # nats-server's field
@@ -481,7 +473,7 @@ def _msg_json(msg, no_hdr=False):
         out["hdrs"] = base64.b64encode(msg.hdr).decode()
     if msg.data:
         out["data"] = base64.b64encode(msg.data).decode()
-    out["time"] = M.rfc3339(msg.ts)
+    out["time"] = gotime.rfc3339(msg.ts)
     return out
 
 
@@ -496,9 +488,9 @@ def _find_msg(stream, req):
         if msg is None:
             _check_damage(stream, req.seq)
     else:
-        raise M.bad_request()
+        raise E.bad_request()
     if msg is None:
-        raise M.no_message_found()
+        raise E.no_message_found()
     return msg
 
 
@@ -513,7 +505,7 @@ def _last_msg(stream, subject):
         if hit is not None:
             raise _damage_error(stream, *hit)
     if msg is None:
-        raise M.no_message_found()
+        raise E.no_message_found()
     return msg
 
 
@@ -531,7 +523,7 @@ def _damage_error(stream, seq, why):
 
 
 def stream_msg_get(js, args, body):
-    req = _req(body, M.MsgGetRequest)
+    req = _req(body, AM.MsgGetRequest)
     stream = _stream(js, args[0])
     # nats-server's checks (jsMsgGetRequest): no batches here; seq,
     # last_by_subj and start_time exclude each other, next_by_subj filters
@@ -540,35 +532,35 @@ def stream_msg_get(js, args, body):
     if (req.batch > 0 or req.max_bytes > 0 or (seq and last)
             or not (seq or last or nxt or start is not None)
             or (start is not None and (seq or last)) or (last and nxt)):
-        raise M.bad_request()
+        raise E.bad_request()
     return {"message": _msg_json(_direct_msg(stream, req), no_hdr=req.no_hdr)}
 
 
 def stream_msg_delete(js, args, body):
-    req = _req(body, M.MsgDeleteRequest)
+    req = _req(body, AM.MsgDeleteRequest)
     stream = _stream(js, args[0])
     if stream.config.sealed:
-        raise M.stream_sealed()
+        raise E.stream_sealed()
     if stream.config.deny_delete:
-        raise M.stream_msg_delete_not_permitted()
+        raise E.stream_msg_delete_not_permitted()
     seq = req.seq or 0
     st = stream.store.state()
     if seq <= 0 or seq < st.first_seq:
-        raise M.msg_delete_not_found()
+        raise E.msg_delete_not_found()
     if seq > st.last_seq:
-        raise M.msg_delete_store_eof()
+        raise E.msg_delete_store_eof()
     if not stream.remove(seq, "api", erase=not req.no_erase):
-        raise M.sequence_not_found(seq)
+        raise E.sequence_not_found(seq)
     return {"success": True, "_after_commit": True}
 
 
 def stream_leader_stepdown(js, args, body):
     # A single server answers before looking the stream up, as nats-server does.
-    raise M.not_clustered()
+    raise E.not_clustered()
 
 
 def stream_peer_remove(js, args, body):
-    raise M.not_clustered()
+    raise E.not_clustered()
 
 
 # Answered "clustering required" (10010) before Nats-Required-Api-Level is read.
@@ -623,8 +615,8 @@ def direct_get(js, stream, subject, reply, body, hdr=b""):
         publish(reply, b"", headers=s.header)
     except direct.Damaged as d:
         publish(reply, b"", headers=_damage_status(_damage_error(stream, d.seq, d.why)))
-    except M.ApiError as e:
-        if e.err_code == M.no_message_found().err_code:
+    except E.ApiError as e:
+        if e.err_code == E.no_message_found().err_code:
             publish(reply, b"", headers=direct.NOT_FOUND)
         elif e.err_code == E.stream_store_failed("").err_code:
             publish(reply, b"", headers=_damage_status(e))
@@ -635,7 +627,7 @@ def direct_get(js, stream, subject, reply, body, hdr=b""):
 def _direct_msg(stream, req):
     req = direct.resolve_start(stream, req)
     if not (req.seq or req.next_by_subj or req.last_by_subj):
-        raise M.no_message_found()  # a start time on a stream never written to
+        raise E.no_message_found()  # a start time on a stream never written to
     return _find_msg(stream, req)
 
 

@@ -3,7 +3,7 @@
 nats-server 2.12+ reads this header on every ``$JS.API`` request, direct get,
 pull request (``CONSUMER.MSG.NEXT``) and batch message (atomic or fast).  When
 its value is not an integer (Go's ``strconv.Atoi``: optional sign, int64) or
-is above the server's API level (``models.API_LEVEL``) the request is refused:
+is above the server's API level (``versions.API_LEVEL``) the request is refused:
 
 * API requests: the response's ``error`` is 412/10185 "JetStream minimum api
   level required" (before anything else is checked, even the body's JSON),
@@ -20,7 +20,7 @@ asks for nothing.
 """
 
 from plugins.jetstream import headers as HB
-from plugins.jetstream import models as M
+from plugins.jetstream import versions
 
 H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
 STATUS_412 = b"NATS/1.0 412 Required Api Level\r\n\r\n"
@@ -69,7 +69,7 @@ def refused(hdr, level=None):
     if value is None:
         return False
     n = _atoi(value)
-    return n is None or n > (M.API_LEVEL if level is None else level)
+    return n is None or n > (versions.API_LEVEL if level is None else level)
 
 
 def strip(hdr):

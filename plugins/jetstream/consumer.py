@@ -24,7 +24,7 @@ from natsbroker.subjects import subject_matches
 from plugins.jetstream import consumer_api
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
-from plugins.jetstream import models as M
+from plugins.jetstream import gotime
 from plugins.jetstream import priority as P
 from plugins.jetstream.apilevel import slice_header
 
@@ -59,7 +59,7 @@ def _ns_time(value):
         return 0
     if isinstance(value, int):
         return value
-    return M.parse_rfc3339(value)
+    return gotime.parse_rfc3339(value)
 
 
 class WaitingRequest:

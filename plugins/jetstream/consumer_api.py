@@ -2,24 +2,26 @@
 :mod:`plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
+from plugins.jetstream import api_models as AM
 from plugins.jetstream import apilevel
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
 from plugins.jetstream import limits as L
-from plugins.jetstream import models as M
 
 
 def _stream(js, name):
     s = js.streams.get(name)
     if s is None:
-        raise M.stream_not_found()
+        raise E.stream_not_found()
     return s
 
 
 def _consumer(stream, name):
     c = stream.consumers.get(name)
     if c is None:
-        raise M.consumer_not_found()
+        raise E.consumer_not_found()
     return c
 
 
@@ -81,7 +83,7 @@ def consumer_create(js, args, body, legacy=False):
         js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, name),
                   {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
                    "consumer": name, "paused": True,
-                   "pause_until": M.rfc3339(CM._time_ns(cfg.pause_until))})
+                   "pause_until": gotime.rfc3339(CM._time_ns(cfg.pause_until))})
     out = _info(js, stream, c)
     out["_after_commit"] = True
     return out
@@ -114,31 +116,31 @@ def consumer_delete(js, args, body):
 
 
 def consumer_names(js, args, body):
-    req = CM.parse_consumers_request(body) if not M.is_empty_request(body) else CM.ConsumersRequest()
+    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
-    page = names[offset:offset + M.JS_API_NAMES_LIMIT]
-    return {"total": len(names), "offset": offset, "limit": M.JS_API_NAMES_LIMIT,
+    page = names[offset:offset + AM.JS_API_NAMES_LIMIT]
+    return {"total": len(names), "offset": offset, "limit": AM.JS_API_NAMES_LIMIT,
             "consumers": page}
 
 
 def consumer_list(js, args, body):
-    req = CM.parse_consumers_request(body) if not M.is_empty_request(body) else CM.ConsumersRequest()
+    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
-    page = names[offset:offset + M.JS_API_LIST_LIMIT]
+    page = names[offset:offset + AM.JS_API_LIST_LIMIT]
     infos = []
     for n in page:
         out = CM.consumer_info_json(info_object(js, stream, stream.consumers[n]), dynamic=False)
         infos.append(out)
-    return {"total": len(names), "offset": offset, "limit": M.JS_API_LIST_LIMIT,
+    return {"total": len(names), "offset": offset, "limit": AM.JS_API_LIST_LIMIT,
             "consumers": infos}
 
 
 def consumer_pause(js, args, body):
-    req = CM.parse_pause_request(body) if not M.is_empty_request(body) else CM.ConsumerPauseRequest()
+    req = CM.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
     cfg = CM._clone(c.config)
@@ -152,7 +154,7 @@ def consumer_pause(js, args, body):
     paused = out.get("paused", False)
     event = {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
              "consumer": c.name, "paused": paused,
-             "pause_until": out.get("pause_until", M.ZERO_TIME)}
+             "pause_until": out.get("pause_until", gotime.ZERO_TIME)}
     js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, c.name), event)
     out["_after_commit"] = True
     return out
@@ -182,18 +184,18 @@ def consumer_reset(js, c, reply, body, hdr=b""):
         if hdr and apilevel.refused(hdr):
             raise E.required_api_level()
         seq = c.reset(CM.parse_reset_request(body))
-    except M.ApiError as e:
+    except E.ApiError as e:
         js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})
         return
     out = {"type": CM.TYPE_CONSUMER_RESET}
     out.update(_info(js, c.stream, c))
     out["reset_seq"] = seq
     js.consumer_dirty(c, urgent=True)
-    js.reply_after_commit(reply, M.go_json_dumps(out).encode())
+    js.reply_after_commit(reply, gojson.go_json_dumps(out).encode())
 
 
 def consumer_leader_stepdown(js, args, body):
-    raise M.not_clustered()
+    raise E.not_clustered()
 
 
 ROUTES = {

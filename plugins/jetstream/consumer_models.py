@@ -1,8 +1,8 @@
 """JetStream consumer data model: configuration, info and API requests, as nats-server 2.15.1.
 
-The consumer counterpart of ``models.py`` (whose Go-compatible decoder,
-``GoType`` descriptors, ``to_json``/``go_json_dumps`` and ``ApiError`` are
-reused here).  Everything was checked against the real server (nats-server
+The consumer counterpart of ``stream_models.py`` (the Go-compatible decoder
+and ``GoType`` descriptors of ``gojson.py``, ``to_json`` of ``marshal.py`` and
+``ApiError`` are reused here).  Everything was checked against the real server (nats-server
 2.15.1, standalone, ``-js``); ``tests/test_js_consumer_models.py`` holds the
 cases and a differential test against the binary.
 
@@ -54,15 +54,24 @@ from typing import Optional
 
 import attrs
 
+from natsbroker.godur import format_duration as go_duration
+from natsbroker.subjects import subject_is_subset_match, subjects_collide
 from plugins.jetstream import errors as E
-from plugins.jetstream import models as M
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
+from plugins.jetstream import marshal
+from plugins.jetstream import stream_models as SM
+from plugins.jetstream import subject_rules as SR
 from plugins.jetstream.errors import ApiError, go_quote  # noqa: F401  (re-exported)
-from plugins.jetstream.models import (API_LEVEL, BOOL, DURATION, INT, INT64, JS_MAX_DESCRIPTION_LEN,
-                                      JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN, META_REQUIRED_LEVEL,
-                                      META_SERVER_LEVEL, META_SERVER_VERSION, NS_PER_SEC,
-                                      SERVER_VERSION, STRING, STRING_MAP, STRINGS, TIME, UINT64,
-                                      ClusterInfo, GoJSONError, SliceOf, Struct, _f, go_duration,
-                                      go_parse_rfc3339, rfc3339, to_json)
+from plugins.jetstream.gojson import (BOOL, DURATION, INT, INT64, STRING, STRING_MAP, STRINGS, TIME,
+                                      UINT64, GoJSONError, SliceOf, Struct)
+from plugins.jetstream.gotime import NS_PER_SEC, go_parse_rfc3339, rfc3339
+from plugins.jetstream.marshal import gofield as _f  # short: every field below is one
+from plugins.jetstream.marshal import to_json
+from plugins.jetstream.stream_models import (JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN,
+                                             JS_MAX_NAME_LEN, ClusterInfo)
+from plugins.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
+                                        META_SERVER_VERSION, SERVER_VERSION)
 
 # ---------------------------------------------------------------------------
 # Constants
@@ -108,7 +117,7 @@ _BAD_NAME_CHARS = " \t\r\n\f.*>\\/"
 # Go types of the consumer enums
 # ---------------------------------------------------------------------------
 
-class _RawEnum(M._Enum):
+class _RawEnum(gojson.EnumType):
     """An enum whose UnmarshalJSON error shows the raw JSON with ``%v``
     (``unknown priority policy: "x"``, ``unknown consumer action: 5``)."""
 
@@ -123,9 +132,10 @@ class _RawEnum(M._Enum):
             raise GoJSONError(self.message % bytes(raw).decode("utf-8", "gojson")) from None
 
 
-DELIVER_POLICY = M._Enum("server.DeliverPolicy", DELIVER_POLICIES, extra={b'"undefined"': "all"})
-ACK_POLICY = M._Enum("server.AckPolicy", ACK_POLICIES)
-REPLAY_POLICY = M._Enum("server.ReplayPolicy", REPLAY_POLICIES)
+DELIVER_POLICY = gojson.EnumType("server.DeliverPolicy", DELIVER_POLICIES,
+                                 extra={b'"undefined"': "all"})
+ACK_POLICY = gojson.EnumType("server.AckPolicy", ACK_POLICIES)
+REPLAY_POLICY = gojson.EnumType("server.ReplayPolicy", REPLAY_POLICIES)
 PRIORITY_POLICY = _RawEnum("server.PriorityPolicy", PRIORITY_POLICIES, "unknown priority policy: %s")
 CONSUMER_ACTION = _RawEnum("server.ConsumerAction", CONSUMER_ACTIONS, "unknown consumer action: %s")
 DURATIONS = SliceOf(DURATION, "[]time.Duration")
@@ -279,21 +289,21 @@ class NextRequest:
 @attrs.define
 class ConsumerCreateResponse:
     type: str = _f(STRING, TYPE_CONSUMER_CREATE)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     info: Optional[ConsumerInfo] = _f(None, None, omit=True, embed=True)
 
 
 @attrs.define
 class ConsumerInfoResponse:
     type: str = _f(STRING, TYPE_CONSUMER_INFO)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     info: Optional[ConsumerInfo] = _f(None, None, omit=True, embed=True)
 
 
 @attrs.define
 class ConsumerDeleteResponse:
     type: str = _f(STRING, TYPE_CONSUMER_DELETE)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     success: bool = _f(BOOL, False, omit=True)
 
 
@@ -301,7 +311,7 @@ class ConsumerDeleteResponse:
 class ConsumerNamesResponse:
     """``consumers`` is always a list, ``[]`` when empty and on errors."""
     type: str = _f(STRING, TYPE_CONSUMER_NAMES)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     total: int = _f(INT, 0)
     offset: int = _f(INT, 0)
     limit: int = _f(INT, 0)
@@ -313,7 +323,7 @@ class ConsumerListResponse:
     """``consumers``: ``ConsumerInfo`` list; their configs carry no
     ``_nats.ver``/``_nats.level`` (as nats-server)."""
     type: str = _f(STRING, TYPE_CONSUMER_LIST)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     total: int = _f(INT, 0)
     offset: int = _f(INT, 0)
     limit: int = _f(INT, 0)
@@ -325,7 +335,7 @@ class ConsumerListResponse:
 class ConsumerPauseResponse:
     """``pause_until`` Unix ns (0 = zero time), always sent, in UTC."""
     type: str = _f(STRING, TYPE_CONSUMER_PAUSE)
-    error: Optional[M.ApiErrorBody] = _f(None, None, omit=True)
+    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     paused: bool = _f(BOOL, False)
     pause_until: int = _f(None, 0, time=True)
     pause_remaining: int = _f(DURATION, 0, omit=True)
@@ -344,7 +354,7 @@ def _build(cls, value):
         go = f.metadata.get("go")
         if v is None and isinstance(f.default, attrs.Factory):
             continue                    # null into a non-pointer struct: zero value kept
-        if isinstance(go, M._Struct) and v is not None:
+        if isinstance(go, gojson.StructType) and v is not None:
             v = _build(go.cls, v)
         kwargs[f.name] = v
     return cls(**kwargs)
@@ -366,7 +376,7 @@ class ConsumerResetRequest:
 
 for _cls in (ConsumerConfig, CreateConsumerRequest, ConsumersRequest, ConsumerPauseRequest,
              NextRequest, ConsumerUnpinRequest, ConsumerResetRequest):
-    M.converter.register_structure_hook(_cls, (lambda c: lambda v, _: _build(c, v))(_cls))
+    marshal.converter.register_structure_hook(_cls, (lambda c: lambda v, _: _build(c, v))(_cls))
 
 
 def _clone(cfg):
@@ -427,7 +437,7 @@ def parse_consumer_request(raw, stream_name, subject_consumer_name=None, subject
     > 1 standalone (500/10074).  The new API and legacy durables get ``name`` =
     the subject's name.  The stream lookup (10059) comes next, in the caller.
     """
-    req = M.decode_request(raw, CreateConsumerRequest)
+    req = marshal.decode_request(raw, CreateConsumerRequest)
     if req.stream_name != stream_name:
         raise E.stream_mismatch()
     cname = subject_consumer_name or ""
@@ -458,12 +468,12 @@ def parse_consumer_request(raw, stream_name, subject_consumer_name=None, subject
 
 def parse_consumers_request(raw):
     """CONSUMER.NAMES/LIST body (empty allowed); strict decode, 10025."""
-    return M.decode_request(raw, ConsumersRequest)
+    return marshal.decode_request(raw, ConsumersRequest)
 
 
 def parse_pause_request(raw):
     """CONSUMER.PAUSE body (empty allowed); strict decode, 10025."""
-    return M.decode_request(raw, ConsumerPauseRequest)
+    return marshal.decode_request(raw, ConsumerPauseRequest)
 
 
 # ---------------------------------------------------------------------------
@@ -693,11 +703,11 @@ def check_consumer_cfg(cfg, stream_cfg, *, recovering=False, server_max_ack_pend
         raise E.consumer_description_too_long(JS_MAX_DESCRIPTION_LEN)
 
     if cfg.deliver_subject:
-        if not M.subject_is_literal(cfg.deliver_subject):
+        if not SR.subject_is_literal(cfg.deliver_subject):
             raise E.consumer_deliver_to_wildcards()
-        if not M.subject_is_valid(cfg.deliver_subject):
+        if not SR.subject_is_valid(cfg.deliver_subject):
             raise E.consumer_invalid_deliver_subject()
-        if any(M.subject_is_subset_match(cfg.deliver_subject, s) for s in stream_cfg.subjects or ()):
+        if any(subject_is_subset_match(cfg.deliver_subject, s) for s in stream_cfg.subjects or ()):
             raise E.consumer_deliver_cycle()
         if cfg.max_waiting != 0:
             raise E.consumer_push_max_waiting()
@@ -740,16 +750,16 @@ def check_consumer_cfg(cfg, stream_cfg, *, recovering=False, server_max_ack_pend
 
     if cfg.filter_subject and cfg.filter_subjects:
         raise E.consumer_duplicate_filter_subjects()
-    if cfg.filter_subject and not M.subject_is_valid(cfg.filter_subject):
+    if cfg.filter_subject and not SR.subject_is_valid(cfg.filter_subject):
         raise E.stream_invalid_config("invalid subject")
     if any(f == "" for f in cfg.filter_subjects or ()):
         raise E.consumer_empty_filter()
     filters = cfg.filters
     for i, subj in enumerate(filters):
-        if not M.subject_is_valid(subj):
+        if not SR.subject_is_valid(subj):
             raise E.stream_invalid_config("invalid subject")
         for j, other in enumerate(filters):
-            if i != j and M.subject_is_subset_match(subj, other):
+            if i != j and subject_is_subset_match(subj, other):
                 raise E.consumer_overlapping_subject_filters()
 
     _check_start(cfg)
@@ -833,7 +843,7 @@ def _partition_unique(name, filters, consumers):
             ofilters = other.filters
             if not ofilters:
                 return False
-            if any(M.subjects_collide(subj, f) for f in ofilters):
+            if any(subjects_collide(subj, f) for f in ofilters):
                 return False
     return True
 
@@ -1024,7 +1034,7 @@ def consumer_config_json(cfg, *, dynamic=True, version=SERVER_VERSION, api_level
             meta[META_SERVER_LEVEL] = str(api_level)
             out["metadata"] = {k: meta[k] for k in sorted(meta)}
             continue
-        if f.metadata.get("omit") and M._empty(value, f):
+        if f.metadata.get("omit") and marshal.is_empty(value, f):
             continue
         out[f.name] = to_json(value)
     return out
@@ -1044,7 +1054,7 @@ def consumer_response_json(resp, *, version=SERVER_VERSION, api_level=API_LEVEL)
     out = {}
     for f in attrs.fields(type(resp)):
         value = getattr(resp, f.name)
-        if f.metadata.get("omit") and M._empty(value, f):
+        if f.metadata.get("omit") and marshal.is_empty(value, f):
             continue
         if f.metadata.get("embed"):
             out.update(consumer_info_json(value, version=version, api_level=api_level))
@@ -1073,7 +1083,7 @@ def make_consumer_info(stream_name, name, cfg, created, *, ts=None, delivered=No
     """A ``ConsumerInfo`` as nats-server fills it (paused/pause_remaining from
     ``pause_until``; ``priority_groups`` state for the first group; ``num_redelivered``
     0 when ``max_deliver`` is 1).  ``pinned``: ``(client_id, pinned_ts_ns)``."""
-    ts = M.now_ns() if ts is None else ts
+    ts = gotime.now_ns() if ts is None else ts
     paused, remaining = pause_state(cfg.pause_until, ts)
     groups = None
     if cfg.priority_groups:
@@ -1092,7 +1102,7 @@ def make_consumer_info(stream_name, name, cfg, created, *, ts=None, delivered=No
 
 def pause_response(pause_until, now_ns=None):
     """CONSUMER.PAUSE reply for the stored ``pause_until`` (text or ``None``)."""
-    now_ns = M.now_ns() if now_ns is None else now_ns
+    now_ns = gotime.now_ns() if now_ns is None else now_ns
     until = 0 if _is_zero_time(pause_until) else _time_ns(pause_until)
     paused, remaining = pause_state(pause_until, now_ns)
     return ConsumerPauseResponse(paused=paused, pause_until=until, pause_remaining=remaining)
@@ -1131,12 +1141,12 @@ _GO_SPACES = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u200
              "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
-class _LenientDecoder(M._Decoder):
+class _LenientDecoder(gojson.Decoder):
     """json.Unmarshal: unknown fields are ignored."""
 
     def struct(self, node, cls, current, path):
         out = dict(current) if current else {}
-        fields = M._go_fields(cls)
+        fields = gojson.go_fields(cls)
         for key, item in node.value:
             f = fields.get(key)
             if f is None:
@@ -1145,7 +1155,8 @@ class _LenientDecoder(M._Decoder):
             if f is None:
                 continue
             gotype = f.metadata["go"]
-            out[f.name] = self.decode(item, gotype, out.get(f.name, M._zero(gotype)), path + [key])
+            out[f.name] = self.decode(item, gotype, out.get(f.name, gojson.zero_value(gotype)),
+                                      path + [key])
         return out
 
 
@@ -1155,14 +1166,15 @@ def _unmarshal(data, cls):
     nats-server 2.15.1's json.Unmarshal gives the same texts as its decoder
     (``models``) but without " at offset N", "unexpected end of JSON input" at
     EOF and "invalid character 'x' after top-level value" for trailing data."""
-    p = M._Parser(data)
+    p = gojson.Parser(data)
     try:
         i = p.ws(0)
         node, i = p.value(i)
         i = p.ws(i)
         if i < p.n:
-            raise GoJSONError("invalid character %s after top-level value" % M._quote_char(data, i)[0])
-    except M._EOF:
+            raise GoJSONError("invalid character %s after top-level value"
+                              % gojson.quote_char(data, i)[0])
+    except gojson.EndOfInput:
         raise GoJSONError("unexpected end of JSON input") from None
     except RecursionError:
         raise GoJSONError("exceeded max depth") from None
@@ -1172,7 +1184,7 @@ def _unmarshal(data, cls):
         return {}                       # the zero request
     if node.kind != "object":
         raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
-                          % (M._KIND_NAMES[node.kind], cls.__go_name__))
+                          % (gojson.KIND_NAMES[node.kind], cls.__go_name__))
     return _LenientDecoder(data, cls).struct(node, cls, {}, [])
 
 

@@ -13,8 +13,8 @@ import json
 import re
 
 from plugins.jetstream import errors as E
+from plugins.jetstream import gojson
 from plugins.jetstream import headers as H
-from plugins.jetstream import models as M
 
 H_INCR = b"Nats-Incr"
 H_COUNTER_SOURCES = b"Nats-Counter-Sources"
@@ -125,5 +125,5 @@ def apply(last, subject, hdr, data, incr, running=None):
     total += incr
     data = body(total)
     if sources:
-        hdr = H.set_header(hdr, H_COUNTER_SOURCES, M.go_json_dumps(_go_json(sources)).encode())
+        hdr = H.set_header(hdr, H_COUNTER_SOURCES, gojson.go_json_dumps(_go_json(sources)).encode())
     return hdr, data, total, sources

@@ -23,7 +23,10 @@ damage above ``up_to_seq``: over-reporting, never a wrong answer.
 import attrs
 
 from natsbroker.subjects import is_valid_subject
-from plugins.jetstream import models as M
+from plugins.jetstream import api_models as AM
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
+from plugins.jetstream import marshal
 
 # nats-server's cap on the subjects one multi-last get may answer.
 MAX_MULTI_LAST = 1024
@@ -59,13 +62,13 @@ class Damaged(Exception):
 
 
 def request(body, last_subject=b""):
-    """The :class:`~plugins.jetstream.models.MsgGetRequest` of a direct get, or
+    """The :class:`~plugins.jetstream.api_models.MsgGetRequest` of a direct get, or
     :class:`Status` (408) as nats-server rejects it. ``last_subject``: the
     subject of the ``DIRECT.GET.<stream>.<subject>`` form, whose body may only
     carry ``no_hdr`` (and ``max_bytes``, which a single get never uses)."""
     if last_subject:
         if not body:
-            return M.MsgGetRequest(last_by_subj=last_subject.decode(errors="replace"))
+            return AM.MsgGetRequest(last_by_subj=last_subject.decode(errors="replace"))
         req = _unmarshal(body)
         if (req.seq or req.last_by_subj or req.next_by_subj or req.batch
                 or req.start_time is not None or req.multi_last
@@ -88,8 +91,8 @@ def request(body, last_subject=b""):
 
 def _unmarshal(body):
     try:
-        return M.unmarshal_request(body, M.MsgGetRequest)
-    except M.GoJSONError:
+        return marshal.unmarshal_request(body, AM.MsgGetRequest)
+    except gojson.GoJSONError:
         raise Status(MALFORMED_REQUEST) from None
 
 
@@ -97,7 +100,7 @@ def start_seq(stream, req):
     """The sequence a get starts from: ``seq``, or the first stamped at or
     after ``start_time``."""
     if req.start_time is not None:
-        return stream.seq_for_time(M.unix_nano(req.start_time))
+        return stream.seq_for_time(gotime.unix_nano(req.start_time))
     return req.seq
 
 
@@ -119,11 +122,11 @@ def single(stream, msg, no_hdr=False):
     if no_hdr:
         return None, msg.data
     return _head(msg) + _SINGLE % (stream.name.encode(), msg.subject, msg.seq,
-                                   M.rfc3339(msg.ts).encode()) + b"\r\n", msg.data
+                                   gotime.rfc3339(msg.ts).encode()) + b"\r\n", msg.data
 
 
 def _batched(name, msg, pending, last_seq):
-    return _head(msg) + _BATCHED % (name, msg.subject, msg.seq, M.rfc3339(msg.ts).encode(),
+    return _head(msg) + _BATCHED % (name, msg.subject, msg.seq, gotime.rfc3339(msg.ts).encode(),
                                     pending, last_seq) + b"\r\n"
 
 
@@ -175,7 +178,7 @@ def multi_last(stream, req, max_pending):
     store = stream.store
     st = store.state()
     if req.up_to_time is not None:
-        up_to = stream.seq_for_time(M.parse_rfc3339(req.up_to_time)) - 1
+        up_to = stream.seq_for_time(gotime.parse_rfc3339(req.up_to_time)) - 1
         if up_to <= 0:
             raise Status(NO_RESULTS)
     elif req.up_to_seq:

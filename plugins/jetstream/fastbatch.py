@@ -44,9 +44,10 @@ after the synced group commit that holds the messages it speaks for.
 """
 
 from plugins.jetstream import api
+from plugins.jetstream import api_models as AM
 from plugins.jetstream import apilevel
 from plugins.jetstream import errors as E
-from plugins.jetstream import models as M
+from plugins.jetstream import gojson
 
 SUFFIX = b".$FI"
 GAP_FAIL, GAP_OK = b"fail", b"ok"
@@ -146,7 +147,8 @@ def _gap(last_seq, seq):
 
 
 def _flow_err(seq, err):
-    return b'{"type":"err","seq":%d,"error":%s}' % (seq, M.go_json_dumps(err.to_json()).encode())
+    return b'{"type":"err","seq":%d,"error":%s}' % (
+        seq, gojson.go_json_dumps(err.to_json()).encode())
 
 
 class FastBatches:
@@ -357,7 +359,7 @@ class FastBatches:
         b.timer = None
 
     def _ack_head(self, b):
-        full = M.pub_ack_json(b.stream.name, 1, domain=self.js.js.domain)
+        full = AM.pub_ack_json(b.stream.name, 1, domain=self.js.js.domain)
         return full[:full.rindex(b"1}")]
 
     def _commit_ack(self, b, seq, count):

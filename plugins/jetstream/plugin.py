@@ -57,31 +57,24 @@ from plugins.jetstream import batches
 from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
 from plugins.jetstream import fastbatch
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
 from plugins.jetstream import limits as L
-from plugins.jetstream import models as M
+from plugins.jetstream import marshal
 from plugins.jetstream import snapshot
+from plugins.jetstream import stream_config as SC
+from plugins.jetstream import stream_models as SM
+from plugins.jetstream import versions
 from plugins.jetstream.consumer import Consumer
+from plugins.jetstream.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
 from plugins.jetstream.sourcing import Sourcing
 from plugins.jetstream.stream import Accepted, Stream, now_ns
+from plugins.jetstream.stream_state import stream_state
 
 log = Logger()
 
 
-def consumer_key(name, part):
-    """Store meta key of a consumer's record (config, state, created)."""
-    return b"c.%s.%s" % (name.encode() if isinstance(name, str) else name, part)
-
-
 API_PREFIX = b"$JS.API."
-META_CONFIG = b"config"
-META_CREATED = b"created"
-
-
-def pinned_meta(key):
-    """Meta records the file store also keeps outside LevelDB (they define the
-    stream and its consumers; written by API calls only): not consumer state."""
-    return key in (META_CONFIG, META_CREATED) or (
-        key.startswith(b"c.") and (key.endswith(b".config") or key.endswith(b".created")))
 
 
 GLOBAL_ACCOUNT = "$G"
@@ -267,7 +260,7 @@ class JetStreamAccount:
         if raw is None:
             log.warn("stream {name} has no config; skipped", name=name)
             return
-        cfg = M.fill_defaults(M.parse_stream_config(raw, name))
+        cfg = SC.fill_defaults(SC.parse_stream_config(raw, name))
         created = int(ss.get_meta(META_CREATED) or b"0")
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
@@ -331,7 +324,7 @@ class JetStreamAccount:
                     stream, subject, reply, hdr, data):
                 return
             res = stream.accept(subject, hdr, data)
-        except M.ApiError as e:
+        except E.ApiError as e:
             if reply:
                 self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
                 self.schedule_commit()
@@ -501,9 +494,9 @@ class JetStreamAccount:
         if not self.broker.sublist.has_interest(subject):
             return
         body = {"type": event.pop("type"), "id": nuid(),
-                "timestamp": M.rfc3339(now_ns())}
+                "timestamp": gotime.rfc3339(now_ns())}
         body.update(event)
-        self.broker.publish(subject, M.go_json_dumps(body).encode())
+        self.broker.publish(subject, gojson.go_json_dumps(body).encode())
 
     def stream_offline(self, name, why):
         """Advisory: a stream is offline (its store failed to open or load)."""
@@ -522,7 +515,7 @@ class JetStreamAccount:
             return
         info = {}
         if client is not None:
-            info = {"start": M.rfc3339(int(client.start * 1e9)), "host": client.host,
+            info = {"start": gotime.rfc3339(int(client.start * 1e9)), "host": client.host,
                     "id": client.cid, "acc": self.account_name, "lang": client.opts.lang,
                     "ver": client.opts.version, "rtt": int(client.rtt * 1e9),
                     "server": self.broker.server_name, "kind": "Client",
@@ -540,7 +533,7 @@ class JetStreamAccount:
 
     def respond(self, reply, value):
         if reply:
-            self.broker.publish(reply, M.go_json_dumps(value).encode())
+            self.broker.publish(reply, gojson.go_json_dumps(value).encode())
 
     # -- streams -------------------------------------------------------------------
 
@@ -555,11 +548,11 @@ class JetStreamAccount:
             # nats-server starts the stream there: empty, last_seq first_seq - 1.
             ss.purge(seq=cfg.first_seq)
         created = now_ns()
-        ss.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
+        ss.put_meta(META_CONFIG, json.dumps(SM.stream_config_json(cfg)).encode())
         ss.put_meta(META_CREATED, str(created).encode())
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
-        stream.emit("stream_create", 0, created, config=M.stream_config_json(cfg))
+        stream.emit("stream_create", 0, created, config=SM.stream_config_json(cfg))
         self.sourcing.stream_added(stream)
         return stream
 
@@ -631,8 +624,8 @@ class JetStreamAccount:
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
                      "stream": c.stream.name, "consumer": c.name, "paused": False,
-                     "pause_until": M.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
-                     if c.config.pause_until else M.ZERO_TIME})
+                     "pause_until": gotime.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
+                     if c.config.pause_until else gotime.ZERO_TIME})
 
     def ack_msg(self, stream, consumer, seq):
         """A consumer is done with ``seq``: workqueue streams drop it now,
@@ -667,10 +660,10 @@ class JetStreamAccount:
 
     def update_stream(self, stream, cfg):
         stream.config = cfg
-        stream.store.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
+        stream.store.put_meta(META_CONFIG, json.dumps(SM.stream_config_json(cfg)).encode())
         self._capture(stream)
         stream.emit("stream_update", stream.store.state().last_seq, now_ns(),
-                    config=M.stream_config_json(cfg))
+                    config=SM.stream_config_json(cfg))
         stream.enforce_limits()
         stream.schedule_expiry()
         self.sourcing.stream_updated(stream)
@@ -1042,7 +1035,7 @@ class JetStream:
                     account.deliver(reply, reply, b"", None,
                                     b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % subject)
                 return
-            account.publish(reply, M.go_json_dumps(answer).encode())
+            account.publish(reply, gojson.go_json_dumps(answer).encode())
         return on_api
 
     # -- the server's storage --------------------------------------------------
@@ -1102,7 +1095,7 @@ class JetStream:
                 "reserved_memory": self.reserved_bytes("memory"),
                 "reserved_storage": self.reserved_bytes("file"),
                 "accounts": len(self.accounts), "ha_assets": 0,
-                "api": {"level": M.API_LEVEL,
+                "api": {"level": versions.API_LEVEL,
                         "total": sum(e.api_total for e in self.accounts.values()),
                         "errors": sum(e.api_errors for e in self.accounts.values())}}
 
@@ -1131,7 +1124,7 @@ class JetStream:
             accounts = True
         engines = list(self.accounts.values())
         out = self._stats()
-        out.update({"server_id": self.broker.server_id, "now": M.rfc3339(now_ns()),
+        out.update({"server_id": self.broker.server_id, "now": gotime.rfc3339(now_ns()),
                     "config": self._config_json(),
                     "limits": {"default_max_consumers": L.DEFAULT_MAX_CONSUMERS}})
         out["streams"] = sum(e.stream_count() for e in engines)
@@ -1186,16 +1179,16 @@ class JetStream:
 
     def _stream_detail(self, e, stream, consumers, config):
         from plugins.jetstream import consumer_api
-        d = {"name": stream.name, "created": M.rfc3339(stream.created),
+        d = {"name": stream.name, "created": gotime.rfc3339(stream.created),
              "cluster": {"leader": self.broker.server_name}}
         if config:
-            d["config"] = M.stream_config_json(stream.config, dynamic=False)
-        d["state"] = M.to_json(api._state(stream))
+            d["config"] = SM.stream_config_json(stream.config, dynamic=False)
+        d["state"] = marshal.to_json(stream_state(stream))
         mirror, sources = e.sourcing.info(stream)
         if mirror is not None:
-            d["mirror"] = M.to_json(mirror) if not isinstance(mirror, dict) else mirror
+            d["mirror"] = marshal.to_json(mirror) if not isinstance(mirror, dict) else mirror
         if sources:
-            d["sources"] = [M.to_json(x) if not isinstance(x, dict) else x for x in sources]
+            d["sources"] = [marshal.to_json(x) if not isinstance(x, dict) else x for x in sources]
         if consumers and stream.consumers:
             out = []
             for _, c in sorted(stream.consumers.items()):
@@ -1203,7 +1196,7 @@ class JetStream:
                 if config:
                     meta = (info.get("config") or {}).get("metadata")
                     if meta:
-                        for k in (M.META_SERVER_VERSION, M.META_SERVER_LEVEL):
+                        for k in (versions.META_SERVER_VERSION, versions.META_SERVER_LEVEL):
                             meta.pop(k, None)
                 else:
                     info.pop("config", None)

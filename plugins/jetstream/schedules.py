@@ -33,9 +33,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from twisted.logger import Logger
 
 from natsbroker.godur import parse_duration
+from natsbroker.subjects import subjects_collide
 from plugins.jetstream import errors as E
+from plugins.jetstream import gotime
 from plugins.jetstream import headers as HB
-from plugins.jetstream import models as M
+from plugins.jetstream import subject_rules as SR
 
 log = Logger()
 
@@ -279,7 +281,7 @@ def next_fire(pattern, tz, ts, now):
     if pattern.startswith("@at "):
         if tz is not None:
             raise ValueError("time zone not supported for @at")
-        at, offset = M.go_parse_rfc3339(pattern[4:])
+        at, offset = gotime.go_parse_rfc3339(pattern[4:])
         return at, offset, False
     if pattern.startswith("@every "):
         if tz is not None:
@@ -303,7 +305,7 @@ def next_fire(pattern, tz, ts, now):
 
 def format_next(ns, offset):
     """A due time as Go's ``Format(time.RFC3339)``: whole seconds."""
-    return M.rfc3339(ns - ns % NANOS, offset).encode()
+    return gotime.rfc3339(ns - ns % NANOS, offset).encode()
 
 
 def _text(value):
@@ -341,14 +343,14 @@ def check_schedule(pattern, h, hdr, subject, cfg, now, parse_ttl):
         raise E.message_schedules_rollup_invalid()
     subj = _text(subject)
     target = _text(h.get(H_TARGET) or b"")
-    if (not target or not M.subject_is_valid_literal(target) or target == subj
-            or not any(M.subjects_collide(s, target) for s in cfg.subjects or ())):
+    if (not target or not SR.subject_is_valid_literal(target) or target == subj
+            or not any(subjects_collide(s, target) for s in cfg.subjects or ())):
         raise E.message_schedules_target_invalid()
     source = h.get(H_SOURCE)
     if source:
         source = _text(source)
-        if (not M.subject_is_valid_literal(source) or source in (subj, target)
-                or not any(M.subjects_collide(s, source) for s in cfg.subjects or ())):
+        if (not SR.subject_is_valid_literal(source) or source in (subj, target)
+                or not any(subjects_collide(s, source) for s in cfg.subjects or ())):
             raise E.message_schedules_source_invalid()
     own = h.get(b"Nats-Rollup")
     if not own:
@@ -372,7 +374,7 @@ def check_scheduler(h, subject, cfg, store):
         raise E.message_schedules_scheduler_invalid()
     if not cfg.allow_msg_schedules:
         raise E.message_schedules_disabled()
-    if not scheduler or scheduler == subject or not M.subject_is_valid_literal(_text(scheduler)):
+    if not scheduler or scheduler == subject or not SR.subject_is_valid_literal(_text(scheduler)):
         raise E.message_schedules_scheduler_invalid()
     # Only a schedule may be purged this way; a subject with nothing on it
     # is let through (nats-server stays lenient there).
@@ -543,7 +545,7 @@ class Schedules:
             self.stream.purge("schedule", subject=scheduler)
             return
         try:
-            at, _ = M.go_parse_rfc3339(_text(nxt))
+            at, _ = gotime.go_parse_rfc3339(_text(nxt))
         except ValueError:
             return
         self.update(scheduler, at)
@@ -571,7 +573,7 @@ class Schedules:
             cur = self.due.get(scheduler)
             if cur is not None and cur[0] < msg.seq:
                 try:
-                    at, _ = M.go_parse_rfc3339(_text(nxt))
+                    at, _ = gotime.go_parse_rfc3339(_text(nxt))
                 except ValueError:
                     return
                 self.add(cur[0], scheduler, at, arm=False)

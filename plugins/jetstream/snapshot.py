@@ -48,7 +48,6 @@ the end should one have been created meanwhile).
 """
 
 import json
-import os
 import time
 import weakref
 
@@ -57,9 +56,19 @@ from twisted.logger import Logger
 
 from natsbroker.nuid import nuid
 from natsbroker.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
+from plugins.jetstream import api_models as AM
+from plugins.jetstream import consumer_models as CM
 from plugins.jetstream import errors as E
+from plugins.jetstream import gojson
+from plugins.jetstream import gotime
 from plugins.jetstream import limits as L
-from plugins.jetstream import models as M
+from plugins.jetstream import marshal
+from plugins.jetstream import stream_config as SC
+from plugins.jetstream import stream_models as SM
+from plugins.jetstream import subject_rules as SR
+from plugins.jetstream.meta_keys import META_CONFIG, META_CREATED
+from plugins.jetstream.stream import Stream
+from plugins.jetstream.stream_state import stream_state
 
 log = Logger()
 
@@ -87,17 +96,18 @@ CHUNKS_PER_TURN = 8
 @attrs.define
 class SnapshotRequest:
     __go_name__ = "JSApiStreamSnapshotRequest"
-    deliver_subject: str = M._f(M.STRING, "")
-    no_consumers: bool = M._f(M.BOOL, False)
-    chunk_size: int = M._f(M.INT, 0)
-    jsck: bool = M._f(M.BOOL, False)
+    deliver_subject: str = marshal.gofield(gojson.STRING, "")
+    no_consumers: bool = marshal.gofield(gojson.BOOL, False)
+    chunk_size: int = marshal.gofield(gojson.INT, 0)
+    jsck: bool = marshal.gofield(gojson.BOOL, False)
 
 
 @attrs.define
 class RestoreRequest:
     __go_name__ = "JSApiStreamRestoreRequest"
-    config: M.StreamConfig = M._f(M.Struct(M.StreamConfig), factory=M.StreamConfig)
-    state: M.StreamState = M._f(M.Struct(M.StreamState), factory=M.StreamState)
+    config: SM.StreamConfig = marshal.gofield(gojson.Struct(SM.StreamConfig),
+                                              factory=SM.StreamConfig)
+    state: SM.StreamState = marshal.gofield(gojson.Struct(SM.StreamState), factory=SM.StreamState)
 
 
 def _structure_snapshot(value, _):
@@ -107,14 +117,14 @@ def _structure_snapshot(value, _):
 def _structure_restore(value, _):
     out = RestoreRequest()
     if value.get("config") is not None:
-        out.config = M.converter.structure(value["config"], M.StreamConfig)
+        out.config = marshal.converter.structure(value["config"], SM.StreamConfig)
     if value.get("state") is not None:
-        out.state = M.converter.structure(value["state"], M.StreamState)
+        out.state = marshal.converter.structure(value["state"], SM.StreamState)
     return out
 
 
-M.converter.register_structure_hook(SnapshotRequest, _structure_snapshot)
-M.converter.register_structure_hook(RestoreRequest, _structure_restore)
+marshal.converter.register_structure_hook(SnapshotRequest, _structure_snapshot)
+marshal.converter.register_structure_hook(RestoreRequest, _structure_restore)
 
 
 def _is_empty(raw):
@@ -123,8 +133,8 @@ def _is_empty(raw):
     if not raw:
         return True
     try:
-        nodes = list(M.parse_json_values(bytes(raw)))
-    except M.GoJSONError:
+        nodes = list(gojson.parse_json_values(bytes(raw)))
+    except gojson.GoJSONError:
         return False
     return len(nodes) == 1 and nodes[0].kind == "object" and not nodes[0].value
 
@@ -145,8 +155,7 @@ def _sessions(js):
 
 
 def _state_json(stream):
-    from plugins.jetstream import api
-    return M.to_json(api._state(stream))
+    return marshal.to_json(stream_state(stream))
 
 
 # -- snapshot --------------------------------------------------------------------------
@@ -155,19 +164,19 @@ def stream_snapshot(js, args, body):
     if len(args) != 1:
         return None  # no subscription matches in nats-server: no answer
     if _is_empty(body):
-        raise M.bad_request()
+        raise E.bad_request()
     stream = js.streams.get(args[0])
     if stream is None:
-        raise M.stream_not_found()
-    req = M.decode_request(body, SnapshotRequest)
-    if not M.subject_is_valid_literal(req.deliver_subject):
+        raise E.stream_not_found()
+    req = marshal.decode_request(body, SnapshotRequest)
+    if not SR.subject_is_valid_literal(req.deliver_subject):
         raise E.snapshot_deliver_subject_invalid()
     chunk = req.chunk_size or DEFAULT_CHUNK_SIZE
     chunk = min(max(chunk, MIN_CHUNK_SIZE), MAX_CHUNK_SIZE)
     sender = Sender(js, stream, req.deliver_subject, chunk, not req.no_consumers)
     # The response first (the handler's return value), then the chunks.
     js.broker.reactor.callLater(0, sender.start)
-    return {"config": M.stream_config_json(stream.config, dynamic=False),
+    return {"config": SM.stream_config_json(stream.config, dynamic=False),
             "state": sender.state_json}
 
 
@@ -190,7 +199,6 @@ class Sender:
         # Consumers as they are now (durables only: ephemerals die with their client).
         self.consumers = []
         if consumers:
-            from plugins.jetstream import consumer_models as CM
             for name in sorted(stream.consumers):
                 c = stream.consumers[name]
                 if c.closed or not c.durable:
@@ -223,7 +231,7 @@ class Sender:
         cfg = self.stream.config
         yield w.json(b"S", {
             "format": FORMAT_VERSION, "stream": self.name,
-            "config": M.stream_config_json(cfg, dynamic=False),
+            "config": SM.stream_config_json(cfg, dynamic=False),
             "created": self.stream.created, "time": self.start_ns,
             "state": {"first_seq": self.first_seq, "last_seq": self.last_seq,
                       "last_ts": self.last_ts}})
@@ -362,7 +370,7 @@ class Sender:
         self.broker.publish(self.deliver, b"", headers=header)
         self.js.advise("$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE." + self.name, {
             "type": "io.nats.jetstream.advisory.v1.snapshot_complete", "stream": self.name,
-            "start": M.rfc3339(self.start_ns), "end": M.rfc3339(_now())})
+            "start": gotime.rfc3339(self.start_ns), "end": gotime.rfc3339(_now())})
 
     def stop(self):
         self.done = True
@@ -389,14 +397,14 @@ def stream_restore(js, args, body):
         return None
     name = args[0]
     if _is_empty(body):
-        raise M.bad_request()
-    req = M.decode_request(body, RestoreRequest)
+        raise E.bad_request()
+    req = marshal.decode_request(body, RestoreRequest)
     cfg = req.config
     if not cfg.name:
         cfg.name = name
-    cfg = M.fill_defaults(cfg, account_limits=js.limits)
+    cfg = SC.fill_defaults(cfg, account_limits=js.limits)
     if cfg.name != name:
-        raise M.stream_mismatch()
+        raise E.stream_mismatch()
     L.check_restore(js, cfg)
     sessions = _sessions(js)
     if name in js.streams or name in sessions["restores"]:
@@ -468,7 +476,7 @@ class Restore:
         except SnapshotError as e:
             self._fail(reply, E.stream_restore(str(e)))
             return
-        except M.ApiError as e:
+        except E.ApiError as e:
             self._fail(reply, e)
             return
         self.broker.publish(reply, b"")
@@ -506,28 +514,26 @@ class Restore:
             if self.name in js.streams:
                 raise E.stream_name_exist_restore_failed()
             try:
-                M.check_create(cfg)
+                SC.check_create(cfg)
                 for other in js.streams.values():
-                    if M.subjects_overlap(cfg.subjects, other.config.subjects):
-                        raise M.stream_subject_overlap()
-            except M.ApiError as e:
+                    if SR.subjects_overlap(cfg.subjects, other.config.subjects):
+                        raise E.stream_subject_overlap()
+            except E.ApiError as e:
                 # What nats-server's addStream refuses, as its restore reports it.
                 raise E.stream_restore("error adding stream: %s (%d)"
                                        % (e.description, e.err_code)) from None
             consumers = self._consumer_configs()
-        except M.ApiError as e:
+        except E.ApiError as e:
             self._fail(reply, e)
             return
         stream = self._install(consumers)
-        from plugins.jetstream import api
-        info = M.stream_info_json(stream.config, stream.created, api._state(stream))
-        resp = {"type": M.TYPE_STREAM_CREATE}
+        info = SM.stream_info_json(stream.config, stream.created, stream_state(stream))
+        resp = {"type": AM.TYPE_STREAM_CREATE}
         resp.update(info)
-        js.reply_after_commit(reply, M.go_json_dumps(resp).encode())
+        js.reply_after_commit(reply, gojson.go_json_dumps(resp).encode())
         self._advise_complete()
 
     def _consumer_configs(self):
-        from plugins.jetstream import consumer_models as CM
         out = []
         for c in self.consumers:
             try:
@@ -540,14 +546,12 @@ class Restore:
         return out
 
     def _install(self, consumers):
-        from plugins.jetstream.plugin import META_CONFIG, META_CREATED
-        from plugins.jetstream.stream import Stream
         js = self.js
         self._close()
         ss = self.ss
         cfg = self.cfg
         created = _now()
-        ss.put_meta(META_CONFIG, json.dumps(M.stream_config_json(cfg)).encode())
+        ss.put_meta(META_CONFIG, json.dumps(SM.stream_config_json(cfg)).encode())
         ss.put_meta(META_CREATED, str(created).encode())
         stream = Stream(cfg, ss, created, self.reactor)
         js._add(stream)
@@ -562,7 +566,8 @@ class Restore:
     def _advise_complete(self):
         self.js.advise("$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE." + self.name, {
             "type": "io.nats.jetstream.advisory.v1.restore_complete", "stream": self.name,
-            "start": M.rfc3339(self.start_ns), "end": M.rfc3339(_now()), "bytes": self.total})
+            "start": gotime.rfc3339(self.start_ns), "end": gotime.rfc3339(_now()),
+            "bytes": self.total})
 
     def _fail(self, reply, err):
         """Answer ``reply`` with the final error and drop what was written."""
@@ -570,8 +575,8 @@ class Restore:
         self._reply_error(reply, err)
 
     def _reply_error(self, reply, err):
-        resp = {"type": M.TYPE_STREAM_CREATE, "error": err.to_json()}
-        self.broker.publish(reply, M.go_json_dumps(resp).encode())
+        resp = {"type": AM.TYPE_STREAM_CREATE, "error": err.to_json()}
+        self.broker.publish(reply, gojson.go_json_dumps(resp).encode())
         self._advise_complete()
 
     def preempt(self):

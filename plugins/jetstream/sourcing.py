@@ -38,7 +38,9 @@ from twisted.logger import Logger
 from natsbroker.subjects import subject_matches
 from natsbroker.transform import SubjectTransform
 
-from plugins.jetstream import models as M
+from plugins.jetstream import errors as E
+from plugins.jetstream import gotime
+from plugins.jetstream import stream_models as SM
 from plugins.jetstream.stream import now_ns
 
 log = Logger()
@@ -152,13 +154,13 @@ class SourceLink:
         else:
             active = now - self.last
         spec = self.spec
-        trs = [M.SubjectTransformConfig(tr.src, tr.dest) for tr in spec.subject_transforms or ()]
+        trs = [SM.SubjectTransformConfig(tr.src, tr.dest) for tr in spec.subject_transforms or ()]
         ext = spec.external
-        return M.StreamSourceInfo(
+        return SM.StreamSourceInfo(
             name=spec.name,
-            external=M.ExternalStream(ext.api, ext.deliver) if ext is not None else None,
+            external=SM.ExternalStream(ext.api, ext.deliver) if ext is not None else None,
             lag=self.lag, seq=0 if self.mirror else self.copied, active=active,
-            error=M.ApiErrorBody.of(self.error) if self.error is not None else None,
+            error=SM.ApiErrorBody.of(self.error) if self.error is not None else None,
             # nats-server shows a mirror's filter once it first sets the copy up.
             filter_subject=spec.filter_subject if self.tried or not self.mirror else "",
             subject_transforms=trs or None)
@@ -292,7 +294,7 @@ class Sourcing:
         for link in self._all():
             if link.origin is stream:
                 self._detach(link)
-                link.error = M.stream_not_found()
+                link.error = E.stream_not_found()
         self._sync_observer()
 
     def info(self, stream):
@@ -378,7 +380,7 @@ class Sourcing:
         link.tried = True
         origin = self.js.streams.get(link.origin_name)
         if origin is None:
-            link.error = M.stream_not_found()
+            link.error = E.stream_not_found()
             return False
         link.origin = origin
         link.error = None
@@ -408,7 +410,7 @@ class Sourcing:
                         dest.store.purge(seq=spec.opt_start_seq)
                         self.js.note_stored()
                 elif spec.opt_start_time is not None:
-                    link.scan = link.origin.seq_for_time(M.parse_rfc3339(spec.opt_start_time))
+                    link.scan = link.origin.seq_for_time(gotime.parse_rfc3339(spec.opt_start_time))
                 else:
                     link.scan = 1
             else:
@@ -420,7 +422,7 @@ class Sourcing:
         elif spec.opt_start_seq:
             link.scan = spec.opt_start_seq
         elif spec.opt_start_time is not None:
-            t = M.parse_rfc3339(spec.opt_start_time)
+            t = gotime.parse_rfc3339(spec.opt_start_time)
             if st.last_ts and t < st.last_ts:
                 t = st.last_ts
             link.scan = link.origin.seq_for_time(t)
@@ -463,7 +465,7 @@ class Sourcing:
                 return
         elif self.js.streams.get(link.origin_name) is not link.origin:
             self._detach(link)
-            link.error = M.stream_not_found()
+            link.error = E.stream_not_found()
             return
         more = self._copy(link)
         if more:
@@ -505,7 +507,7 @@ class Sourcing:
                                 sourced="mirror")
                 else:
                     dest.accept(subject, link.source_header(msg), msg.data, sourced="source")
-            except M.ApiError as e:
+            except E.ApiError as e:
                 log.debug("{dest}: copy of {origin} seq {seq} refused: {e}", dest=dest.name,
                           origin=link.origin_name, seq=msg.seq, e=e.description)
                 result = RETRY

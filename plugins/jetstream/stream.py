@@ -22,6 +22,7 @@ from plugins.jetstream import counters
 from plugins.jetstream import errors as E
 from plugins.jetstream import headers as HB
 from plugins.jetstream import schedules as S
+from plugins.jetstream.gotime import rfc3339
 
 NANOS = 1_000_000_000
 # nats-server's default max_payload: a counter's total may not grow past it.
@@ -488,7 +489,6 @@ class Stream:
 
     def _republish_msg(self, dest, subject, hdr, data, seq, ts, last_seq):
         """A copy to the republish destination, with the headers nats-server adds."""
-        from plugins.jetstream.models import rfc3339
         base = hdr[:-2] if hdr else b"NATS/1.0\r\n"
         extra = (b"Nats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\n"
                  b"Nats-Time-Stamp: %s\r\nNats-Last-Sequence: %d\r\n") % (

@@ -57,6 +57,9 @@ import time
 import traceback
 import multiprocessing as mp
 
+from .errors import BenchError
+from .natspy import w_natspy  # nats-py itself is imported in the worker only
+from .payload import make_payload
 from .transports import TlsClient, TransportError, WsClient
 
 HOST = "127.0.0.1"
@@ -71,15 +74,6 @@ IO_SLICE = 0.5
 RECV_BUF = 4 * 1024 * 1024
 # Target size of one pre-built publish buffer.
 PUB_CHUNK_BYTES = 512 * 1024
-
-
-class BenchError(Exception):
-    """A benchmark run failed (timeout, protocol error, lost messages...)."""
-
-
-def make_payload(size: int) -> bytes:
-    pattern = b"0123456789abcdefghijklmnopqrstuvwxyz"
-    return (pattern * (size // len(pattern) + 1))[:size]
 
 
 def msg_frame(subject: str, sid: str, payload: bytes, reply: str | None = None) -> bytes:
@@ -978,12 +972,6 @@ def w_js_consumer(port, p, start_evt, report):
         return res
     finally:
         conn.close()
-
-
-def w_natspy(port, p, start_evt, report):
-    """Key-Value / Object Store job through nats-py (see natspy.py)."""
-    from .natspy import w_natspy as run  # noqa: PLC0415 - nats-py only when needed
-    return run(port, p, start_evt, report)
 
 
 WORKERS = {

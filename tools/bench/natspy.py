@@ -40,7 +40,8 @@ import io
 import random
 import time
 
-from .loadgen import BenchError, make_payload
+from .errors import BenchError
+from .payload import make_payload
 
 OBJ_NAME = "bench.bin"
 OBJ_SEED = 0x4E415453  # the object's bytes: random.Random(OBJ_SEED).randbytes(n)

@@ -1,0 +1,652 @@
+"""Go's ``encoding/json`` as nats-server's JetStream API uses it.
+
+nats-server decodes API requests with Go's ``encoding/json`` in strict mode, so
+*its* error texts reach clients: ``invalid JSON: json: unknown field "x"``,
+``invalid JSON: json: cannot unmarshal string into Go struct field
+StreamConfigRequest.max_msgs of type int64``, ``invalid JSON: invalid character
+'}' looking for beginning of value at offset 9``, ``invalid JSON: unexpected
+EOF``.  ``decode_fields`` reproduces them (see "Go JSON decoding" below for the
+rules), driven by the ``GoType`` descriptors a model's fields carry (``STRING``,
+``INT64``, ``Ptr(Placement)``...).  ``go_json_dumps`` writes JSON as Go does
+(compact, ``<>&`` escaped as ``\\u003c``...).  Building attrs instances from
+the decoded fields is :mod:`plugins.jetstream.marshal`'s job.
+"""
+
+import codecs
+import json
+import re
+
+import attrs
+
+from plugins.jetstream.errors import go_quote
+from plugins.jetstream.gotime import go_parse_rfc3339, rfc3339
+
+# ---------------------------------------------------------------------------
+# Go JSON encoding
+# ---------------------------------------------------------------------------
+
+_GO_HTML_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                  "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def go_json_dumps(obj):
+    """``obj`` as Go's ``json.Marshal`` writes it: compact, UTF-8 kept, ``<``,
+    ``>``, ``&``, U+2028/U+2029 escaped, control characters as ``\\u00XX``
+    (``\\b \\f \\n \\r \\t`` short).  Dict order is kept: use ``to_json`` first.
+    Returns ``str``; encode as UTF-8 for the wire."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = text.translate(_GO_HTML_ESCAPES)
+    if _SURROGATES.search(text):
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+# ---------------------------------------------------------------------------
+# Go JSON decoding
+#
+# nats-server 2.15.1 (Go 1.27) decodes requests with a json.Decoder in strict
+# mode (unknown fields rejected), reading JSON values one after another until
+# the end of the payload, all into the same struct.  What it does, and we do:
+#
+# * a value is checked for syntax in full before it is decoded; a syntax error
+#   is "invalid character 'X' <context> at offset N" (N = bytes up to and
+#   including the bad character) or "unexpected EOF";
+# * decoding reports the first problem in document order: a type mismatch
+#   ("json: cannot unmarshal string into Go struct field
+#   StreamConfigRequest.max_msgs of type int64"; the path uses the keys as
+#   written, array indexes as numbers, and drops "Go struct field" when the
+#   last part is a number), an unknown field ('json: unknown field "x"'), or a
+#   custom unmarshaler's error (retention/discard/storage/persist_mode:
+#   'can not unmarshal "\\"bogus\\""', compression: "unknown compression
+#   algorithm", times: Go's time.Parse message);
+# * keys match fields exactly or else case-insensitively (not ignoring "_");
+#   a later duplicate wins; null leaves scalars alone and clears pointers,
+#   slices and maps; objects merge into structs and maps already set;
+# * integers must be integer literals that fit ("1.0", "1e3" do not:
+#   "cannot unmarshal number 1.0 into ..."); invalid UTF-8 and lone surrogate
+#   escapes become U+FFFD.
+# ---------------------------------------------------------------------------
+
+class GoJSONError(Exception):
+    """A decode failure; ``str()`` is the text nats-server puts after "invalid JSON: "."""
+
+
+class EndOfInput(Exception):
+    pass
+
+
+class _Node:
+    __slots__ = ("kind", "value", "start", "end")
+
+    def __init__(self, kind, value, start, end):
+        self.kind = kind          # object, array, string, number, true, false, null
+        self.value = value        # [(key, key_node, node)], [node], str, literal str, None
+        self.start = start
+        self.end = end
+
+
+_WS = b" \t\r\n"
+_STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
+_HEX = b"0123456789abcdefABCDEF"
+_MAX_DEPTH = 10000
+
+
+def quote_char(data, i):
+    """The offending character as Go shows it, and its length in bytes."""
+    b = data[i]
+    if b < 0x80:
+        ch, size = chr(b), 1
+    else:
+        ch, size = None, 1
+        for n in (2, 3, 4):
+            try:
+                ch = data[i:i + n].decode("utf-8")
+                size = n
+                break
+            except UnicodeDecodeError:
+                continue
+        if ch is None or len(ch) != 1:
+            return "'\\x%02x'" % b, 1
+    if ch == "'":
+        return "'\\''", size
+    if ch == '"':
+        return "'\"'", size
+    return "'" + go_quote(ch)[1:-1] + "'", size
+
+
+def _bad_escape(seq, offset):
+    # json v2: the sequence in backquotes, or %q if it holds a backquote,
+    # U+FFFD, white space or anything unprintable.
+    try:
+        text = seq.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid escape sequence %s in string at offset %d" % (go_quote(seq), offset)
+    if any(c == "`" or c == "\ufffd" or c.isspace() or not c.isprintable() for c in text):
+        shown = go_quote(text)
+    else:
+        shown = "`%s`" % text
+    return "invalid escape sequence %s in string at offset %d" % (shown, offset)
+
+
+def _go_utf8_errors(err):
+    # Go turns each byte of an invalid UTF-8 sequence into its own U+FFFD.
+    return "\ufffd" * (err.end - err.start), err.end
+
+
+codecs.register_error("gojson", _go_utf8_errors)
+
+
+class Parser:
+    """Syntax checker + tree builder with Go's (json v2, v1 mode) error texts."""
+
+    def __init__(self, data):
+        self.d = data
+        self.n = len(data)
+
+    def ws(self, i):
+        d, n = self.d, self.n
+        while i < n and d[i] in _WS:
+            i += 1
+        return i
+
+    def fail(self, i, context):
+        q, size = quote_char(self.d, i)
+        raise GoJSONError("invalid character %s %s at offset %d" % (q, context, i + size))
+
+    def value(self, i, depth=0):
+        if i >= self.n:
+            raise EndOfInput()
+        c = self.d[i]
+        if c == 0x7B:                                   # {
+            return self.obj(i, depth + 1)
+        if c == 0x5B:                                   # [
+            return self.arr(i, depth + 1)
+        if c == 0x22:                                   # "
+            s, j = self.string(i)
+            return _Node("string", s, i, j), j
+        if c == 0x2D or 0x30 <= c <= 0x39:
+            j = self.number(i)
+            return _Node("number", self.d[i:j].decode("ascii"), i, j), j
+        for lit in (b"true", b"false", b"null"):
+            if c == lit[0]:
+                j = i + 1
+                for expect in lit[1:]:
+                    if j >= self.n:
+                        raise EndOfInput()
+                    if self.d[j] != expect:
+                        self.fail(j, "in literal %s (expecting '%s')" % (lit.decode(), chr(expect)))
+                    j += 1
+                kind = lit.decode()
+                return _Node(kind, None, i, j), j
+        self.fail(i, "looking for beginning of value")
+
+    def obj(self, i, depth):
+        if depth > _MAX_DEPTH:
+            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+        start = i
+        members = []
+        i = self.ws(i + 1)
+        if i >= self.n:
+            raise EndOfInput()
+        if self.d[i] == 0x7D:
+            return _Node("object", members, start, i + 1), i + 1
+        while True:
+            if self.d[i] != 0x22:
+                self.fail(i, "looking for beginning of object key string")
+            key, i = self.string(i)
+            i = self.ws(i)
+            if i >= self.n:
+                raise EndOfInput()
+            if self.d[i] != 0x3A:
+                self.fail(i, "after object key")
+            i = self.ws(i + 1)
+            node, i = self.value(i, depth)
+            members.append((key, node))
+            i = self.ws(i)
+            if i >= self.n:
+                raise EndOfInput()
+            c = self.d[i]
+            if c == 0x2C:
+                i = self.ws(i + 1)
+                if i >= self.n:
+                    raise EndOfInput()
+                continue
+            if c == 0x7D:
+                return _Node("object", members, start, i + 1), i + 1
+            self.fail(i, "after object key:value pair")
+
+    def arr(self, i, depth):
+        if depth > _MAX_DEPTH:
+            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+        start = i
+        items = []
+        i = self.ws(i + 1)
+        if i >= self.n:
+            raise EndOfInput()
+        if self.d[i] == 0x5D:
+            return _Node("array", items, start, i + 1), i + 1
+        while True:
+            node, i = self.value(i, depth)
+            items.append(node)
+            i = self.ws(i)
+            if i >= self.n:
+                raise EndOfInput()
+            c = self.d[i]
+            if c == 0x2C:
+                i = self.ws(i + 1)
+                continue
+            if c == 0x5D:
+                return _Node("array", items, start, i + 1), i + 1
+            self.fail(i, "after array element")
+
+    def string(self, i):
+        d, n = self.d, self.n
+        out = []
+        j = i + 1
+        seg = j
+        while True:
+            m = _STRING_SPECIAL.search(d, j)
+            if m is None:
+                raise EndOfInput()
+            j = m.start()
+            c = d[j]
+            if c == 0x22:
+                out.append(d[seg:j].decode("utf-8", "gojson"))
+                return "".join(out), j + 1
+            if c < 0x20:
+                self.fail(j, "in string")
+            out.append(d[seg:j].decode("utf-8", "gojson"))
+            if j + 1 >= n:
+                raise EndOfInput()
+            e = d[j + 1]
+            if e == 0x75:                                   # \uXXXX
+                seq = d[j:j + 6]
+                if any(b not in _HEX for b in seq[2:]):
+                    raise GoJSONError(_bad_escape(seq, j + len(seq)))
+                if len(seq) < 6:
+                    raise EndOfInput()
+                cp = int(seq[2:], 16)
+                j += 6
+                if 0xD800 <= cp < 0xDC00 and d[j:j + 2] == b"\\u":
+                    seq2 = d[j:j + 6]
+                    if len(seq2) == 6 and all(b in _HEX for b in seq2[2:]):
+                        lo = int(seq2[2:], 16)
+                        if 0xDC00 <= lo < 0xE000:
+                            out.append(chr(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
+                            j += 6
+                            seg = j
+                            continue
+                out.append("\ufffd" if 0xD800 <= cp < 0xE000 else chr(cp))
+                seg = j
+                continue
+            simple = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x62: "\b", 0x66: "\f",
+                      0x6E: "\n", 0x72: "\r", 0x74: "\t"}.get(e)
+            if simple is None:
+                seq = d[j:j + 2]               # one byte, even of a multi-byte character
+                raise GoJSONError(_bad_escape(seq, j + len(seq)))
+            out.append(simple)
+            j += 2
+            seg = j
+
+    def number(self, i):
+        d, n = self.d, self.n
+        j = i
+        if d[j] == 0x2D:
+            j += 1
+        if j >= n:
+            raise EndOfInput()
+        if d[j] == 0x30:
+            j += 1
+        elif 0x31 <= d[j] <= 0x39:
+            while j < n and 0x30 <= d[j] <= 0x39:
+                j += 1
+        else:
+            self.fail(j, "in numeric literal")
+        if j < n and d[j] == 0x2E:
+            j += 1
+            if j >= n:
+                raise EndOfInput()
+            if not 0x30 <= d[j] <= 0x39:
+                self.fail(j, "in numeric literal")
+            while j < n and 0x30 <= d[j] <= 0x39:
+                j += 1
+        if j < n and d[j] in b"eE":
+            j += 1
+            if j < n and d[j] in b"+-":
+                j += 1
+            if j >= n:
+                raise EndOfInput()
+            if not 0x30 <= d[j] <= 0x39:
+                self.fail(j, "in numeric literal")
+            while j < n and 0x30 <= d[j] <= 0x39:
+                j += 1
+        return j
+
+
+def parse_json_values(data):
+    """Syntax-check ``data`` value by value like a Go ``json.Decoder``; yields nodes.
+
+    Raises ``GoJSONError`` (message as nats-server reports it after "invalid
+    JSON: ") at the first syntax error.  Lazy: a value is only checked once the
+    previous one has been consumed, as the Go decoder loop does.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    p = Parser(bytes(data))
+    i = 0
+    while True:
+        i = p.ws(i)
+        if i >= p.n:
+            return
+        try:
+            node, i = p.value(i)
+        except EndOfInput:
+            raise GoJSONError("unexpected EOF") from None
+        except RecursionError:
+            raise GoJSONError("exceeded max depth") from None
+        yield node
+
+
+# --- Go types, for decoding and for the type names in error messages -------
+
+class GoType:
+    name = "?"
+    nullable = False          # null sets None (pointers, slices, maps) instead of no-op
+
+
+class _Str(GoType):
+    name = "string"
+
+
+class _Bool(GoType):
+    name = "bool"
+
+
+class _Int(GoType):
+    def __init__(self, name, bits, signed=True):
+        self.name, self.bits, self.signed = name, bits, signed
+
+    def convert(self, lit):
+        if self.signed:
+            ok = re.fullmatch(r"-?[0-9]+", lit)
+        else:
+            ok = re.fullmatch(r"[0-9]+", lit)
+        if not ok:
+            return None
+        v = int(lit)
+        if self.signed:
+            lo, hi = -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        else:
+            lo, hi = 0, (1 << self.bits) - 1
+        return v if lo <= v <= hi else None
+
+
+class _Time(GoType):
+    """``*time.Time``: RFC 3339 string, kept as Go would marshal it back."""
+    name = "time.Time"
+    nullable = True
+
+
+class EnumType(GoType):
+    """A nats-server type with its own UnmarshalJSON comparing the raw bytes."""
+
+    def __init__(self, name, values, fold=False, extra=()):
+        self.name = name
+        self.values = values
+        self.fold = fold
+        self.extra = dict(extra)     # raw -> value aliases ('""' for persist_mode)
+
+    def decode(self, raw):
+        key = raw.lower() if self.fold else raw
+        for v in self.values:
+            if key == b'"' + v.encode() + b'"':
+                return v
+        if key in self.extra:
+            return self.extra[key]
+        raise GoJSONError("can not unmarshal %s" % go_quote(raw))
+
+
+class CompressionType(GoType):
+    """``StoreCompression``: its UnmarshalJSON takes a string (or null for
+    none) and has its own error for anything it does not know."""
+
+    def __init__(self, name, values):
+        self.name, self.values = name, values
+
+
+class SliceType(GoType):
+    nullable = True
+
+    def __init__(self, elem, name):
+        self.elem, self.name = elem, name
+
+
+class _Map(GoType):
+    nullable = True
+
+    def __init__(self, elem, name):
+        self.elem, self.name = elem, name
+
+
+class StructType(GoType):
+    def __init__(self, cls, pointer=False):
+        self.cls, self.pointer = cls, pointer
+        self.nullable = pointer
+
+    @property
+    def name(self):
+        return "server." + self.cls.__go_name__
+
+
+STRING = _Str()
+BOOL = _Bool()
+INT = _Int("int", 64)
+INT32 = _Int("int32", 32)
+INT64 = _Int("int64", 64)
+UINT64 = _Int("uint64", 64, signed=False)
+DURATION = _Int("time.Duration", 64)
+TIME = _Time()
+STRINGS = SliceType(STRING, "[]string")
+STRING_MAP = _Map(STRING, "map[string]string")
+UINT64S = SliceType(UINT64, "[]uint64")
+
+
+def Ptr(cls):
+    return StructType(cls, pointer=True)
+
+
+def Struct(cls):
+    return StructType(cls, pointer=False)
+
+
+def SliceOf(elem, name=None):
+    if name is None:
+        name = "[]" + ("*" if getattr(elem, "pointer", False) else "") + elem.name
+    return SliceType(elem, name)
+
+
+KIND_NAMES = {"object": "object", "array": "array", "string": "string",
+              "number": "number", "true": "bool", "false": "bool"}
+
+
+class Decoder:
+    def __init__(self, data, root, lenient=False):
+        self.data = data
+        self.root = root
+        self.lenient = lenient  # json.Unmarshal: unknown fields are skipped
+
+    def type_error(self, node, gotype, path, value=None):
+        what = value or KIND_NAMES[node.kind]
+        if path:
+            where = ".".join([self.root.__go_name__] + path)
+            if re.fullmatch(r"[0-9]+", path[-1]):
+                msg = "json: cannot unmarshal %s into %s of type %s" % (what, where, gotype.name)
+            else:
+                msg = "json: cannot unmarshal %s into Go struct field %s of type %s" % (
+                    what, where, gotype.name)
+        else:
+            msg = "json: cannot unmarshal %s into Go value of type %s" % (what, gotype.name)
+        raise GoJSONError(msg)
+
+    def raw(self, node):
+        return self.data[node.start:node.end]
+
+    def decode(self, node, gotype, current, path):
+        """Decode ``node`` as ``gotype`` onto ``current``; returns the new value.
+
+        Structs decode to dicts keyed by attribute name (merged into a dict
+        already there), built into attrs instances at the end.
+        """
+        kind = node.kind
+        if isinstance(gotype, EnumType):
+            return gotype.decode(self.raw(node))
+        if isinstance(gotype, CompressionType):
+            if kind == "null":
+                s = ""
+            elif kind != "string":
+                raise GoJSONError("json: cannot unmarshal %s into Go value of type string"
+                                  % KIND_NAMES[kind])
+            else:
+                s = node.value
+            if s not in gotype.values:
+                raise GoJSONError("unknown compression algorithm")
+            return s
+        if kind == "null":
+            return None if gotype.nullable else current
+        if isinstance(gotype, _Str):
+            if kind != "string":
+                self.type_error(node, gotype, path)
+            return node.value
+        if isinstance(gotype, _Bool):
+            if kind not in ("true", "false"):
+                self.type_error(node, gotype, path)
+            return kind == "true"
+        if isinstance(gotype, _Int):
+            if kind != "number":
+                self.type_error(node, gotype, path)
+            v = gotype.convert(node.value)
+            if v is None:
+                self.type_error(node, gotype, path, "number " + node.value)
+            return v
+        if isinstance(gotype, _Time):
+            if kind != "string":
+                self.type_error(node, gotype, path)
+            try:
+                ns, offset = go_parse_rfc3339(node.value)
+            except ValueError as e:
+                raise GoJSONError(str(e)) from None
+            return rfc3339(ns, offset, zero_is_unset=False)
+        if isinstance(gotype, SliceType):
+            if kind != "array":
+                self.type_error(node, gotype, path)
+            return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)])
+                    for k, item in enumerate(node.value)]
+        if isinstance(gotype, _Map):
+            if kind != "object":
+                self.type_error(node, gotype, path)
+            out = dict(current) if current else {}
+            for key, item in node.value:
+                out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key])
+            return out
+        if isinstance(gotype, StructType):
+            if kind != "object":
+                self.type_error(node, gotype, path)
+            return self.struct(node, gotype.cls, current, path)
+        raise AssertionError(gotype)
+
+    def struct(self, node, cls, current, path):
+        out = dict(current) if current else {}
+        fields = go_fields(cls)
+        for key, item in node.value:
+            f = fields.get(key)
+            if f is None:
+                folded = key.casefold()
+                for name, cand in fields.items():
+                    if name.casefold() == folded:
+                        f = cand
+                        break
+            if f is None:
+                if self.lenient:
+                    continue
+                raise GoJSONError("json: unknown field %s" % go_quote(key))
+            gotype = f.metadata["go"]
+            default = out.get(f.name, zero_value(gotype))
+            out[f.name] = self.decode(item, gotype, default, path + [key])
+        return out
+
+
+def zero_value(gotype):
+    """Go's zero value of ``gotype`` (what a JSON null leaves in a fresh slot)."""
+    if isinstance(gotype, StructType) and not gotype.pointer:
+        return {}
+    if isinstance(gotype, _Str):
+        return ""
+    if isinstance(gotype, _Int):
+        return 0
+    if isinstance(gotype, _Bool):
+        return False
+    return None
+
+
+def go_fields(cls):
+    cache = cls.__dict__.get("_go_field_cache")
+    if cache is None:
+        cache = {f.name: f for f in attrs.fields(cls) if "go" in f.metadata}
+        cls._go_field_cache = cache
+    return cache
+
+
+def decode_fields(data, cls):
+    """Decode ``data`` (bytes) for ``cls`` as nats-server's strict decoder does:
+    the fields as a dict keyed by attribute name (nested structs as dicts too),
+    for the converter to build ``cls`` from.  Raises ``GoJSONError``; an empty
+    (or all white space) body gives ``{}``."""
+    dec = Decoder(data, cls)
+    top = Struct(cls)
+    fields = {}
+    for node in parse_json_values(data):
+        if node.kind == "null":
+            continue
+        if node.kind != "object":
+            raise GoJSONError("json: cannot unmarshal %s into Go value of type %s"
+                              % (KIND_NAMES[node.kind], top.name))
+        fields = dec.struct(node, cls, fields, [])
+    return fields
+
+
+def unmarshal_fields(data, cls):
+    """``decode_fields`` as Go's plain ``json.Unmarshal`` does it (what
+    nats-server uses for direct gets): unknown fields are ignored, the body must
+    be exactly one JSON value; ``null`` gives None (the zero values).  Raises
+    ``GoJSONError`` on anything else."""
+    nodes = list(parse_json_values(data))
+    if len(nodes) != 1:
+        raise GoJSONError("unexpected end of JSON input" if not nodes
+                          else "invalid character after top-level value")
+    node = nodes[0]
+    if node.kind == "null":
+        return None
+    if node.kind != "object":
+        raise GoJSONError("json: cannot unmarshal %s into Go value of type %s"
+                          % (KIND_NAMES[node.kind], Struct(cls).name))
+    return Decoder(data, cls, lenient=True).struct(node, cls, {}, [])
+
+
+def is_empty_request(raw):
+    """nats-server's ``isEmptyRequest``: no body, ``{}``, or a single valid JSON
+    value that is not an object with members (``null``, ``5``, ``[]``...).
+    STREAM.DELETE answers anything else with ``not_empty_request()`` (10038)."""
+    if not raw:
+        return True
+    raw = bytes(raw)
+    if raw == b"{}":
+        return True
+    try:
+        nodes = list(parse_json_values(raw))
+    except GoJSONError:
+        return False
+    if len(nodes) != 1:            # json.Unmarshal: nothing, or data after the value
+        return False
+    node = nodes[0]
+    return node.kind != "object" or not node.value
