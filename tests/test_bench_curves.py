@@ -31,7 +31,12 @@ def test_every_curve_point_measured_on_both_servers(run_dir):
             for role in curves.ROLES:
                 r = p[role]
                 assert "error" not in r, (name, p["x"], role, r)
-                assert r[curve["primary"]] > 0, (name, p["x"], role)
+                if curve["primary"] == "rss per conn":
+                    # A connection or twenty may fit in memory the process already
+                    # has: measured, it can honestly be 0.
+                    assert r["rss per conn"] is not None, (name, p["x"], role)
+                else:
+                    assert r[curve["primary"]] > 0, (name, p["x"], role)
                 assert r["rss"] > 1024 * 1024
     for p in res["curves"]["payload"]["points"]:
         for role in curves.ROLES:
