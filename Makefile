@@ -11,12 +11,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
-# Reinstall whenever the package metadata changes; editable so edits are live. The build
-# requirements (pyproject.toml: Cython) go into the venv too, for `make build`.
+# Reinstall whenever the package metadata changes; editable so edits are live. The
+# editable install is one .pth entry for the repository root (setup.cfg's package_dir
+# "= ."), so twistd's scan of twisted/plugins/ sees natsbroker_plugin.py from anywhere.
+# The build requirements (pyproject.toml: Cython) go into the venv too, for `make build`.
 $(STAMP): $(BIN)/python setup.cfg setup.py pyproject.toml
 	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
 	    | $(BIN)/python -m pip install --quiet -r /dev/stdin
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,admin]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,admin]'
 	touch $(STAMP)
 
 # The compiled hot modules (setup.py), rebuilt in place if their sources changed: incremental,

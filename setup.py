@@ -11,7 +11,7 @@ refuses a compiled module whose source has changed since (a stale build).
 import hashlib
 import os
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # The hot path as profiled (tools/bench/PERF.md). Paths, so the list does not
@@ -21,7 +21,7 @@ COMPILED = [
     "natsbroker/subjects.py",
     "natsbroker/protocol/client.py",
     "natsbroker/accounts.py",
-    "plugins/pubsub.py",
+    "natsbroker/plugins/pubsub.py",
 ]
 
 # Annotations are ignored: the sources are written for Python's semantics (an
@@ -117,13 +117,8 @@ class optional_build_ext(build_ext):
                         os.remove(path)
 
 
-# twisted/plugins has no __init__.py (Twisted's plugin directories must not),
-# so it is listed by hand: `twistd natsbroker` finds our ServiceMaker there.
+# Packages, package data and data files: setup.cfg.
 setup(
-    packages=find_packages(include=["natsbroker", "natsbroker.*", "plugins", "plugins.*"])
-    + ["twisted.plugins"],
-    package_data={"twisted.plugins": ["natsbroker_plugin.py"],
-                  "natsbroker.dashboard": ["*.html", "*.js", "*.css", "vendor/uplot/*"]},
     ext_modules=[Extension(os.path.splitext(p)[0].replace("/", "."), [p], optional=True)
                  for p in COMPILED],
     cmdclass={"build_ext": optional_build_ext},

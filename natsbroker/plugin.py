@@ -1,8 +1,8 @@
 """Finding and loading broker plugins.
 
-Plugins are found through Twisted's plugin system in the ``plugins`` drop-in
-package (objects providing IBrokerPluginFactory), and by ``module:object``
-names from the configuration.
+Plugins are found through Twisted's plugin system in the ``natsbroker.plugins``
+drop-in package (objects providing IBrokerPluginFactory), and by
+``module:object`` names from the configuration.
 """
 
 import importlib
@@ -36,8 +36,9 @@ class PluginFactory:
 
 
 def discover():
-    """Every IBrokerPluginFactory in the ``plugins`` drop-in package."""
-    import plugins as dropin
+    """Every IBrokerPluginFactory in the ``natsbroker.plugins`` drop-in package."""
+    # Imported here: the built-in plugins import the core, never the other way.
+    from natsbroker import plugins as dropin
     return list(getPlugins(IBrokerPluginFactory, dropin))
 
 
