@@ -1,6 +1,6 @@
 """The bytes inside a natsbroker stream snapshot (what ``$JS.API.STREAM.SNAPSHOT``
 sends in its chunks and ``$JS.API.STREAM.RESTORE`` takes back), shared by the
-server (:mod:`plugins.jetstream.snapshot`) and ``natsbroker-admin``. Standard
+server (:mod:`natsbroker.plugins.jetstream.snapshot`) and ``natsbroker-admin``. Standard
 library only, so the admin tool can check a backup without the server's code.
 
 ::

@@ -33,8 +33,8 @@ from zope.interface import implementer
 from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker.plugin import PluginFactory
 from natsbroker.store.base import StreamEvent
-from plugins.changefeed_lines import make_record, record_line
-from plugins.changefeed_writer import AGE, REPLAY_POS, FeedWriter
+from natsbroker.plugins.changefeed_lines import make_record, record_line
+from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS, FeedWriter
 
 log = Logger()
 

@@ -26,7 +26,7 @@ import threading
 from twisted.logger import Logger
 
 from natsbroker.store.base import StreamEvent
-from plugins.changefeed_lines import PutLines
+from natsbroker.plugins.changefeed_lines import PutLines
 
 log = Logger()
 

@@ -1,14 +1,14 @@
 """Registers the JetStream plugin (plugins/jetstream/) when JetStream is enabled.
 
 Twisted's plugin discovery scans only the modules directly in ``plugins/``;
-the implementation lives in the ``plugins.jetstream`` package.
+the implementation lives in the ``natsbroker.plugins.jetstream`` package.
 """
 
 from natsbroker.plugin import PluginFactory
 
 
 def _make(config):
-    from plugins.jetstream.plugin import JetStream
+    from natsbroker.plugins.jetstream.plugin import JetStream
     return JetStream(config)
 
 

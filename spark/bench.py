@@ -1,11 +1,11 @@
 """Throughput check of the ingest (not a test).
 
-    python -m spark.bench --records 1000000 [--master local[2]] [--per-file 10000]
+    python -m natsbroker.spark.bench --records 1000000 [--master local[2]] [--per-file 10000]
 
 Generates a synthetic change feed -- puts on a few streams (payloads of
 32-512 bytes, some with headers), KV puts/deletes, object chunks and metas,
 deletes, a purge, crash-style repeats of a file's tail at the start of the
-next file, and a few malformed lines -- then runs ``spark.ingest --once`` on it
+next file, and a few malformed lines -- then runs ``natsbroker.spark.ingest --once`` on it
 in-process and reports the rate. The output is checked: every unique id
 exactly once in ``events``, every put in ``messages``, the malformed lines in
 ``quarantine``.
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from spark import feedgen as g
+from natsbroker.spark import feedgen as g
 
 CREATED = 1_790_000_000_000_000_000
 DAY = 86_400 * 10 ** 9
@@ -104,7 +104,7 @@ def generate(feed_dir, records, per_file, seed=1):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m spark.bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m natsbroker.spark.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--per-file", type=int, default=10_000, help="records per feed file")
     p.add_argument("--master", default="local[2]")
@@ -127,8 +127,8 @@ def main(argv=None):
                                      format(written - unique - malformed, ","), malformed, files,
                                      size / 1e6, time.time() - t), flush=True)
 
-        from spark.ingest import Ingest, parse_size
-        from spark.session import build_session
+        from natsbroker.spark.ingest import Ingest, parse_size
+        from natsbroker.spark.session import build_session
         conf = dict(kv.split("=", 1) for kv in args.conf)
         t = time.time()
         spark = build_session(args.master, app="natsbroker-ingest-bench", conf=conf)

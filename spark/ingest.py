@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m spark.ingest --feed DIR --out DIR [--once] [--master local[*]]
+    python -m natsbroker.spark.ingest --feed DIR --out DIR [--once] [--master local[*]]
                            [--checkpoint DIR] [--trigger-seconds N]
 
 Tables under ``--out`` (columns in spark/README.md): ``events`` (every
@@ -79,7 +79,7 @@ import sys
 import threading
 import time
 
-from spark.commit import Committer, LockedError, write_atomic
+from natsbroker.spark.commit import Committer, LockedError, write_atomic
 
 FEED_GLOB = "feed-*.jsonl"
 PROG = "ingest"
@@ -93,7 +93,7 @@ class UsageError(Exception):
 
 def _schemas():
     from pyspark.sql import types as T
-    from spark.records import RECORD_SCHEMA
+    from natsbroker.spark.records import RECORD_SCHEMA
 
     fields = list(RECORD_SCHEMA.fields)
     events = T.StructType(
@@ -316,7 +316,7 @@ class Ingest:
 
     def _process_batch(self, batch_df, batch_id):
         from pyspark.sql import functions as F
-        from spark import records
+        from natsbroker.spark import records
 
         t0 = time.time()
         self.mark("waiting")
@@ -431,7 +431,7 @@ class Ingest:
     def refresh_derived(self, table, token):
         """Recompute ``kv`` or ``objects`` from ``events`` and swap it in."""
         from pyspark.sql import functions as F
-        from spark import derive
+        from natsbroker.spark import derive
 
         compute = derive.kv_state if table == "kv" else derive.object_catalog
         prefix = "KV_" if table == "kv" else "OBJ_"
@@ -554,7 +554,7 @@ def parse_size(text):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        prog="python -m spark.ingest",
+        prog="python -m natsbroker.spark.ingest",
         description="Ingest natsbroker's change feed into Parquet tables, exactly once.")
     p.add_argument("--feed", required=True, metavar="DIR", help="the change-feed directory")
     p.add_argument("--out", required=True, metavar="DIR", help="where the tables are written")
@@ -626,7 +626,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    from spark.session import build_session
+    from natsbroker.spark.session import build_session
     conf = dict(args.conf)
     conf.setdefault("spark.driver.memory", args.driver_memory)
     try:

@@ -151,10 +151,10 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
     after the turn that stored them; stop() completes the open file."""
     from twisted.internet.task import Clock
 
-    import plugins.jetstream.plugin as P
+    import natsbroker.plugins.jetstream.plugin as P
     from natsbroker.broker import Broker
     from natsbroker.config import ChangeFeedConfig, JetStreamConfig, ServerConfig
-    from plugins.changefeed import ChangeFeed
+    from natsbroker.plugins.changefeed import ChangeFeed
 
     feed_dir = tmp_path / "feed"
     config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path / "js")),

@@ -58,7 +58,7 @@ async def traffic(url, kill=None):
 
 def ingest(feed, out):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-m", "spark.ingest", "--feed", feed, "--out", out,
+    r = subprocess.run([sys.executable, "-m", "natsbroker.spark.ingest", "--feed", feed, "--out", out,
                         "--once", "--master", "local[2]"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -67,7 +67,7 @@ def ingest(feed, out):
 
 @pytest.fixture(scope="module")
 def spark():
-    from spark.session import build_session
+    from natsbroker.spark.session import build_session
     s = build_session("local[2]", app="natsbroker-e2e-test")
     yield s
     s.stop()

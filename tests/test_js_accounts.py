@@ -541,7 +541,7 @@ def test_nats_jetstream_client_sees_the_account(tmp_path):
 def _engine(tmp_path, accounts, clock=None):
     from twisted.internet.task import Clock
 
-    import plugins.jetstream.plugin as P
+    import natsbroker.plugins.jetstream.plugin as P
     from natsbroker.broker import Broker
     from natsbroker.config import JetStreamConfig, ServerConfig
 
@@ -569,7 +569,7 @@ def _req(broker, clock, account, subject, body=b""):
 
 
 def test_account_store_directories():
-    from plugins.jetstream.plugin import account_dir
+    from natsbroker.plugins.jetstream.plugin import account_dir
     assert account_dir("/s/jetstream", "$G") == "/s/jetstream"
     assert account_dir("/s/jetstream", "ACME") == "/s/jetstream/accounts/ACME"
     assert account_dir("/s/jetstream", "a/b c") == "/s/jetstream/accounts/a%2Fb%20c"
@@ -620,7 +620,7 @@ def test_stream_events_name_the_account(tmp_path):
 
 
 def test_default_consumer_limit_per_stream(tmp_path, monkeypatch):
-    from plugins.jetstream import limits as L
+    from natsbroker.plugins.jetstream import limits as L
     monkeypatch.setattr(L, "DEFAULT_MAX_CONSUMERS", 2)
     broker, js, clock = _engine(tmp_path, [])
     try:

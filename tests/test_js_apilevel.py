@@ -9,8 +9,8 @@ import asyncio
 import nats
 import pytest
 
-from plugins.jetstream import apilevel
-from plugins.jetstream import versions
+from natsbroker.plugins.jetstream import apilevel
+from natsbroker.plugins.jetstream import versions
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise

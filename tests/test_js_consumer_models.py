@@ -13,12 +13,12 @@ import tempfile
 import nats
 import pytest
 
-from plugins.jetstream import consumer_models as C
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import stream_config as SC
-from plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import consumer_models as C
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import stream_config as SC
+from natsbroker.plugins.jetstream import stream_models as SM
 from tests.support.servers import ServerProcess
 
 V = dict(version="2.15.1", api_level=5)

@@ -16,8 +16,8 @@ import nats
 import pytest
 
 from natsbroker.store.base import StoredMsg
-from plugins.jetstream import counters
-from plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import counters
+from natsbroker.plugins.jetstream import errors as E
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 

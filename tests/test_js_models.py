@@ -16,15 +16,15 @@ import pytest
 from natsbroker import COMPAT_VERSION
 from natsbroker.godur import format_duration
 from natsbroker.subjects import subject_is_subset_match, subjects_collide
-from plugins.jetstream import api_models as AM
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import marshal
-from plugins.jetstream import stream_config as SC
-from plugins.jetstream import stream_models as SM
-from plugins.jetstream import subject_rules as SR
-from plugins.jetstream import versions
+from natsbroker.plugins.jetstream import api_models as AM
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream import stream_config as SC
+from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import subject_rules as SR
+from natsbroker.plugins.jetstream import versions
 
 V = dict(version="2.15.1", api_level=5)
 CREATED = gotime.parse_rfc3339("2026-01-02T03:04:05.123456789Z")

@@ -187,7 +187,7 @@ def test_jwt_limits_as_nats_server_reads_them(keys):
 
 def test_the_jetstream_plugin_offers_account_jetstream():
     from natsbroker.config import ServerConfig
-    from plugins.jetstream.plugin import JetStream
+    from natsbroker.plugins.jetstream.plugin import JetStream
     verifyObject(IAccountJetStream, JetStream(ServerConfig()))
 
 

@@ -768,9 +768,9 @@ class _HugeStore:
 def test_snapshot_streams_without_loading_the_stream(monkeypatch):
     from types import SimpleNamespace
 
-    from plugins.jetstream import snapshot
-    from plugins.jetstream import stream_config as SC
-    from plugins.jetstream import stream_models as SM
+    from natsbroker.plugins.jetstream import snapshot
+    from natsbroker.plugins.jetstream import stream_config as SC
+    from natsbroker.plugins.jetstream import stream_models as SM
 
     cfg = SC.fill_defaults(SM.StreamConfig(name="BIG"))
     stream = SimpleNamespace(name="BIG", config=cfg, created=1, consumers={}, store=_HugeStore())

@@ -2,7 +2,7 @@
 
 A Master and a Worker from the pyspark distribution (``bin/spark-class``),
 started here on loopback with ephemeral ports (port 0: each reports the port
-it bound in its log), then ``python -m spark.ingest --master spark://...``
+it bound in its log), then ``python -m natsbroker.spark.ingest --master spark://...``
 on a small feed; the tables must be exact. Master and Worker are stopped by
 their pids.
 """
@@ -18,7 +18,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from spark import feedgen as g  # noqa: E402
+from natsbroker.spark import feedgen as g  # noqa: E402
 from tests.test_spark_ingest import C, SEC, ROOT, Feed  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -102,7 +102,7 @@ def test_ingest_on_a_standalone_cluster(cluster, tmp_path):
                             g.kv_put("cfg", C, 2, "a", b"2", C + 2)])
     t = time.time()
     r = subprocess.run(
-        [sys.executable, "-m", "spark.ingest", "--feed", feed_dir, "--out", out, "--once",
+        [sys.executable, "-m", "natsbroker.spark.ingest", "--feed", feed_dir, "--out", out, "--once",
          "--master", url, "--conf", "spark.executor.memory=512m",
          "--conf", "spark.driver.host=127.0.0.1"],
         cwd=ROOT, env=cluster_env(), capture_output=True, text=True, timeout=240)
@@ -113,7 +113,7 @@ def test_ingest_on_a_standalone_cluster(cluster, tmp_path):
         worker.text()[-2000:]
     assert "43 new, 5 duplicates dropped, 1 quarantined" in r.stdout
 
-    from spark.session import build_session
+    from natsbroker.spark.session import build_session
     spark = build_session("local[1]", app="test-spark-cluster-check")
     try:
         events = spark.read.parquet(os.path.join(out, "events")).collect()

@@ -2,7 +2,7 @@
 
 One local[2] SparkSession for the whole module; synthetic feed files written
 the way the broker writes them (spark/feedgen.py). The kill test runs
-``python -m spark.ingest`` in continuous mode as a subprocess, SIGKILLs it
+``python -m natsbroker.spark.ingest`` in continuous mode as a subprocess, SIGKILLs it
 mid-run and checks that a second run leaves every table exact.
 """
 
@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark import feedgen as g  # noqa: E402
-from spark.commit import Committer  # noqa: E402
-from spark.ingest import Ingest, UsageError  # noqa: E402
+from natsbroker.spark import feedgen as g  # noqa: E402
+from natsbroker.spark.commit import Committer  # noqa: E402
+from natsbroker.spark.ingest import Ingest, UsageError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -45,7 +45,7 @@ TEST_CONF = {
 
 @pytest.fixture(scope="module")
 def spark():
-    from spark.session import build_session
+    from natsbroker.spark.session import build_session
     session = build_session("local[2]", app="test-spark-ingest", conf=TEST_CONF)
     yield session
     session.stop()
@@ -353,7 +353,7 @@ def test_crash_during_commit_then_rerun_is_exact(spark, tmp_path):
 # -- the command line ---------------------------------------------------------------------------
 
 def cli(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "spark.ingest", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "natsbroker.spark.ingest", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -387,7 +387,7 @@ def test_cli_unreadable_feed_dir(tmp_path):
 
 def test_cli_unreadable_feed_dir_simulated(tmp_path, monkeypatch, capsys):
     """The same as root (who reads any directory): listing fails with EACCES."""
-    import spark.ingest as ingest_mod
+    import natsbroker.spark.ingest as ingest_mod
     d = tmp_path / "feed"
     d.mkdir()
     real_listdir = os.listdir
@@ -457,7 +457,7 @@ def test_kill_9_mid_run_then_catch_up(spark, tmp_path):
     feed = kill_feed(feed_dir, files=24, per_file=30)  # 12 batches of 2 files
     log = open(tmp_path / "ingest.log", "w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spark.ingest", "--feed", feed_dir, "--out", out,
+        [sys.executable, "-m", "natsbroker.spark.ingest", "--feed", feed_dir, "--out", out,
          "--master", "local[2]", "--max-files-per-batch", "2", "--trigger-seconds", "0.5",
          *[x for k, v in TEST_CONF.items() for x in ("--conf", "%s=%s" % (k, v))]],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -497,7 +497,7 @@ def test_kill_9_during_once_then_restarted_process_finishes(spark, tmp_path):
     ``--once`` process finishes the job: every id exactly once."""
     feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
     feed = kill_feed(feed_dir, files=16, per_file=40)
-    cmd = [sys.executable, "-m", "spark.ingest", "--feed", feed_dir, "--out", out, "--once",
+    cmd = [sys.executable, "-m", "natsbroker.spark.ingest", "--feed", feed_dir, "--out", out, "--once",
            "--master", "local[2]", "--max-files-per-batch", "2",
            *[x for k, v in TEST_CONF.items() for x in ("--conf", "%s=%s" % (k, v))]]
     log = open(tmp_path / "first.log", "w+")

@@ -38,7 +38,7 @@ from natsbroker.config import AccountConfig, ServerConfig, User
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.plugin import discover
 from natsbroker.protocol.client import ConnectOptions
-from plugins import system as S
+from natsbroker.plugins import system as S
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 

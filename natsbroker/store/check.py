@@ -599,7 +599,7 @@ def read_repairs(path):
 def pinned_key(key):
     """The meta records the server keeps in NATSBROKER-META too (the stream's
     and its consumers' config and creation time). A copy of
-    plugins.jetstream.plugin.pinned_meta: the store package must not import
+    natsbroker.plugins.jetstream.plugin.pinned_meta: the store package must not import
     the plugin."""
     return key in (CONFIG_KEY, b"created") or (
         key.startswith(b"c.") and (key.endswith(b".config") or key.endswith(b".created")))

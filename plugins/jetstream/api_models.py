@@ -5,18 +5,18 @@ responses (``type`` names, paging limits) and the publish ack.
 Response field order is nats-server's struct embedding order; a request's
 ``__go_name__`` is the Go struct named in its decode errors
 (``marshal.decode_request``).  The consumer side is
-:mod:`plugins.jetstream.consumer_models`'.
+:mod:`natsbroker.plugins.jetstream.consumer_models`'.
 """
 
 from typing import Optional
 
 import attrs
 
-from plugins.jetstream import marshal
-from plugins.jetstream.gojson import BOOL, INT, INT64, STRING, STRINGS, TIME, UINT64, go_json_dumps
-from plugins.jetstream.marshal import gofield as _f  # short: every field below is one
-from plugins.jetstream.stream_models import ApiErrorBody, StreamInfo
-from plugins.jetstream.versions import API_LEVEL
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream.gojson import BOOL, INT, INT64, STRING, STRINGS, TIME, UINT64, go_json_dumps
+from natsbroker.plugins.jetstream.marshal import gofield as _f  # short: every field below is one
+from natsbroker.plugins.jetstream.stream_models import ApiErrorBody, StreamInfo
+from natsbroker.plugins.jetstream.versions import API_LEVEL
 
 JS_API_NAMES_LIMIT = 1024                        # STREAM.NAMES page size
 JS_API_LIST_LIMIT = 256                          # STREAM.LIST page size

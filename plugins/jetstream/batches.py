@@ -16,17 +16,17 @@ goes out only once that is synced, like any other.
 
 Limits are nats-server's defaults: 1000 messages per batch, 50 batches
 in flight per stream and 1000 per server, 10 s without a message (each one
-restarts the clock).  ``Nats-Required-Api-Level`` (plugins.jetstream.apilevel)
+restarts the clock).  ``Nats-Required-Api-Level`` (natsbroker.plugins.jetstream.apilevel)
 is read once the batch is known: above our level the batch is abandoned
 (412/10185), else the header is dropped from the stored message.
 """
 
 from natsbroker.store.base import msg_size
 
-from plugins.jetstream import api
-from plugins.jetstream import apilevel
-from plugins.jetstream import errors as E
-from plugins.jetstream import headers as HB
+from natsbroker.plugins.jetstream import api
+from natsbroker.plugins.jetstream import apilevel
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import headers as HB
 
 H_BATCH_ID = b"Nats-Batch-Id"
 H_BATCH_SEQ = b"Nats-Batch-Sequence"

@@ -21,12 +21,12 @@ from natsbroker.godur import parse_duration
 from natsbroker.nuid import nuid
 from natsbroker.subjects import subject_matches
 
-from plugins.jetstream import consumer_api
-from plugins.jetstream import consumer_models as CM
-from plugins.jetstream import errors as E
-from plugins.jetstream import gotime
-from plugins.jetstream import priority as P
-from plugins.jetstream.apilevel import slice_header
+from natsbroker.plugins.jetstream import consumer_api
+from natsbroker.plugins.jetstream import consumer_models as CM
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import priority as P
+from natsbroker.plugins.jetstream.apilevel import slice_header
 
 NANOS = 1_000_000_000
 META_PREFIX = b"c."

@@ -1,14 +1,14 @@
 """The ``$JS.API.CONSUMER.*`` request handlers (same conventions as
-:mod:`plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
+:mod:`natsbroker.plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
-from plugins.jetstream import api_models as AM
-from plugins.jetstream import apilevel
-from plugins.jetstream import consumer_models as CM
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import limits as L
+from natsbroker.plugins.jetstream import api_models as AM
+from natsbroker.plugins.jetstream import apilevel
+from natsbroker.plugins.jetstream import consumer_models as CM
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import limits as L
 
 
 def _stream(js, name):

@@ -56,21 +56,21 @@ import attrs
 
 from natsbroker.godur import format_duration as go_duration
 from natsbroker.subjects import subject_is_subset_match, subjects_collide
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import marshal
-from plugins.jetstream import stream_models as SM
-from plugins.jetstream import subject_rules as SR
-from plugins.jetstream.errors import ApiError, go_quote  # noqa: F401  (re-exported)
-from plugins.jetstream.gojson import (BOOL, DURATION, INT, INT64, STRING, STRING_MAP, STRINGS, TIME,
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import subject_rules as SR
+from natsbroker.plugins.jetstream.errors import ApiError, go_quote  # noqa: F401  (re-exported)
+from natsbroker.plugins.jetstream.gojson import (BOOL, DURATION, INT, INT64, STRING, STRING_MAP, STRINGS, TIME,
                                       UINT64, GoJSONError, SliceOf, Struct)
-from plugins.jetstream.gotime import NS_PER_SEC, go_parse_rfc3339, rfc3339
-from plugins.jetstream.marshal import gofield as _f  # short: every field below is one
-from plugins.jetstream.marshal import to_json
-from plugins.jetstream.stream_models import (JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN,
+from natsbroker.plugins.jetstream.gotime import NS_PER_SEC, go_parse_rfc3339, rfc3339
+from natsbroker.plugins.jetstream.marshal import gofield as _f  # short: every field below is one
+from natsbroker.plugins.jetstream.marshal import to_json
+from natsbroker.plugins.jetstream.stream_models import (JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN,
                                              JS_MAX_NAME_LEN, ClusterInfo)
-from plugins.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
+from natsbroker.plugins.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
                                         META_SERVER_VERSION, SERVER_VERSION)
 
 # ---------------------------------------------------------------------------

@@ -12,9 +12,9 @@ the difference, so the arithmetic holds however the copies arrive.
 import json
 import re
 
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import headers as H
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import headers as H
 
 H_INCR = b"Nats-Incr"
 H_COUNTER_SOURCES = b"Nats-Counter-Sources"

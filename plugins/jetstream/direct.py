@@ -23,10 +23,10 @@ damage above ``up_to_seq``: over-reporting, never a wrong answer.
 import attrs
 
 from natsbroker.subjects import is_valid_subject
-from plugins.jetstream import api_models as AM
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import marshal
+from natsbroker.plugins.jetstream import api_models as AM
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import marshal
 
 # nats-server's cap on the subjects one multi-last get may answer.
 MAX_MULTI_LAST = 1024
@@ -62,7 +62,7 @@ class Damaged(Exception):
 
 
 def request(body, last_subject=b""):
-    """The :class:`~plugins.jetstream.api_models.MsgGetRequest` of a direct get, or
+    """The :class:`~natsbroker.plugins.jetstream.api_models.MsgGetRequest` of a direct get, or
     :class:`Status` (408) as nats-server rejects it. ``last_subject``: the
     subject of the ``DIRECT.GET.<stream>.<subject>`` form, whose body may only
     carry ``no_hdr`` (and ``max_bytes``, which a single get never uses)."""

@@ -43,11 +43,11 @@ Durability is ours: every reply is queued with the plugin's acks and goes out
 after the synced group commit that holds the messages it speaks for.
 """
 
-from plugins.jetstream import api
-from plugins.jetstream import api_models as AM
-from plugins.jetstream import apilevel
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import api
+from natsbroker.plugins.jetstream import api_models as AM
+from natsbroker.plugins.jetstream import apilevel
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
 
 SUFFIX = b".$FI"
 GAP_FAIL, GAP_OK = b"fail", b"ok"

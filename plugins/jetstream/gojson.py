@@ -9,7 +9,7 @@ EOF``.  ``decode_fields`` reproduces them (see "Go JSON decoding" below for the
 rules), driven by the ``GoType`` descriptors a model's fields carry (``STRING``,
 ``INT64``, ``Ptr(Placement)``...).  ``go_json_dumps`` writes JSON as Go does
 (compact, ``<>&`` escaped as ``\\u003c``...).  Building attrs instances from
-the decoded fields is :mod:`plugins.jetstream.marshal`'s job.
+the decoded fields is :mod:`natsbroker.plugins.jetstream.marshal`'s job.
 """
 
 import codecs
@@ -18,8 +18,8 @@ import re
 
 import attrs
 
-from plugins.jetstream.errors import go_quote
-from plugins.jetstream.gotime import go_parse_rfc3339, rfc3339
+from natsbroker.plugins.jetstream.errors import go_quote
+from natsbroker.plugins.jetstream.gotime import go_parse_rfc3339, rfc3339
 
 # ---------------------------------------------------------------------------
 # Go JSON encoding

@@ -30,7 +30,7 @@ What each check is in nats-server (jetstream.go, jetstream_api.go, stream.go):
 
 from natsbroker.config import AccountJetStream
 
-from plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import errors as E
 
 # The global account without accounts configured, and accounts with
 # ``jetstream: enabled``: nothing is limited.

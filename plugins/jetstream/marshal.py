@@ -2,7 +2,7 @@
 cattrs ``converter`` and request decoding.
 
 A model field is declared with ``gofield``; its metadata drives both ways:
-"go" is the Go type (a :mod:`~plugins.jetstream.gojson` descriptor, for
+"go" is the Go type (a :mod:`~natsbroker.plugins.jetstream.gojson` descriptor, for
 decoding and error messages); "omit" is ``omitempty``; "time" marks Unix-ns
 ints marshalled as RFC 3339; "embed" flattens a nested object's fields into
 the parent (Go embedding); "skip" is never marshalled.  ``to_json(obj)`` (also
@@ -16,12 +16,12 @@ import attrs
 import cattrs
 import cattrs.gen
 
-from plugins.jetstream import errors as E
-from plugins.jetstream.errors import ApiError
-from plugins.jetstream.gojson import (GoJSONError, SliceType, StructType, decode_fields,
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream.errors import ApiError
+from natsbroker.plugins.jetstream.gojson import (GoJSONError, SliceType, StructType, decode_fields,
                                       go_json_dumps, unmarshal_fields)
-from plugins.jetstream.gotime import parse_rfc3339, rfc3339
-from plugins.jetstream.versions import API_LEVEL, SERVER_VERSION
+from natsbroker.plugins.jetstream.gotime import parse_rfc3339, rfc3339
+from natsbroker.plugins.jetstream.versions import API_LEVEL, SERVER_VERSION
 
 
 def gofield(go=None, default=None, omit=False, factory=None, **meta):

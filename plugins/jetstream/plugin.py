@@ -51,25 +51,25 @@ from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
 
-from plugins.jetstream import api
-from plugins.jetstream import apilevel
-from plugins.jetstream import batches
-from plugins.jetstream import consumer_models as CM
-from plugins.jetstream import errors as E
-from plugins.jetstream import fastbatch
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import limits as L
-from plugins.jetstream import marshal
-from plugins.jetstream import snapshot
-from plugins.jetstream import stream_config as SC
-from plugins.jetstream import stream_models as SM
-from plugins.jetstream import versions
-from plugins.jetstream.consumer import Consumer
-from plugins.jetstream.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
-from plugins.jetstream.sourcing import Sourcing
-from plugins.jetstream.stream import Accepted, Stream, now_ns
-from plugins.jetstream.stream_state import stream_state
+from natsbroker.plugins.jetstream import api
+from natsbroker.plugins.jetstream import apilevel
+from natsbroker.plugins.jetstream import batches
+from natsbroker.plugins.jetstream import consumer_models as CM
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import fastbatch
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import limits as L
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream import snapshot
+from natsbroker.plugins.jetstream import stream_config as SC
+from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import versions
+from natsbroker.plugins.jetstream.consumer import Consumer
+from natsbroker.plugins.jetstream.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
+from natsbroker.plugins.jetstream.sourcing import Sourcing
+from natsbroker.plugins.jetstream.stream import Accepted, Stream, now_ns
+from natsbroker.plugins.jetstream.stream_state import stream_state
 
 log = Logger()
 
@@ -342,14 +342,14 @@ class JetStreamAccount:
 
     @property
     def fastbatches(self):
-        """The fast batches in flight (plugins.jetstream.fastbatch)."""
+        """The fast batches in flight (natsbroker.plugins.jetstream.fastbatch)."""
         if self._fastbatches is None:
             self._fastbatches = fastbatch.FastBatches(self)
         return self._fastbatches
 
     @property
     def batches(self):
-        """The atomic batches being staged (plugins.jetstream.batches)."""
+        """The atomic batches being staged (natsbroker.plugins.jetstream.batches)."""
         if self._batches is None:
             self._batches = batches.Batches(self)
         return self._batches
@@ -1178,7 +1178,7 @@ class JetStream:
         return detail
 
     def _stream_detail(self, e, stream, consumers, config):
-        from plugins.jetstream import consumer_api
+        from natsbroker.plugins.jetstream import consumer_api
         d = {"name": stream.name, "created": gotime.rfc3339(stream.created),
              "cluster": {"leader": self.broker.server_name}}
         if config:

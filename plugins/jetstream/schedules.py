@@ -34,10 +34,10 @@ from twisted.logger import Logger
 
 from natsbroker.godur import parse_duration
 from natsbroker.subjects import subjects_collide
-from plugins.jetstream import errors as E
-from plugins.jetstream import gotime
-from plugins.jetstream import headers as HB
-from plugins.jetstream import subject_rules as SR
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import headers as HB
+from natsbroker.plugins.jetstream import subject_rules as SR
 
 log = Logger()
 

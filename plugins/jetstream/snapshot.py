@@ -56,19 +56,19 @@ from twisted.logger import Logger
 
 from natsbroker.nuid import nuid
 from natsbroker.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
-from plugins.jetstream import api_models as AM
-from plugins.jetstream import consumer_models as CM
-from plugins.jetstream import errors as E
-from plugins.jetstream import gojson
-from plugins.jetstream import gotime
-from plugins.jetstream import limits as L
-from plugins.jetstream import marshal
-from plugins.jetstream import stream_config as SC
-from plugins.jetstream import stream_models as SM
-from plugins.jetstream import subject_rules as SR
-from plugins.jetstream.meta_keys import META_CONFIG, META_CREATED
-from plugins.jetstream.stream import Stream
-from plugins.jetstream.stream_state import stream_state
+from natsbroker.plugins.jetstream import api_models as AM
+from natsbroker.plugins.jetstream import consumer_models as CM
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gojson
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import limits as L
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream import stream_config as SC
+from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import subject_rules as SR
+from natsbroker.plugins.jetstream.meta_keys import META_CONFIG, META_CREATED
+from natsbroker.plugins.jetstream.stream import Stream
+from natsbroker.plugins.jetstream.stream_state import stream_state
 
 log = Logger()
 

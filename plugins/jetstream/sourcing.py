@@ -38,10 +38,10 @@ from twisted.logger import Logger
 from natsbroker.subjects import subject_matches
 from natsbroker.transform import SubjectTransform
 
-from plugins.jetstream import errors as E
-from plugins.jetstream import gotime
-from plugins.jetstream import stream_models as SM
-from plugins.jetstream.stream import now_ns
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import gotime
+from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream.stream import now_ns
 
 log = Logger()
 

@@ -18,11 +18,11 @@ from natsbroker.protocol.wire import HeaderError, decode_headers
 from natsbroker.transform import SubjectTransform
 from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
 
-from plugins.jetstream import counters
-from plugins.jetstream import errors as E
-from plugins.jetstream import headers as HB
-from plugins.jetstream import schedules as S
-from plugins.jetstream.gotime import rfc3339
+from natsbroker.plugins.jetstream import counters
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream import headers as HB
+from natsbroker.plugins.jetstream import schedules as S
+from natsbroker.plugins.jetstream.gotime import rfc3339
 
 NANOS = 1_000_000_000
 # nats-server's default max_payload: a counter's total may not grow past it.
@@ -206,7 +206,7 @@ class Stream:
     # Publishes republished copies (set by the plugin to IBroker.publish).
     publish = None
     # ``guard(subject, hdr, data)``: raises the ApiError of a publish the
-    # server's or the account's storage limits refuse (plugins.jetstream.limits);
+    # server's or the account's storage limits refuse (natsbroker.plugins.jetstream.limits);
     # None when nothing bounds this stream's storage type.
     guard = None
 
@@ -236,7 +236,7 @@ class Stream:
         """Store one published message; returns ``(seq, duplicate)`` (an
         ``Accepted``, with the counter's ``val``, for an increment).
 
-        ``sourced`` ("mirror" or "source", from plugins.jetstream.sourcing): a
+        ``sourced`` ("mirror" or "source", from natsbroker.plugins.jetstream.sourcing): a
         copy of another stream's message, which skips the input transform and
         the publisher's expectations (see ``_sourced_headers``).  ``scheduled``:
         a copy this stream's schedules made (its ``Nats-Schedule-Next`` is the
@@ -270,7 +270,7 @@ class Stream:
     def prepare(self, subject, hdr, data, sourced=None, scheduled=False, batch=None):
         """Every check of a publish, in nats-server's order, without storing:
         a ``Prepared`` (``dup`` set for a duplicate), or ApiError.  ``batch``
-        (plugins.jetstream.batches): what an atomic batch has staged before
+        (natsbroker.plugins.jetstream.batches): what an atomic batch has staged before
         this message, which it is checked against too."""
         cfg = self._config
         if cfg.sealed:

