@@ -34,8 +34,8 @@ import weakref
 
 __all__ = ["BrokerProcess", "BrokerStartError", "Cluster", "start", "start_cluster"]
 
-# The directory holding the natsbroker package (and the built-in `plugins`
-# package beside it in a source tree): the child must import the same code.
+# The directory holding the natsbroker package (site-packages, or a source
+# tree's root): the child must import the same code.
 _SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PORT_FLAGS = ("-p", "--port", "-port")
 _POLL = 0.02  # seconds between looks at the ports file

@@ -2,8 +2,10 @@
 
 Usage::
 
-    python -m natsbroker.spark.ingest --feed DIR --out DIR [--once] [--master local[*]]
-                           [--checkpoint DIR] [--trigger-seconds N]
+    natsbroker-ingest --feed DIR --out DIR [--once] [--master local[*]]
+                      [--checkpoint DIR] [--trigger-seconds N]
+
+(or ``python -m natsbroker.spark.ingest``, the same command).
 
 Tables under ``--out`` (columns in spark/README.md): ``events`` (every
 record), ``messages`` (every put, payload decoded, partitioned by stream and
@@ -82,7 +84,7 @@ import time
 from natsbroker.spark.commit import Committer, LockedError, write_atomic
 
 FEED_GLOB = "feed-*.jsonl"
-PROG = "ingest"
+PROG = "natsbroker-ingest"
 
 
 class UsageError(Exception):
@@ -554,7 +556,7 @@ def parse_size(text):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        prog="python -m natsbroker.spark.ingest",
+        prog=PROG,
         description="Ingest natsbroker's change feed into Parquet tables, exactly once.")
     p.add_argument("--feed", required=True, metavar="DIR", help="the change-feed directory")
     p.add_argument("--out", required=True, metavar="DIR", help="where the tables are written")
