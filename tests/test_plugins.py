@@ -5,6 +5,7 @@ import os
 import textwrap
 
 import nats
+import pytest
 from zope.interface.verify import verifyObject
 
 from natsbroker.config import ServerConfig
@@ -82,13 +83,20 @@ def test_builtin_plugins_provide_the_interfaces():
 
 
 def test_dropin_directory_plugin_handles_traffic(tmp_path):
-    # A "plugins" directory without __init__.py anywhere on sys.path is scanned,
-    # just like twisted/plugins.
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "echo_dropin.py").write_text(PLUGIN)
-    env = {"PYTHONPATH": str(tmp_path)}
+    # A natsbroker/plugins directory (no __init__.py in it or in natsbroker/)
+    # anywhere on sys.path is scanned, as x/twisted/plugins is by twistd.
+    dropins = tmp_path / "site" / "natsbroker" / "plugins"
+    dropins.mkdir(parents=True)
+    (dropins / "echo_dropin.py").write_text(PLUGIN)
+    # A bare "plugins" directory is nobody's namespace: not scanned.
+    (tmp_path / "site" / "plugins").mkdir()
+    (tmp_path / "site" / "plugins" / "shout_dropin.py").write_text(
+        PLUGIN.replace('"echo', '"shout'))
+    env = {"PYTHONPATH": str(tmp_path / "site")}
     with ServerProcess("natsbroker", [], env=env) as server:
         data, headers = _request(server.url, "echo.hi", b"there")
+        with pytest.raises(nats.errors.NoRespondersError):
+            _request(server.url, "shout.hi", b"there")
     assert data == b"echo.hi|1|there"
     assert headers == {"Echo-Plugin": "yes"}
 

@@ -361,14 +361,14 @@ def test_cli_missing_feed_dir(tmp_path):
     r = cli("--feed", str(tmp_path / "nope"), "--out", str(tmp_path / "out"), "--once")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "ingest: error: feed directory %s does not exist" % (tmp_path / "nope")]
+        "natsbroker-ingest: error: feed directory %s does not exist" % (tmp_path / "nope")]
 
 
 def test_cli_feed_not_a_directory(tmp_path):
     (tmp_path / "file").write_text("x")
     r = cli("--feed", str(tmp_path / "file"), "--out", str(tmp_path / "out"), "--once")
     assert r.returncode == 2
-    assert r.stderr.strip() == "ingest: error: feed path %s is not a directory" % (tmp_path / "file")
+    assert r.stderr.strip() == "natsbroker-ingest: error: feed path %s is not a directory" % (tmp_path / "file")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any directory")
@@ -399,7 +399,7 @@ def test_cli_unreadable_feed_dir_simulated(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ingest_mod.os, "listdir", listdir)
     assert ingest_mod.main(["--feed", str(d), "--out", str(tmp_path / "out"), "--once"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "ingest: error: feed directory %s is not readable: Permission denied" % d]
+        "natsbroker-ingest: error: feed directory %s is not readable: Permission denied" % d]
 
 
 def test_cli_output_locked_by_another_ingest(tmp_path):
@@ -411,7 +411,7 @@ def test_cli_output_locked_by_another_ingest(tmp_path):
     finally:
         holder.unlock()
     assert r.returncode == 2
-    assert r.stderr.strip() == "ingest: error: another ingest is writing to %s" % (tmp_path / "out")
+    assert r.stderr.strip() == "natsbroker-ingest: error: another ingest is writing to %s" % (tmp_path / "out")
 
 
 def test_cli_usage_error():
