@@ -23,12 +23,16 @@ import zipfile
 
 import pytest
 
+from natsbroker import __version__
 from tests.support.raw import exchange
 from tests.support.servers import ROOT
 
 # Repository directory -> its path in the wheel.
 PACKAGE_DIRS = {"natsbroker": "natsbroker", "plugins": "natsbroker/plugins",
                 "spark": "natsbroker/spark"}
+
+DATA = "natsbroker-%s.data" % __version__
+DIST_INFO = "natsbroker-%s.dist-info" % __version__
 
 # A third-party drop-in: answers requests on echo.> (no headers, for a raw-socket check).
 DROPIN = textwrap.dedent('''
@@ -143,12 +147,12 @@ def test_wheel_holds_every_package_file_and_the_man_pages(built):
         expected.add(PACKAGE_DIRS[top] + "/" + rest)
     for page in _tracked("man"):
         name = os.path.basename(page)
-        expected.add("natsbroker-0.1.0.data/data/share/man/man%s/%s" % (name.rsplit(".", 1)[1], name))
+        expected.add("%s/data/share/man/man%s/%s" % (DATA, name.rsplit(".", 1)[1], name))
     assert expected - names == set()
     tops = {n.split("/", 1)[0] for n in names}
-    assert tops == {"natsbroker", "twisted", "natsbroker-0.1.0.data", "natsbroker-0.1.0.dist-info"}
+    assert tops == {"natsbroker", "twisted", DATA, DIST_INFO}
     assert not [n for n in names if n.endswith("dropin.cache") or "__pycache__" in n]
-    entry_points = zipfile.ZipFile(built).read("natsbroker-0.1.0.dist-info/entry_points.txt").decode()
+    entry_points = zipfile.ZipFile(built).read(DIST_INFO + "/entry_points.txt").decode()
     assert "natsbroker-ingest = natsbroker.spark.ingest:main" in entry_points
 
 
