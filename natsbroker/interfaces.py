@@ -56,6 +56,12 @@ class IClientOps(Interface):
         ``handler(op)`` receives the parser's op tuple. Called once per
         connection, so handlers can be methods bound to per-connection state;
         the connection builds its dispatch table from these once.
+
+        ``OP_PUBS`` is a run of consecutive PUBs with one subject and reply,
+        ``(OP_PUBS, subject, reply, payloads)``: the parser produces it only
+        while the table's ``OP_PUBS`` handler is the one that came with its
+        ``OP_PUB`` handler. A plugin that returns an ``OP_PUB`` handler without
+        an ``OP_PUBS`` one therefore sees every PUB one by one, as before.
         """
 
 

@@ -29,10 +29,21 @@ from natsbroker.tls import TLSConfigError, server_context
 log = Logger()
 
 
+def listen_backlog():
+    """The accept queue Go gives every listener: the kernel's somaxconn (Twisted's
+    default of 50 leaves clients connecting in a burst unanswered for minutes)."""
+    try:
+        with open("/proc/sys/net/core/somaxconn") as f:
+            n = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 128  # Go's fallback, syscall.SOMAXCONN
+    return max(1, min(n, 65535))
+
+
 def _endpoint_string(host, port):
     port = 0 if port == -1 else port
     host = host.replace(":", "\\:")
-    return "tcp:%d:interface=%s" % (port, host)
+    return "tcp:%d:interface=%s:backlog=%d" % (port, host, listen_backlog())
 
 
 def _describe(addr):

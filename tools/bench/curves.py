@@ -60,10 +60,8 @@ FANOUT_DELIVERIES = 600_000   # messages x subscribers per fan-out point
 PAYLOAD_BYTES = 200_000_000   # bytes per payload point (msgs bounded below)
 JS_MSGS = 5_000
 JS_WINDOW = 256
-# Connections opened at once: no more than natsbroker's listen backlog (50,
-# Twisted's default; nats-server's is somaxconn): beyond it a connect can be
-# dropped after the client already counts it as established (it then waits
-# for INFO forever), which would measure the backlog, not memory.
+# Connections opened at once: well within both servers' listen backlog (the
+# kernel's somaxconn), so the curve measures memory, not the accept queue.
 CONN_BATCH = 50
 CONN_TIMEOUT = 30.0
 REPEAT = 3  # throughput points: median of this many runs
