@@ -254,8 +254,9 @@ def test_dropin_observer_sees_every_message(tmp_path):
     """With the compiled core (asserted), a third-party plugin still sees every
     message: plain, with headers, with and without subscribers, queue groups."""
     need_build()
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "observer_dropin.py").write_text(OBSERVER)
+    # A drop-in directory: natsbroker/plugins (no __init__.py) on PYTHONPATH.
+    (tmp_path / "natsbroker" / "plugins").mkdir(parents=True)
+    (tmp_path / "natsbroker" / "plugins" / "observer_dropin.py").write_text(OBSERVER)
     n = 3000
 
     async def main(url):

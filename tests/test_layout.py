@@ -12,19 +12,26 @@ import collections
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("natsbroker", "plugins", "tools")
+# {directory: the package it is installed as}: plugins/ and spark/ are
+# natsbroker.plugins and natsbroker.spark (links under natsbroker/, skipped there).
+PACKAGES = {"natsbroker": "natsbroker", "plugins": "natsbroker.plugins",
+            "spark": "natsbroker.spark", "tools": "tools"}
 CHECKED = ("natsbroker.plugins.jetstream", "tools.bench")
 
 
 def module_files(root):
     """{dotted module name: path} of the project's own packages under ``root``."""
     out = {}
-    for pkg in PACKAGES:
+    for pkg, installed in PACKAGES.items():
+        if not (root / pkg).is_dir():
+            continue
         for path in sorted((root / pkg).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
+            parts = list(path.relative_to(root / pkg).with_suffix("").parts)
+            if any((root / pkg / Path(*parts[:i + 1])).is_symlink() for i in range(len(parts))):
+                continue  # natsbroker/plugins, natsbroker/spark: read from their own directories
             if parts[-1] == "__init__":
                 parts.pop()
-            out[".".join(parts)] = path
+            out[".".join([installed] + parts)] = path
     return out
 
 

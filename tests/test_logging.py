@@ -332,6 +332,12 @@ def test_no_twisted_noise_natsbroker():
     assert not NOISE.search(log), log
 
 
+def _catches(pid, sig):
+    with open("/proc/%d/status" % pid) as f:
+        caught = next(line for line in f if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (sig - 1) & 1)
+
+
 def test_no_twisted_noise_twistd(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
@@ -341,6 +347,9 @@ def test_no_twisted_noise_twistd(tmp_path):
                             stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
     try:
         wait_for(lambda: "Server is ready" in (tmp_path / "out.log").read_text())
+        # twistd starts the service before the reactor installs its signal
+        # handlers: a SIGTERM in between would kill the process without a word.
+        wait_for(lambda: _catches(proc.pid, signal.SIGTERM))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
