@@ -1,6 +1,5 @@
 """The two ways to run the server: the `natsbroker` script and `twistd natsbroker`."""
 
-import json
 import os
 import signal
 import subprocess
@@ -8,7 +7,7 @@ import sys
 import time
 
 from tests.support.raw import exchange
-from tests.support.servers import ROOT
+from tests.support.servers import ROOT, wait_ports_file
 
 BIN = os.path.dirname(sys.executable)
 
@@ -27,20 +26,6 @@ def test_twistd_finds_the_plugin():
     assert "--listen" in out.stdout
 
 
-def _wait_ports(d, proc, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert proc.poll() is None, "server exited early"
-        for name in os.listdir(d):
-            if name.endswith(".ports"):
-                try:
-                    with open(os.path.join(d, name)) as f:
-                        return json.load(f)
-                except ValueError:
-                    pass
-        time.sleep(0.05)
-    raise AssertionError("no ports file")
-
 
 def test_twistd_serves_on_a_listen_endpoint(tmp_path):
     proc = subprocess.Popen(
@@ -48,7 +33,7 @@ def test_twistd_serves_on_a_listen_endpoint(tmp_path):
          "--listen", "tcp:0:interface=127.0.0.1", "--ports_file_dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env(), cwd=str(tmp_path))
     try:
-        ports = _wait_ports(str(tmp_path), proc)
+        ports = wait_ports_file(str(tmp_path), proc)
         port = int(ports["nats"][0].rsplit(":", 1)[1])
         out, closed = exchange(port, b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
         assert out == b"MSG a 1 2\r\nhi\r\nPONG\r\n" and not closed
@@ -61,7 +46,7 @@ def test_sigterm_shuts_down_gracefully(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "natsbroker", "-a", "127.0.0.1", "-p", "-1",
                              "--ports_file_dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_env())
-    ports = _wait_ports(str(tmp_path), proc)
+    ports = wait_ports_file(str(tmp_path), proc)
     assert ports["nats"][0].startswith("nats://127.0.0.1:")
     proc.send_signal(signal.SIGTERM)
     log = proc.communicate(timeout=15)[0].decode()

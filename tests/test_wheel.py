@@ -10,14 +10,12 @@ directory: they can only import what the wheel installed.
 """
 
 import glob
-import json
 import os
 import signal
 import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 import venv
 import zipfile
 
@@ -25,7 +23,7 @@ import pytest
 
 from natsbroker import __version__
 from tests.support.raw import exchange
-from tests.support.servers import ROOT
+from tests.support.servers import ROOT, wait_ports_file
 
 # Repository directory -> its path in the wheel.
 PACKAGE_DIRS = {"natsbroker": "natsbroker", "plugins": "natsbroker/plugins",
@@ -115,20 +113,6 @@ def _env(**extra):
     return env
 
 
-def _wait_ports(d, proc, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        assert proc.poll() is None, "exited early:\n" + proc.communicate()[0].decode()
-        for name in os.listdir(d):
-            if name.endswith(".ports"):
-                try:
-                    with open(os.path.join(d, name)) as f:
-                        return json.load(f)
-                except ValueError:
-                    pass
-        time.sleep(0.05)
-    raise AssertionError("no ports file")
-
 
 def _stop(proc):
     proc.send_signal(signal.SIGTERM)
@@ -194,7 +178,7 @@ def test_natsbroker_runs_builtin_and_dropin_plugins(fresh, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(tmp_path),
         env=_env(PYTHONPATH=str(tmp_path / "thirdparty")))
     try:
-        port = int(_wait_ports(str(tmp_path), proc)["nats"][0].rsplit(":", 1)[1])
+        port = int(wait_ports_file(str(tmp_path), proc)["nats"][0].rsplit(":", 1)[1])
         out, closed = exchange(port, b'CONNECT {"verbose":false,"headers":true}\r\n'
                                      b'SUB r 1\r\nPUB echo.x r 2\r\nhi\r\nPING\r\n')
         assert out == b"MSG r 1 7\r\necho:hi\r\nPONG\r\n" and not closed
@@ -217,7 +201,7 @@ def test_twistd_natsbroker(fresh, tmp_path):
          "--listen", "tcp:0:interface=127.0.0.1", "--ports_file_dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(tmp_path), env=_env())
     try:
-        port = int(_wait_ports(str(tmp_path), proc)["nats"][0].rsplit(":", 1)[1])
+        port = int(wait_ports_file(str(tmp_path), proc)["nats"][0].rsplit(":", 1)[1])
         out, closed = exchange(port, b'CONNECT {"verbose":false}\r\nSUB a 1\r\nPUB a 2\r\nhi\r\nPING\r\n')
         assert out == b"MSG a 1 2\r\nhi\r\nPONG\r\n" and not closed
     finally:

@@ -27,6 +27,23 @@ def broker_command():
     return [sys.executable, "-m", "natsbroker"]
 
 
+def wait_ports_file(d, proc, timeout=30):
+    """The ports file (``--ports_file_dir d``) of ``proc`` once written, as JSON;
+    ``proc`` runs with stdout piped (its output is shown if it exits early)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "exited early:\n" + proc.communicate()[0].decode()
+        for name in os.listdir(d):
+            if name.endswith(".ports"):
+                try:
+                    with open(os.path.join(d, name)) as f:
+                        return json.load(f)
+                except ValueError:
+                    pass
+        time.sleep(0.05)
+    raise AssertionError("no ports file")
+
+
 class ServerProcess:
     """A server process; ``port``/``http_port`` are known once started."""
 
