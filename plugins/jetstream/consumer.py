@@ -107,7 +107,10 @@ class Consumer:
         self.active = False  # push: the deliver subject has interest
         self.closed = False
         self.dirty = False
-        self.npc = 0  # cached num pending
+        # num pending: ``_npc`` as of the stream's log position ``_lmark``
+        # (natsbroker.plugins.jetstream.consumer_index); read ``npc``.
+        self._npc = 0
+        self._lmark = stream.index.end
         self._subs = []
         self._watch = None
         self._timers = {}
@@ -142,8 +145,10 @@ class Consumer:
         self.maxpb = self.pblimit // 16
 
     def update_config(self, config):
+        self.settle()  # what was stored so far counts under the old filters
         self.config = config
         self._set_filters()
+        self.stream.index.refilter(self)
         self._arm_heartbeat()
         self._arm_pause()
         self.dirty = True
@@ -243,12 +248,14 @@ class Consumer:
         self._arm_pause()
         if self.pending:
             self._arm_ack_timer()
+        self.stream.index.add(self)
         self.kick()
 
     def stop(self, delete=False):
         if self.closed:
             return
         self.closed = True
+        self.stream.index.remove(self)
         for sub in self._subs:
             self.broker.unsubscribe(sub)
         self._subs = []
@@ -359,29 +366,51 @@ class Consumer:
         }
 
     # -- new messages ----------------------------------------------------------
+    # The stream's ConsumerIndex kicks the consumer for a message it takes and
+    # logs the message; ``npc`` counts the log when read.
 
-    def on_stored(self, msg):
-        """The stream stored ``msg`` (called within the publishing turn)."""
-        if msg.seq >= self.sseq and self.wants(msg.subject):
-            self.npc += 1
-            self.kick()
+    @property
+    def npc(self):
+        """Num pending: messages at or after the cursor this consumer would deliver."""
+        if self._lmark != self.stream.index.end:
+            self.settle()
+        return self._npc
+
+    @npc.setter
+    def npc(self, n):
+        # A value computed now accounts for everything logged so far.
+        self._lmark = self.stream.index.end
+        self._npc = n
+
+    def settle(self):
+        """Count the messages logged since the last count. Called before the
+        cursor moves or the filters change: a message counts if it was at or
+        past the cursor, and taken by the filters, when it was stored."""
+        index = self.stream.index
+        if self._lmark != index.end:
+            self._npc += index.count(self._lmark, self.sseq,
+                                     self.wants if self.filters else None)
+            self._lmark = index.end
 
     def kick(self):
         """Deliver what can be delivered, after this turn's commit."""
         if not self._kicked and not self.closed:
             self._kicked = True
+            self.stream.index.busy(self)
             self.js.consumer_kicked(self)
 
     def run(self):
         """Called by the plugin after the commit."""
         self._kicked = False
         if not self.closed:
+            self.stream.index.idle(self)
             self.deliver_pending()
 
     # -- getting the next message ----------------------------------------------
 
     def _next_msg(self):
         """``(msg, delivery count)`` or ``(None, reason)``; nats-server's getNextMsg."""
+        self.settle()  # the cursor moves
         store = self.stream.store
         maxdc = self.config.max_deliver
         while self.rdq:
@@ -1086,6 +1115,7 @@ class Consumer:
 
     def purged(self):
         """The stream was purged: skip what is gone (nats-server's consumer.purge)."""
+        self.settle()  # the cursor moves
         first = self.stream.store.state().first_seq
         if self.sseq < first:
             self.sseq = first

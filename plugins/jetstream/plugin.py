@@ -139,6 +139,7 @@ class JetStreamAccount:
         self._lazy_consumers = set()  # ... and those written by the next flush
         self._flush_call = None
         self._kicked = []  # consumers to run after the commit
+        self._logged = []  # streams' ConsumerIndex with messages to count after it
         # The observers every stream calls (one list, shared, changed in
         # place): this account's own (mirrors and sources, by bare stream
         # names), then the plugin's -- the global account's streams reach
@@ -398,18 +399,22 @@ class JetStreamAccount:
                 fn()
         acks, self._acks = self._acks, []
         kicked, self._kicked = self._kicked, []
-        if not acks and not kicked:
-            return
-        publish = self.broker.publish
-        # One batch: the acks are written out now, not on yet another turn.
-        self.broker.begin()
-        try:
-            for reply, payload, _ in acks:
-                publish(reply, payload)
-            for c in kicked:
-                c.run()
-        finally:
-            self.broker.end()
+        if acks or kicked:
+            publish = self.broker.publish
+            # One batch: the acks are written out now, not on yet another turn.
+            self.broker.begin()
+            try:
+                for reply, payload, _ in acks:
+                    publish(reply, payload)
+                for c in kicked:
+                    c.run()
+            finally:
+                self.broker.end()
+        if self._logged:
+            # Consumers count the turn's messages in bulk, once (see consumer_index).
+            logged, self._logged = self._logged, []
+            for index in logged:
+                index.trim()
 
     def note_stored(self, after=None):
         """Messages were staged outside a publish (mirror/source copies): commit,
@@ -619,6 +624,11 @@ class JetStreamAccount:
     def consumer_kicked(self, c):
         self._kicked.append(c)
         self.schedule_commit()
+
+    def consumer_index_logged(self, index):
+        """A stream logged new messages for its consumers: they count them
+        after the commit (each store is followed by one)."""
+        self._logged.append(index)
 
     def consumer_resumed(self, c):
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),

@@ -19,6 +19,7 @@ from natsbroker.transform import SubjectTransform
 from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
 
 from natsbroker.plugins.jetstream import counters
+from natsbroker.plugins.jetstream.consumer_index import ConsumerIndex
 from natsbroker.plugins.jetstream import errors as E
 from natsbroker.plugins.jetstream import headers as HB
 from natsbroker.plugins.jetstream import schedules as S
@@ -196,6 +197,9 @@ class Stream:
         # expiry starts here rather than rescanning them.
         self._age_cursor = 0
         self.consumers = {}
+        # The started consumers by filter, and the turn's new messages they
+        # count (natsbroker.plugins.jetstream.consumer_index).
+        self.index = ConsumerIndex()
         # Message schedules (allow_msg_schedules): their index and timer.
         self.schedules = S.Schedules(self)
         # Called with each StoredMsg appended (consumers, feeds): after limits.
@@ -526,17 +530,14 @@ class Stream:
 
     def has_interest(self, subject):
         """Whether any consumer's filter takes ``subject`` (interest retention)."""
-        for c in self.consumers.values():
-            if c.wants(subject):
-                return True
-        return False
+        return self.index.has_interest(subject)
 
     def _stored(self, seq):
         msg = self.store.load(seq)
         if msg is None:
             return  # a limit took it at once
-        for c in self.consumers.values():
-            c.on_stored(msg)
+        # Wakes the consumers that take it; they count it when next asked.
+        self.index.stored(msg.seq, msg.subject)
         for cb in self.on_stored:
             cb(msg)
 
@@ -550,6 +551,7 @@ class Stream:
             self._last_msg_id = next(reversed(self._dedupe), None)
         for c in self.consumers.values():
             c.npc = c.compute_pending()
+        self.index.forget()  # those counts include what is logged
 
     def _trim_dedupe(self):
         window = self.config.duplicate_window
