@@ -140,6 +140,7 @@ GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
 WRITE_RETRY = 1.0  # seconds between attempts to write to a stream whose last write failed
 RECENT_BYTES = 8 << 20  # keep the last commit's messages in memory up to this size
 CURSORS = 4  # parked iterators for sequential reads
+OPEN_THREADS = 32  # databases opened at once when a store opens (see LevelDBStore._open_dbs)
 BULK_MIN = 4096  # purges below a sequence removing more than this may rebuild from the kept side
 
 
@@ -1405,12 +1406,17 @@ class LevelDBStore(Store):
         self.quarantined = {}  # stream name -> (directory it was moved to, why)
         self.offline = {}  # stream name -> why its store could not be opened
         os.makedirs(self._streams_dir, exist_ok=True)
-        for name in sorted(os.listdir(self._streams_dir)):
-            p = os.path.join(self._streams_dir, name)
-            if not os.path.isdir(p):
-                continue
+        dirs = []
+        with os.scandir(self._streams_dir) as it:
+            for entry in it:
+                if entry.is_dir():
+                    dirs.append((entry.name, entry.path))
+        dirs.sort()
+        for (name, p), opened in zip(dirs, self._open_dbs([p for _, p in dirs])):
             try:
-                st = self._open_stream(name, p)
+                if isinstance(opened, BaseException):
+                    raise opened
+                st = self._open_stream(name, p, opened)
             except Exception as e:
                 # One damaged stream never stops the others; its files stay
                 # where they are, untouched, for natsbroker-admin repair.
@@ -1469,8 +1475,30 @@ class LevelDBStore(Store):
         return plyvel.DB(path, create_if_missing=create, paranoid_checks=True,
                          max_open_files=128, bloom_filter_bits=10)
 
-    def _open_stream(self, name, path):
-        db = self._open_db(path)
+    @classmethod
+    def _open_dbs(cls, paths):
+        """:meth:`_open_db` of every path: a database or the exception its
+        open raised, in order. Opening a LevelDB database is mostly waiting
+        for the disk (it turns the log into a table and writes a new MANIFEST
+        and CURRENT, each synced) and plyvel releases the GIL while it does,
+        so the streams open at once in a few threads: one by one, a thousand
+        streams took seconds of fsyncs. The caller loads them afterwards, in
+        order, in its own thread (loading is Python: threads would not help)."""
+        def one(path):
+            try:
+                return cls._open_db(path)
+            except Exception as e:
+                return e
+        if len(paths) < 2:
+            return [one(p) for p in paths]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(OPEN_THREADS, len(paths)),
+                                thread_name_prefix="leveldb-open") as pool:
+            return list(pool.map(one, paths))
+
+    def _open_stream(self, name, path, db=None):
+        if db is None:
+            db = self._open_db(path)
         try:
             return LevelDBStream(self, name, path, db)
         except BaseException:
