@@ -677,10 +677,21 @@ class Cluster:
                     urls.append(u)
         return urls
 
+    def _peers_advertise(self):
+        """Whether a route (not in lame duck mode) gave us client or
+        WebSocket URLs in its INFO."""
+        return any(route.remote_info.get("connect_urls") or route.remote_info.get("ws_connect_urls")
+                   for route in self.routes.values() if not getattr(route, "lame_duck", False))
+
     def update_client_urls(self):
         """connect_urls in client INFO (nats-server has none until a route
-        first comes), and an async INFO to the clients that take one."""
-        if not self.routes and not self._urls_sent:
+        first brings some), and an async INFO to the clients that take one.
+
+        As nats-server's updateServerINFOAndSendINFOToClients: only URLs a
+        route announces change the INFO, so a route whose INFO has no
+        connect_urls (a raw peer, a no_advertise server) sends clients no
+        INFO, and our own URL appears only with the first URLs of a peer."""
+        if not self._urls_sent and not self._peers_advertise():
             return
         if self.no_advertise:
             return

@@ -683,6 +683,36 @@ def test_clients_get_async_info_with_connect_urls():
     assert seen[NB] == seen[NS]
 
 
+def test_a_route_without_connect_urls_sends_clients_no_info():
+    """A route whose INFO has no connect_urls (here a raw peer) leaves the
+    clients' INFO as it was: no async INFO, no connect_urls (nats-server
+    adds URLs only as routes announce them)."""
+    seen = {}
+    for kind in (NB, NS):
+        with ServerProcess(kind, node_args("lone")) as node:
+            cli = Conversation(node.port)
+            cli.send(b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')
+            got = cli.read_until(b"\r\n", quiet=1)
+            assert b"PONG\r\n" in got
+            if b"PING\r\n" in got:
+                cli.send(b"PONG\r\n")  # (the server's RTT ping)
+            route = _raw_route(node, "nourls-" + kind)
+            route.send(b"PING\r\n")
+            deadline = time.time() + 10
+            back = b""
+            while b"PONG" not in back and time.time() < deadline:
+                back += route.read_until(b"\r\n", quiet=0.5)
+            assert b"PONG" in back
+            cli.send(b"PING\r\n")
+            seen[kind] = cli.read_until()
+            later = Conversation(node.port)
+            seen[kind] = (seen[kind], "connect_urls" in _json_line(later.info, b"INFO"))
+            later.close()
+            route.close()
+            cli.close()
+    assert seen[NB] == seen[NS] == (b"PONG\r\n", False)
+
+
 def _join_and_leave(node):
     if True:
         cli = Conversation(node.port)
