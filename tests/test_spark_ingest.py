@@ -194,7 +194,27 @@ def check_tables(spark, out, feed):
             for m in msgs} == feed.messages()
     q = rows(spark, out, "quarantine")
     assert sorted((r["file"], r["line"], r["error"]) for r in q) == sorted(feed.bad)
+    # Every record is where it first stood in the feed (file, line).
+    first = first_positions(feed.writer.dir)
+    assert {e["id"]: (e["file"], e["line"]) for e in events} == {i: first[i] for i in feed.ids()}
     return events, msgs
+
+
+def first_positions(feed_dir):
+    """id -> (file, line) of its first occurrence, read from the files."""
+    out = {}
+    for name in sorted(os.listdir(feed_dir)):
+        if not name.endswith(".jsonl"):
+            continue
+        with open(os.path.join(feed_dir, name), encoding="utf-8", newline="") as f:
+            for no, line in enumerate(f.read().split("\n"), 1):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+                    out.setdefault(rec["id"], (name, no))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +275,27 @@ def test_object_catalog(spark, main_run):
              r["chunk_bytes"], r["revision"]) for r in objs} == EXPECTED_OBJECTS
     file1 = [r for r in objs if r["object"] == "file1"][0]
     assert json.loads(file1["meta"])["nuid"] == "N3"
+
+
+def test_split_feed_files_are_numbered_from_whole_files(spark, tmp_path):
+    """Line numbers come from row positions when each feed file is read as
+    one partition; when Spark splits files (here: a 300-byte partition size),
+    the batch is numbered from whole files instead and the tables are the
+    same."""
+    feed = main_feed(str(tmp_path / "feed"))
+    out = str(tmp_path / "out")
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    saved = {k: spark.conf.get(k) for k in keys}
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "300")
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    try:
+        stats, log = run_ingest(spark, str(tmp_path / "feed"), out)
+    finally:
+        for k, v in saved.items():
+            spark.conf.set(k, v)
+    assert "reading whole files" in log
+    assert (stats.lines, stats.quarantined, stats.duplicates) == (feed.lines, 5, 2)
+    check_tables(spark, out, feed)
 
 
 # -- exactly once across runs ----------------------------------------------------------------
