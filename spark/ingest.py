@@ -15,26 +15,20 @@ and two tables derived from ``events``: ``kv`` (live KV state) and
 
 How it runs
 -----------
-One Structured Streaming query: the text file source (one row per line) on
+One Structured Streaming query: the text file source in ``wholetext`` mode
+(one row per file, so every record's line number is exact) on
 ``DIR/feed-*.jsonl`` (``*.tmp``, ``checkpoint.json`` and anything else are
 ignored), with ``foreachBatch``. ``--once`` is the same query with the
 ``availableNow`` trigger: every file present, in micro-batches of at most
 ``--max-batch-size`` bytes, then stop. Without it the query looks for new
 files every ``--trigger-seconds``. Both share the checkpoint (default
-``OUT/_checkpoint``) and can be alternated freely. The session reads every
-feed file as one partition, so a row's position in its partition is its line
-number; a batch where Spark had to split a file anyway (bigger than
-``spark.sql.files.maxPartitionBytes``) is checked for that and read again as
-whole files.
+``OUT/_checkpoint``) and can be alternated freely.
 
-A micro-batch makes one pass over its text: every line is parsed and
-validated in the JVM (spark/records.py) and written, in feed order, as the
-batch's staged ``events``, partitioned by stream (lines that are not records
-go to a partition that is never installed). Thin columns of the staged files
-then give the per-stream seq ranges and the duplicates; only the staged files
-holding a duplicate are rewritten without it. The puts are copied from the
-staged ``events`` to staged ``messages``, the bad lines are diagnosed into
-staged ``quarantine``, and the batch is committed.
+A micro-batch: parse and validate every line in the JVM (spark/records.py)
+into a staging area; compute per-stream seq ranges and the duplicates on
+thin columns; write the new records to staged ``events`` (partitioned by
+stream, in feed order) and their puts to staged ``messages``; diagnose the
+bad lines into staged ``quarantine``; commit.
 
 Exactly-once design
 -------------------
@@ -90,8 +84,6 @@ import time
 from natsbroker.spark.commit import Committer, LockedError, write_atomic
 
 FEED_GLOB = "feed-*.jsonl"
-# The directory Spark writes a null partition value to.
-NULL_PART = "__HIVE_DEFAULT_PARTITION__"
 PROG = "natsbroker-ingest"
 
 
@@ -151,21 +143,6 @@ def feed_files(path):
         return sorted(n for n in os.listdir(path) if fnmatch.fnmatchcase(n, FEED_GLOB))
     except OSError:
         return []
-
-
-# Parquet's dictionary encoding hashes every value of a column until the
-# dictionary overflows: for columns whose values are all different (ids,
-# sequences, stamps, payloads) that is most of the cost of writing them, for
-# nothing. Low-cardinality columns (op, subject, file, ...) keep it.
-WRITE_OPTIONS = {"parquet.enable.dictionary#" + c: "false"
-                 for c in ("id", "seq", "ts", "time", "line", "data")}
-
-
-def _local_path(uri):
-    """A path of Spark's ``file:`` URIs (``_metadata.file_path``, inputFiles)."""
-    from urllib.parse import unquote, urlparse
-    u = urlparse(uri)
-    return unquote(u.path) if u.scheme in ("file", "") else uri
 
 
 def _n(x):
@@ -306,16 +283,15 @@ class Ingest:
                 c = (F.col("stream") == s) & F.col("seq").between(lo, hi)
                 ranges = c if ranges is None else (ranges | c)
             pred = pred & ranges
-        # One read partition per file (session.py): merged, not one task each.
-        return events.where(pred).select("id").coalesce(self.spark.sparkContext.defaultParallelism)
+        return events.where(pred).select("id")
 
-    def _duplicates(self, keys, ranges):
-        """(file, line) of the staged records not to keep: repeats of an id
+    def _duplicates(self, good, ranges):
+        """(file, line) of the good records not to keep: repeats of an id
         within the batch (all but the first in feed order) and ids already in
-        ``events``. Worked out on thin columns (``keys``: id, file, line), so
-        that the records themselves are never shuffled; the result is small
-        and persisted."""
+        ``events``. Worked out on thin columns, so that the records themselves
+        are never shuffled; the result is small and persisted."""
         from pyspark.sql import functions as F
+        keys = good.select("id", "file", "line")
         pos = F.struct("file", "line")
         firsts = keys.groupBy("id").agg(F.count(F.lit(1)).alias("n"), F.min(pos).alias("first")) \
             .where(F.col("n") > 1).select("id", "first")
@@ -340,91 +316,6 @@ class Ingest:
             self.batch_error = e
             raise
 
-    def _stage_lines(self, lines, stage):
-        """The one pass over the batch's text: every line parsed and written,
-        in feed order, as staged ``events`` partitioned by stream. Lines that
-        are not records (blank, or to be quarantined) have no stream, so they
-        land in the null partition (NULL_PART), which is never installed: a
-        bad line keeps its text in ``config`` there, a blank line has none."""
-        from pyspark.sql import functions as F
-        from natsbroker.spark import records
-        parsed = records.parse(lines)
-        cols = []
-        for f in self.events_schema.fields:
-            if f.name == "time":
-                c = F.expr("timestamp_micros(ts div 1000)")
-            elif f.name == "config":
-                c = F.when(F.col("bad"), F.col("raw")).otherwise(F.col("config"))
-            else:
-                c = F.col(f.name)
-            cols.append(c.alias(f.name))
-        # No sort: concurrent writers (spark.sql.maxConcurrentOutputFileWriters)
-        # keep the feed order, so each file covers a narrow seq range.
-        parsed.select(cols).write.options(**WRITE_OPTIONS).partitionBy("stream") \
-            .parquet(os.path.join(stage, "events"))
-
-    def _read_staged(self, stage, columns=None):
-        from pyspark.sql import functions as F
-        path = os.path.join(stage, "events")
-        # One read partition per file (session.py): merged, not one task each.
-        df = self.spark.read.schema(self.events_schema).parquet(path) \
-            .coalesce(self.spark.sparkContext.defaultParallelism)
-        if columns:
-            df = df.select(*columns)
-        return df
-
-    def _staged_stats(self, stage):
-        """One pass over thin staged columns: per file (rows, lo and hi line;
-        sorted by file) and per (file, stream) group (lines that are records
-        or quarantined, lo and hi seq; stream None for the other lines)."""
-        from pyspark.sql import functions as F
-        groups = self._read_staged(stage, ["file", "line", "stream", "seq", "config"]) \
-            .groupBy("file", "stream").agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.count(F.when(F.col("config").isNotNull() | F.col("stream").isNotNull(), 1))
-                .alias("lines"),
-                F.min("line").alias("line_lo"), F.max("line").alias("line_hi"),
-                F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
-        per_file = {}
-        for g in groups:
-            n, lo, hi = per_file.get(g["file"], (0, g["line_lo"], g["line_hi"]))
-            per_file[g["file"]] = (n + g["rows"], min(lo, g["line_lo"]), max(hi, g["line_hi"]))
-        return ([{"file": f, "rows": n, "lo": lo, "hi": hi}
-                 for f, (n, lo, hi) in sorted(per_file.items())], groups)
-
-    def _drop_staged(self, stage, drop):
-        """Rewrite the staged ``events`` files holding a row of ``drop`` (file,
-        line) without those rows. Repeats cluster at file starts (a broker
-        crash repeats a file's tail), so few staged files are touched."""
-        from pyspark.sql import functions as F
-        root = os.path.join(stage, "events")
-        hit = self._read_staged(stage).where(F.col("stream").isNotNull()) \
-            .select("file", "line", F.col("_metadata.file_path").alias("path")) \
-            .join(F.broadcast(drop), ["file", "line"], "left_semi") \
-            .select("path").distinct().collect()
-        paths = sorted({_local_path(r["path"]) for r in hit})
-        if not paths:
-            return
-        fixed = os.path.join(stage, "_fixed")
-        self.spark.read.schema(self.events_schema).option("basePath", root).parquet(*paths) \
-            .join(F.broadcast(drop), ["file", "line"], "left_anti") \
-            .select([f.name for f in self.events_schema.fields]) \
-            .write.options(**WRITE_OPTIONS).partitionBy("stream").parquet(fixed)
-        for p in paths:
-            os.unlink(p)
-            crc = os.path.join(os.path.dirname(p), "." + os.path.basename(p) + ".crc")
-            if os.path.exists(crc):
-                os.unlink(crc)
-        for dirpath, dirnames, filenames in os.walk(fixed):
-            dirnames[:] = [d for d in dirnames if not d.startswith(("_", "."))]
-            for name in filenames:
-                if not name.startswith(("_", ".")):
-                    src = os.path.join(dirpath, name)
-                    dst = os.path.join(root, os.path.relpath(src, fixed))
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    os.replace(src, dst)
-        shutil.rmtree(fixed, ignore_errors=True)
-
     def _process_batch(self, batch_df, batch_id):
         from pyspark.sql import functions as F
         from natsbroker.spark import records
@@ -433,72 +324,68 @@ class Ingest:
         self.mark("waiting")
         spark = self.spark
         token, stage = self.committer.new_stage(batch_id)
-        self._stage_lines(records.numbered_lines(batch_df, F.col("file")), stage)
+
+        # The one pass over the batch's text: parsed rows to the staging area.
+        parsed_path = os.path.join(stage, "_parsed")
+        records.parse(records.split_lines(batch_df, F.col("file"))).write.parquet(parsed_path)
+        parsed = spark.read.parquet(parsed_path)
         self.mark("parse")
-        per_file, rows = self._staged_stats(stage)
-        if not records.lines_exact(per_file):
-            # A file Spark split or packed with another (bigger than
-            # spark.sql.files.maxPartitionBytes): number the lines from
-            # whole files instead.
-            self.say("batch %d: a feed file was read in parts (bigger than "
-                     "spark.sql.files.maxPartitionBytes?): reading whole files" % batch_id)
-            shutil.rmtree(os.path.join(stage, "events"))
-            whole = spark.read.text([os.path.join(self.feed, r["file"]) for r in per_file],
-                                    wholetext=True) \
-                .select(F.col("_metadata.file_name").alias("file"), F.col("value"))
-            self._stage_lines(records.split_lines(whole, F.col("file")), stage)
-            per_file, rows = self._staged_stats(stage)
-            self.mark("parse (whole files)")
-        # The batch's files: those with a line (blank or not); an empty file
-        # has none, is not recorded and costs nothing when read again.
-        files = [r["file"] for r in per_file]
-        if not files:
+        rows = parsed.groupBy("file", "stream").agg(
+            F.count(F.when(~F.col("blank"), 1)).alias("lines"),
+            F.count(F.when(F.col("bad"), 1)).alias("bad"),
+            F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
+        if not rows:
             shutil.rmtree(stage, ignore_errors=True)
             return
-        n_bad = n_lines = 0
+        files = sorted({r["file"] for r in rows})
+        n_lines = sum(r["lines"] for r in rows)
+        n_bad = sum(r["bad"] for r in rows)
+        n_valid = n_lines - n_bad
         ranges = {}
         for r in rows:
-            n_lines += r["lines"]
-            if r["stream"] is None:
-                n_bad += r["lines"]
-            else:
+            if r["stream"] is not None:
                 lo, hi = ranges.get(r["stream"], (r["lo"], r["hi"]))
                 ranges[r["stream"]] = (min(lo, r["lo"]), max(hi, r["hi"]))
-        n_valid = n_lines - n_bad
         self.mark("stats")
 
         tables = []
         counts = {}
         if n_valid:
-            keys = self._read_staged(stage, ["id", "file", "line", "stream"]) \
-                .where(F.col("stream").isNotNull()).select("id", "file", "line")
-            drop = self._duplicates(keys, ranges)
-            if drop.count():
-                self._drop_staged(stage, drop)
+            good = parsed.where(~F.col("bad") & ~F.col("blank"))
+            drop = self._duplicates(good, ranges)
+            n_drop = drop.count()
+            new = good
+            if n_drop:
+                small = n_drop <= 2_000_000
+                new = good.join(F.broadcast(drop) if small else drop, ["file", "line"], "left_anti")
+            new = new.withColumn("time", F.expr("timestamp_micros(ts div 1000)"))
+            # No sort: concurrent writers (spark.sql.maxConcurrentOutputFileWriters)
+            # keep the feed order, so each file covers a narrow seq range.
+            new.select([f.name for f in self.events_schema.fields]) \
+                .write.partitionBy("stream").parquet(os.path.join(stage, "events"))
             drop.unpersist()
             self.mark("events")
-            staged = self._read_staged(stage).where(F.col("stream").isNotNull())
-            for r in staged.groupBy("stream", "op").count().collect():
-                counts[(r["stream"], r["op"])] = r["count"]
-            if counts:
+            if self.committer.staged_files(stage, "events"):
+                staged = spark.read.schema(self.events_schema).parquet(
+                    os.path.join(stage, "events"))
+                for r in staged.groupBy("stream", "op").count().collect():
+                    counts[(r["stream"], r["op"])] = r["count"]
                 tables.append("events")
-            if any(op == "put" for _, op in counts):
-                day = 86400 * 10 ** 9
-                staged.where(F.col("op") == "put").select(
-                    *[F.col(f.name) for f in self.messages_schema.fields[:-1]],
-                    F.expr("date_from_unix_date(cast((ts - pmod(ts, %d)) div %d AS int))"
-                           % (day, day)).alias("date")) \
-                    .write.options(**WRITE_OPTIONS).partitionBy("stream", "date") \
-                    .parquet(os.path.join(stage, "messages"))
-                tables.append("messages")
-            self.mark("messages")
+                if any(op == "put" for _, op in counts):
+                    day = 86400 * 10 ** 9
+                    staged.where(F.col("op") == "put").select(
+                        *[F.col(f.name) for f in self.messages_schema.fields[:-1]],
+                        F.expr("date_from_unix_date(cast((ts - pmod(ts, %d)) div %d AS int))"
+                               % (day, day)).alias("date")) \
+                        .write.partitionBy("stream", "date") \
+                        .parquet(os.path.join(stage, "messages"))
+                    tables.append("messages")
+                self.mark("messages")
         n_new = sum(counts.values())
 
         n_quarantined = 0
         if n_bad:
-            bad = self._read_staged(stage, ["file", "line", "stream", "config"]) \
-                .where(F.col("stream").isNull() & F.col("config").isNotNull()) \
-                .select("file", "line", F.col("config").alias("raw"))
+            bad = parsed.where(F.col("bad")).select("file", "line", "raw")
             seen = self._existing_quarantine(files)
             if seen is not None:
                 bad = bad.join(seen, ["file", "line"], "left_anti")
@@ -511,8 +398,6 @@ class Ingest:
             if n_quarantined:
                 tables.append("quarantine")
             self.mark("quarantine")
-        # The lines that are not records stay out of the tables.
-        shutil.rmtree(os.path.join(stage, "events", "stream=" + NULL_PART), ignore_errors=True)
 
         streams = {s for s, _ in counts}
         derived = [t for t, prefix in (("kv", "KV_"), ("objects", "OBJ_"))
@@ -559,8 +444,7 @@ class Ingest:
             parts = []
         if parts:
             events = self.spark.read.schema(self.events_schema).parquet(path) \
-                .where(F.col("stream").startswith(prefix)) \
-                .coalesce(self.spark.sparkContext.defaultParallelism)
+                .where(F.col("stream").startswith(prefix))
             df = compute(events)
         else:  # nothing to derive: an empty table, without running the query
             schema = compute(self.spark.createDataFrame([], self.events_schema)).schema
@@ -588,7 +472,7 @@ class Ingest:
             self.say("following %s every %gs (%s feed files not yet ingested); Ctrl-C stops"
                      % (self.feed, trigger_seconds, _n(pending)))
         reader = (self.spark.readStream.format("text")
-                  .option("lineSep", "\n")
+                  .option("wholetext", "true")
                   .option("pathGlobFilter", FEED_GLOB)
                   .option("maxFileAge", "36500d"))
         if self.max_files:

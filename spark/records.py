@@ -1,10 +1,8 @@
 """Change-feed lines -> typed records or quarantine rows, all inside the JVM.
 
-Every record keeps its exact line number: the text source reads each feed file
-as one partition (see :func:`numbered_lines`), so a row's position in its
-partition is its line; :func:`split_lines` is the fallback for a file Spark
-had to split, one row per file (``wholetext``) exploded into its lines. No
-Python UDF is involved.
+A feed file arrives as one row (the text source in ``wholetext`` mode), so the
+line number of every record is known exactly: ``posexplode`` of the file's
+lines. No Python UDF is involved.
 
 :func:`parse` is the fast path every line takes: ``from_json`` with the typed
 record schema (a wrong type in an integer, object or headers field makes
@@ -161,28 +159,6 @@ def _checks():
     return out
 
 
-def _strip_cr(c):
-    return F.when(c.endswith("\r"), c.substr(F.lit(1), F.length(c) - 1)).otherwise(c)
-
-
-def numbered_lines(text_df, file_col):
-    """The text source's rows (one per line, ``lineSep`` "\\n") -> (file,
-    line, raw, blank), with ``line`` the row's position in its read partition
-    (1-based): the line number when the partition is the whole file, which
-    session.ONE_FILE_PER_PARTITION arranges and :func:`lines_exact` checks."""
-    pos = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1) + 1
-    return text_df.select(file_col.alias("file"), pos.alias("line"),
-                          _strip_cr(F.col("value")).alias("raw")) \
-        .withColumn("blank", F.trim(F.col("raw")) == "")
-
-
-def lines_exact(per_file):
-    """``per_file``: rows with file, rows (lines read), lo and hi (min and
-    max ``line``). The numbering is exact when every file's lines are 1..rows
-    (a file split over partitions, or sharing one, would restart or shift)."""
-    return all(r["lo"] == 1 and r["hi"] == r["rows"] for r in per_file)
-
-
 def split_lines(files_df, file_col, value_col="value"):
     """One row per file (``wholetext``) -> (file, line, raw, blank).
 
@@ -198,88 +174,50 @@ def split_lines(files_df, file_col, value_col="value"):
     ).withColumn("blank", F.trim(F.col("raw")) == "")
 
 
-# The precise path: typed from_json (a wrong type in an integer, object or
-# headers field makes Spark flag the line in _corrupt), VARIANT for the
-# top-level string fields only (Spark would silently turn 5 into "5" for a
-# string field).
+# The fast path: typed from_json (a wrong type in an integer, object or headers
+# field makes Spark flag the line in _corrupt), VARIANT for the top-level
+# string fields only (Spark would silently turn 5 into "5" for a string field).
 STRING_FIELDS = ("id", "stream", "op", "reason", "subject", "data", "config")
-_PRECISE_SCHEMA = T.StructType(
+_FAST_SCHEMA = T.StructType(
     [T.StructField(f.name, T.VariantType()) if f.name in STRING_FIELDS
      else (T.StructField(f.name, T.LongType()) if f.name == "feed" else f)
      for f in RECORD_SCHEMA.fields]
     + [T.StructField("_corrupt", T.StringType())])
 
-# The fast path: every field typed, strings as StringType. Spark's reader
-# writes any JSON value into a string field as its JSON text (5 -> "5",
-# {"a":1} -> '{"a":1}'), so a string value is only proven to have been a JSON
-# string when its text could not be the text of another JSON value: a number,
-# true, false, an object or an array. Lines with such a text (a subject "5",
-# every config, base64 data made of digits only) take the precise path.
-_FAST_SCHEMA = T.StructType(
-    [T.StructField(f.name, T.StringType()) if f.name in STRING_FIELDS
-     else (T.StructField(f.name, T.LongType()) if f.name == "feed" else f)
-     for f in RECORD_SCHEMA.fields]
-    + [T.StructField("_corrupt", T.StringType())])
-_NOT_A_STRING = r"(?s)^(-?[0-9][0-9.eE+-]*|true|false|[\[{].*)$"
-
-
-def _checks_ok(prefix, v, b_data):
-    """SQL: the record checks every good line passes, over the parsed struct
-    ``prefix`` and the string values ``v(field)``."""
-    return (
-        "{p}._corrupt IS NULL AND endswith(rtrim(raw), '}}') AND "
-        "{id} <> '' AND {stream} <> '' AND {p}.seq IS NOT NULL"
-        " AND {op} IN ({ops})"
-        " AND ({p}.feed IS NULL OR {p}.feed IN ({feeds}))"
-        " AND ({data} IS NULL OR {b} IS NOT NULL)").format(
-            p=prefix, id=v("id"), stream=v("stream"), op=v("op"), data=v("data"), b=b_data,
-            ops=", ".join(map(_sql_str, OPS)), feeds=", ".join(map(str, FEED_VERSIONS)))
-
 
 def parse(lines_df):
-    """(file, line, raw, blank) -> parsed rows.
+    """(file, line, raw, blank) -> parsed rows, cheaply.
 
     Columns: every RECORD_SCHEMA field (null unless the line is a good
     record), ``file``, ``line``, ``blank``, ``bad`` (the line is to be
-    quarantined) and ``raw`` (kept only for bad lines). Every line is parsed
-    once with plain types (the fast path); the few whose string fields are
-    not proven to be JSON strings are parsed again keeping JSON types (the
-    precise path). Why a line is bad is worked out afterwards by
-    :func:`diagnose`, on the bad lines only."""
-    f = F.from_json(F.col("raw"), _FAST_SCHEMA, _JSON_OPTIONS)
-    df = lines_df.select("file", "line", "raw", "blank", F.when(~F.col("blank"), f).alias("f"))
-    df = df.withColumn("fb_data", F.expr("try_to_binary(f.data, 'base64')"))
-    proven = " AND ".join(
-        "(f.{0} IS NULL OR NOT f.{0} RLIKE {1})".format(n, _sql_str(_NOT_A_STRING))
-        for n in STRING_FIELDS)
-    fast_ok = F.expr(_checks_ok("f", lambda n: "f." + n, "fb_data") + " AND " + proven)
-    df = df.withColumn("fast", ~F.col("blank") & F.coalesce(fast_ok, F.lit(False)))
-    # The precise parse, evaluated only for lines the fast path did not prove.
-    j = F.from_json(F.col("raw"), _PRECISE_SCHEMA, _JSON_OPTIONS)
-    df = df.withColumn("j", F.when(~F.col("blank") & ~F.col("fast"), j))
+    quarantined) and ``raw`` (kept only for bad lines). Why a line is bad is
+    worked out afterwards by :func:`diagnose`, on the bad lines only."""
+    j = F.from_json(F.col("raw"), _FAST_SCHEMA, _JSON_OPTIONS)
+    df = lines_df.select("file", "line", "raw", "blank", F.when(~F.col("blank"), j).alias("j"))
     df = df.select(
-        "*",
-        *[F.expr("try_variant_get(j.%s, '$', 'string')" % n).alias("v_" + n) for n in STRING_FIELDS],
-        *[F.expr("schema_of_variant(j.%s) IN ('STRING', 'VOID')" % n).alias("s_" + n)
-          for n in STRING_FIELDS])
+        "file", "line", "raw", "blank", "j",
+        *[F.expr("try_variant_get(j.%s, '$', 'string')" % f).alias("v_" + f) for f in STRING_FIELDS],
+        *[F.expr("schema_of_variant(j.%s) IN ('STRING', 'VOID')" % f).alias("s_" + f)
+          for f in STRING_FIELDS])
     df = df.withColumn("b_data", F.expr("try_to_binary(v_data, 'base64')"))
-    precise_ok = F.expr(
-        _checks_ok("j", lambda n: "v_" + n, "b_data") + " AND "
-        + " AND ".join("coalesce(s_%s, true)" % n for n in STRING_FIELDS))
-    df = df.withColumn("precise", ~F.col("blank") & ~F.col("fast")
-                       & F.coalesce(precise_ok, F.lit(False)))
-    df = df.withColumn("bad", ~F.col("blank") & ~F.col("fast") & ~F.col("precise"))
+    ok = F.expr(
+        "j._corrupt IS NULL AND endswith(rtrim(raw), '}') AND "
+        + " AND ".join("coalesce(s_%s, true)" % f for f in STRING_FIELDS)
+        + " AND v_id <> '' AND v_stream <> '' AND j.seq IS NOT NULL"
+        + " AND v_op IN (%s)" % ", ".join(map(_sql_str, OPS))
+        + " AND (j.feed IS NULL OR j.feed IN (%s))" % ", ".join(map(str, FEED_VERSIONS))
+        + " AND (v_data IS NULL OR b_data IS NOT NULL)")
+    df = df.withColumn("bad", ~F.col("blank") & ~F.coalesce(ok, F.lit(False)))
+    good = ~F.col("bad") & ~F.col("blank")
     cols = []
-    for fld in RECORD_SCHEMA.fields:
-        n = fld.name
-        if n == "data":
-            fast_c, precise_c = F.col("fb_data"), F.col("b_data")
-        elif n in STRING_FIELDS:
-            fast_c, precise_c = F.col("f." + n), F.col("v_" + n)
+    for f in RECORD_SCHEMA.fields:
+        if f.name == "data":
+            c = F.col("b_data")
+        elif f.name in STRING_FIELDS:
+            c = F.col("v_" + f.name)
         else:
-            fast_c = F.col("f." + n).cast(fld.dataType)
-            precise_c = F.col("j." + n).cast(fld.dataType)
-        cols.append(F.when(F.col("fast"), fast_c).when(F.col("precise"), precise_c).alias(n))
+            c = F.col("j." + f.name).cast(f.dataType)
+        cols.append(F.when(good, c).alias(f.name))
     return df.select(*cols, "file", "line", "blank", "bad",
                      F.when(F.col("bad"), F.col("raw")).alias("raw"))
 

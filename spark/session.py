@@ -6,12 +6,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LOG4J_QUIET = os.path.join(HERE, "log4j2.properties")
 LOG4J_VERBOSE = os.path.join(HERE, "log4j2-verbose.properties")
 
-# Spark packs files into read partitions and splits big ones; an open cost
-# as large as the partition size makes it put every file (up to
-# spark.sql.files.maxPartitionBytes) alone into one partition, unsplit.
-ONE_FILE_PER_PARTITION = {"spark.sql.files.openCostInBytes": str(128 << 20),
-                          "spark.sql.files.maxPartitionBytes": str(128 << 20)}
-
 # Settings the ingest relies on; a --conf may not override these.
 FIXED_CONF = {
     # Every timestamp the ingest derives is UTC.
@@ -34,10 +28,6 @@ def default_conf(master, verbose=False):
         "spark.sql.streaming.stopTimeout": "30s",
         # Partitioned writes without sorting the rows first.
         "spark.sql.maxConcurrentOutputFileWriters": "64",
-        # Every feed file read as one partition: line numbers come from row
-        # positions (records.numbered_lines; a batch where that fails is
-        # numbered from whole files instead).
-        **ONE_FILE_PER_PARTITION,
     }
 
 

@@ -277,27 +277,6 @@ def test_object_catalog(spark, main_run):
     assert json.loads(file1["meta"])["nuid"] == "N3"
 
 
-def test_split_feed_files_are_numbered_from_whole_files(spark, tmp_path):
-    """Line numbers come from row positions when each feed file is read as
-    one partition; when Spark splits files (here: a 300-byte partition size),
-    the batch is numbered from whole files instead and the tables are the
-    same."""
-    feed = main_feed(str(tmp_path / "feed"))
-    out = str(tmp_path / "out")
-    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
-    saved = {k: spark.conf.get(k) for k in keys}
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "300")
-    spark.conf.set("spark.sql.files.openCostInBytes", "0")
-    try:
-        stats, log = run_ingest(spark, str(tmp_path / "feed"), out)
-    finally:
-        for k, v in saved.items():
-            spark.conf.set(k, v)
-    assert "reading whole files" in log
-    assert (stats.lines, stats.quarantined, stats.duplicates) == (feed.lines, 5, 2)
-    check_tables(spark, out, feed)
-
-
 # -- exactly once across runs ----------------------------------------------------------------
 
 def copy_out(main_run, tmp_path):
