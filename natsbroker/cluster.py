@@ -655,33 +655,33 @@ class Cluster:
             return [_host_port(ip, port) for ip in _local_ips()]
         return [_host_port(ws.host, port)]
 
-    def ws_client_urls(self):
-        """connect_urls for WebSocket clients: the cluster's WebSocket URLs
-        (nats-server's generateClientInfoJSON gives them WSConnectURLs)."""
-        urls = [] if self.lame_duck else list(self.own_ws_urls())
+    def _peer_url_lists(self, key):
+        """The ``key`` list (connect_urls, ws_connect_urls) of each route's
+        INFO, routes in lame duck mode left out."""
         for route in self.routes.values():
-            if getattr(route, "lame_duck", False):
-                continue
-            for u in route.remote_info.get("ws_connect_urls") or ():
+            if not getattr(route, "lame_duck", False):
+                yield route.remote_info.get(key) or ()
+
+    def _cluster_urls(self, own, key):
+        urls = [] if self.lame_duck else list(own())
+        for peer_urls in self._peer_url_lists(key):
+            for u in peer_urls:
                 if isinstance(u, str) and u not in urls:
                     urls.append(u)
         return urls
 
+    def ws_client_urls(self):
+        """connect_urls for WebSocket clients: the cluster's WebSocket URLs
+        (nats-server's generateClientInfoJSON gives them WSConnectURLs)."""
+        return self._cluster_urls(self.own_ws_urls, "ws_connect_urls")
+
     def client_urls(self):
-        urls = [] if self.lame_duck else list(self.own_client_urls())
-        for route in self.routes.values():
-            if getattr(route, "lame_duck", False):
-                continue
-            for u in route.remote_info.get("connect_urls") or ():
-                if isinstance(u, str) and u not in urls:
-                    urls.append(u)
-        return urls
+        return self._cluster_urls(self.own_client_urls, "connect_urls")
 
     def _peers_advertise(self):
         """Whether a route (not in lame duck mode) gave us client or
         WebSocket URLs in its INFO."""
-        return any(route.remote_info.get("connect_urls") or route.remote_info.get("ws_connect_urls")
-                   for route in self.routes.values() if not getattr(route, "lame_duck", False))
+        return any(any(self._peer_url_lists(key)) for key in ("connect_urls", "ws_connect_urls"))
 
     def update_client_urls(self):
         """connect_urls in client INFO (nats-server has none until a route

@@ -62,6 +62,16 @@ def takes(filters, subject):
     return not filters or any(matches(f, subject) for f in filters)
 
 
+def with_filters(cfg, filters):
+    """``cfg`` with ``filters`` as a consumer config says them: one as
+    filter_subject, several as filter_subjects, none as neither."""
+    if len(filters) == 1:
+        return dict(cfg, filter_subject=filters[0])
+    if filters:
+        return dict(cfg, filter_subjects=list(filters))
+    return cfg
+
+
 def filters_of(cfg):
     if cfg.get("filter_subject"):
         return [cfg["filter_subject"]]
@@ -284,11 +294,7 @@ def test_push_consumers_many_filters(server):
                        "p4": ["px.a", "px.b.>"], "p5": ["px.*.x"], "late": ["px.*"]}
             subs = {}
             for name, fs in filters.items():
-                cfg = {"ack_policy": "explicit", "deliver_subject": "dlv." + name}
-                if len(fs) == 1:
-                    cfg["filter_subject"] = fs[0]
-                elif fs:
-                    cfg["filter_subjects"] = fs
+                cfg = with_filters({"ack_policy": "explicit", "deliver_subject": "dlv." + name}, fs)
                 if name != "late":
                     subs[name] = await nc.subscribe("dlv." + name)
                 await add_consumer(nc, "PX", name, cfg)
@@ -322,12 +328,7 @@ def test_interest_retention_with_filtered_consumers(server):
                                   "retention": "interest"})
             cfgs = {"i1": ["in.a"], "i2": ["in.b.*", "in.c"], "i3": ["in.*.x"]}
             for name, fs in cfgs.items():
-                cfg = {"ack_policy": "explicit"}
-                if len(fs) == 1:
-                    cfg["filter_subject"] = fs[0]
-                else:
-                    cfg["filter_subjects"] = fs
-                await add_consumer(nc, "IN", name, cfg)
+                await add_consumer(nc, "IN", name, with_filters({"ack_policy": "explicit"}, fs))
             subjects = ["in.a", "in.b.1", "in.c", "in.d", "in.q.x", "in.b.x", "in.e.y", "in.a.x"] * 3
             await publish_burst(nc, subjects)
             kept = [s for s in subjects if any(takes(fs, s) for fs in cfgs.values())]
@@ -424,12 +425,7 @@ def test_random_filters_count_like_brute_force(broker, consumers, first, second,
         try:
             await add_stream(nc, {"name": stream, "subjects": ["h.>"], "storage": "file"})
             for k, fs in enumerate(consumers):
-                cfg = {"ack_policy": "explicit"}
-                if len(fs) == 1:
-                    cfg["filter_subject"] = fs[0]
-                elif fs:
-                    cfg["filter_subjects"] = fs
-                await add_consumer(nc, stream, "c%d" % k, cfg)
+                await add_consumer(nc, stream, "c%d" % k, with_filters({"ack_policy": "explicit"}, fs))
             stored = list(zip(await publish_burst(nc, first), first))
             # Each consumer takes a few, then more arrive behind its cursor.
             taken = {}

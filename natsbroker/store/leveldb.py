@@ -1496,9 +1496,8 @@ class LevelDBStore(Store):
                                 thread_name_prefix="leveldb-open") as pool:
             return list(pool.map(one, paths))
 
-    def _open_stream(self, name, path, db=None):
-        if db is None:
-            db = self._open_db(path)
+    def _open_stream(self, name, path, db):
+        """The stream of ``db`` (opened by :meth:`_open_dbs`); closes it on failure."""
         try:
             return LevelDBStream(self, name, path, db)
         except BaseException:
