@@ -22,6 +22,11 @@ COMPILED = [
     "natsbroker/protocol/client.py",
     "natsbroker/accounts.py",
     "natsbroker/plugins/pubsub.py",
+    "natsbroker/store/common.py",
+    "natsbroker/store/leveldb.py",
+    "natsbroker/plugins/jetstream/consumer.py",
+    "natsbroker/plugins/jetstream/stream.py",
+    "natsbroker/plugins/jetstream/plugin.py",
 ]
 
 # Annotations are ignored: the sources are written for Python's semantics (an

@@ -153,10 +153,13 @@ def test_source_hash_matches_setup_py():
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
-def test_varz_and_startup_log_name_the_build(pure):
+def test_varz_and_startup_log_name_the_build(pure, tmp_path):
     need_build()
     names = sorted(module_name(p) for p in compiled_paths())
-    with ServerProcess("natsbroker", ["-m", "-1"], env=env(pure)) as server:
+    # With JetStream on, every compiled module is in use (the store and
+    # JetStream modules are imported only then).
+    with ServerProcess("natsbroker", ["-m", "-1", "-js", "-sd", str(tmp_path)],
+                       env=env(pure)) as server:
         field = varz(server)[list(VARZ_OWN)[0]]
         line = build_line(server.log())
     if pure:

@@ -1168,3 +1168,64 @@ def test_bytes_as_nats_server(h):
     h.store.commit()
     h.reopen()
     assert h.store.stream("S").state().bytes == (36 if h.kind == "leveldb" else 21)
+
+
+def test_recent_commits_stay_in_memory_within_budget(tmp_path, monkeypatch):
+    """Recent commits' messages are served from memory, store-wide within
+    RECENT_BYTES (oldest commit out first) and RECENT_SECONDS; a closed stream
+    leaves the budget. What is read is the same either way."""
+    now = [1000.0]
+    monkeypatch.setattr(leveldb_mod.time, "monotonic", lambda: now[0])
+    store = LevelDBStore(str(tmp_path / "store"), reactor=Clock())
+    try:
+        a, b = store.create_stream("A"), store.create_stream("B")
+        sz_of = file_msg_size(b"s", b"", b"x" * 100)
+        monkeypatch.setattr(leveldb_mod, "RECENT_BYTES", 25 * sz_of)
+        for i in range(10):
+            a.append(b"s", b"", b"x" * 100, i)
+        store.commit()
+        for i in range(10):
+            b.append(b"s", b"", b"x" * 100, i)
+        store.commit()
+        assert sorted(a._recent) == list(range(1, 11)) and sorted(b._recent) == list(range(1, 11))
+        assert store._recent_bytes == 20 * sz_of
+        for i in range(10, 20):  # 30 messages: A's first commit goes
+            a.append(b"s", b"", b"x" * 100, i)
+        store.commit()
+        assert sorted(a._recent) == list(range(11, 21)) and len(b._recent) == 10
+        assert store._recent_bytes == 20 * sz_of <= leveldb_mod.RECENT_BYTES
+        # Read from disk (seq 1-10) or memory (11-20), the messages are the same.
+        assert [m.data for m in (a.load(s) for s in range(1, 21))] == [b"x" * 100] * 20
+        assert [a.load(s).ts for s in range(1, 21)] == list(range(20))
+        # Too old: out at the next commit, whatever the budget.
+        now[0] += leveldb_mod.RECENT_SECONDS + 1
+        b.append(b"s", b"", b"y", 99)
+        store.commit()
+        assert not a._recent and sorted(b._recent) == [11]
+        assert store._recent_bytes == file_msg_size(b"s", b"", b"y")
+        store.delete_stream("B")
+        assert store._recent_bytes == 0 and not store._recent
+        # A commit larger than the whole budget is not kept.
+        for i in range(30):
+            a.append(b"s", b"", b"x" * 100, i)
+        store.commit()
+        assert not a._recent and store._recent_bytes == 0
+        assert a.load(21).data == b"x" * 100
+    finally:
+        store.close()
+
+
+def test_recent_commits_keep_small_messages_only(tmp_path):
+    """Large messages (object store chunks) are read back, not held in memory."""
+    store = LevelDBStore(str(tmp_path / "store"), reactor=Clock())
+    try:
+        s = store.create_stream("S")
+        s.append(b"c", b"", b"x" * (leveldb_mod.RECENT_MSG_MAX + 1), 1)
+        store.commit()
+        assert not s._recent and store._recent_bytes == 0
+        s.append(b"c", b"", b"x" * 100, 2)
+        store.commit()
+        assert list(s._recent) == [2]
+        assert s.load(1).data == b"x" * (leveldb_mod.RECENT_MSG_MAX + 1)
+    finally:
+        store.close()

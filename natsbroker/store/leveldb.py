@@ -42,18 +42,28 @@ index cannot tell: ``last_seq``/``last_ts`` once the newest messages are gone an
 ``first_seq`` of an emptied stream. Bytes are counted as nats-server's file
 store counts them (:func:`~.base.file_msg_size`).
 
-Reads: staged and last-commit messages come from memory; a reader going forward
-through committed records (a consumer catching up, limits removing the oldest)
-is served by a parked iterator instead of point gets (about 3x cheaper).
+Reads: staged messages and those of recent commits come from memory (see
+below); a reader going forward through older committed records (a consumer
+catching up, limits removing the oldest) is served by a parked iterator instead
+of point gets (about 3x cheaper).
 
 Group commit: writes are staged in Python, never written one by one. Appends
 go to ``_staged`` (``seq -> StoredMsg``, plus the staged sequences of each
 subject), deletes and meta writes to ``_ops`` (``key -> value | None``); reads
 consult them before the database. :meth:`LevelDBStore.commit` turns each dirty
 stream's staging into one ``WriteBatch`` (plus the ``b"S"`` record) written with
-``sync=store.sync``: one fsync per dirty stream per turn, none per message. The
-messages of the last commit stay in memory (``_recent``, up to 8 MB) since
-consumers usually read them right away.
+``sync=store.sync``: one fsync per dirty stream per turn, none per message.
+
+Recent messages: consumers usually read what was just stored, so the messages
+of recent commits stay in memory (each stream's ``_recent``), store-wide up to
+:data:`RECENT_BYTES` (counted as limits count bytes) and for at most
+:data:`RECENT_SECONDS`, oldest commit out first, checked at every commit (an
+idle store keeps its last ones). They are served as they were written, so a
+reader at the tail neither reads nor verifies them back; like nats-server's
+block cache, which holds the blocks being written and read. Only small
+messages (:data:`RECENT_MSG_MAX` on average per commit): for large ones the
+per-message cost of a read is small beside their bytes, and memory is not
+(an object store's chunks).
 
 Purges never block on the size of the stream: a full purge only moves
 ``first_seq`` past ``last_seq`` in memory and drops the staged messages; every
@@ -91,6 +101,7 @@ thread and the Deferred fires when that is done. A reopened store empties
 ``trash/``.
 """
 
+import collections
 import os
 import shutil
 import struct
@@ -138,7 +149,9 @@ log = Logger()
 
 GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
 WRITE_RETRY = 1.0  # seconds between attempts to write to a stream whose last write failed
-RECENT_BYTES = 8 << 20  # keep the last commit's messages in memory up to this size
+RECENT_BYTES = 32 << 20  # recent commits' messages kept in memory, store-wide (see above)
+RECENT_SECONDS = 10.0  # ... and for at most this long (checked at commits)
+RECENT_MSG_MAX = 8 << 10  # commits of larger messages (on average) are not kept
 CURSORS = 4  # parked iterators for sequential reads
 OPEN_THREADS = 32  # databases opened at once when a store opens (see LevelDBStore._open_dbs)
 BULK_MIN = 4096  # purges below a sequence removing more than this may rebuild from the kept side
@@ -470,7 +483,7 @@ class LevelDBStream(StreamBase):
         self._staged = {}  # seq -> StoredMsg appended since the last commit
         self._staged_subj = {}  # subject -> ascending staged seqs
         self._staged_bytes = 0
-        self._recent = {}  # seq -> StoredMsg of the last commit
+        self._recent = {}  # seq -> StoredMsg of recent commits (LevelDBStore._keep_recent)
         self._ops = {}  # key -> value, or None to delete
         self._erased = []
         self._cursors = {}  # seq -> (iterator parked after it, its record)
@@ -953,6 +966,15 @@ class LevelDBStream(StreamBase):
         return remove, self._bytes - kbytes
 
     def load_next(self, seq, filter_subject=None):
+        if filter_subject is None and not self._deleted.count and self._msgs:
+            # A reader at the tail: the next message is usually in memory.
+            s = seq if seq >= self._first else self._first
+            if s <= self._last:
+                m = self._staged.get(s)
+                if m is None:
+                    m = self._recent.get(s)
+                if m is not None:
+                    return m
         while True:
             try:
                 return self._load_next(seq, filter_subject)
@@ -1241,7 +1263,8 @@ class LevelDBStream(StreamBase):
                 self._side_failed = True
                 log.warn("JetStream stream {name}: cannot write {hwm} or {meta}: {e}",
                          name=self.name, hwm=HWM_NAME, meta=META_NAME, e=e)
-        self._recent = self._staged if self._staged_bytes <= RECENT_BYTES else {}
+        if self._staged:
+            self._owner._keep_recent(self, self._staged, self._staged_bytes)
         self._staged = {}
         self._staged_subj = {}
         self._staged_bytes = 0
@@ -1372,6 +1395,7 @@ class LevelDBStream(StreamBase):
                     pass
         self._gc_call = self._retry_call = None
         self._cursors = {}
+        self._owner._forget_recent(self)
         try:
             self._hwm.close()
         finally:
@@ -1398,6 +1422,8 @@ class LevelDBStore(Store):
         self._reactor = reactor
         self._streams = {}
         self._dirty_streams = set()
+        self._recent = collections.deque()  # (stream, first, last, bytes, time) per commit kept
+        self._recent_bytes = 0
         self._streams_dir = os.path.join(self.path, "streams")
         self._trash_dir = os.path.join(self.path, "trash")
         self._quarantine_dir = os.path.join(self.path, "quarantine")
@@ -1429,6 +1455,36 @@ class LevelDBStore(Store):
             self._in_thread(self.empty_trash)
         if sync_interval and not sync:
             self._sync_call = self._call_later(sync_interval, self._periodic_sync)
+
+    def _keep_recent(self, st, staged, nbytes):
+        """A commit of ``st`` wrote ``staged`` (seq -> StoredMsg, ascending):
+        keep them in memory for readers, within the store-wide budget."""
+        q = self._recent
+        now = time.monotonic()
+        if nbytes > RECENT_BYTES or nbytes > RECENT_MSG_MAX * len(staged):
+            return
+        st._recent.update(staged)
+        q.append((st, next(iter(staged)), next(reversed(staged)), nbytes, now))
+        self._recent_bytes += nbytes
+        horizon = now - RECENT_SECONDS
+        while self._recent_bytes > RECENT_BYTES or q[0][4] < horizon:
+            old, first, last, n, _ = q.popleft()
+            self._recent_bytes -= n
+            recent = old._recent
+            if len(recent) <= last - first + 1 and next(iter(recent), last + 1) >= first \
+                    and next(reversed(recent), 0) <= last:
+                old._recent = {}  # the stream kept nothing else
+            else:
+                pop = recent.pop
+                for s in range(first, last + 1):
+                    pop(s, None)
+
+    def _forget_recent(self, st):
+        """``st`` closes: its recent messages leave the budget."""
+        st._recent = {}
+        if any(e[0] is st for e in self._recent):
+            self._recent = collections.deque(e for e in self._recent if e[0] is not st)
+            self._recent_bytes = sum(e[3] for e in self._recent)
 
     def _periodic_sync(self):
         self._sync_call = None

@@ -909,11 +909,16 @@ class Consumer:
     # -- acks ----------------------------------------------------------------------
 
     def _on_ack(self, sub, subject, reply, hdr_len, raw):
-        tokens = subject.split(b".")
-        if len(tokens) != 9:
+        # The subscription's prefix is this consumer's: only the five numbers
+        # after it need splitting.
+        prefix = self._ack_prefix
+        if prefix is None:
+            prefix = self.ack_reply(0, 0, 0, 0, 0)[:-9]
+        tokens = subject[len(prefix):].split(b".")
+        if len(tokens) != 5:
             self.js.no_responders(subject, reply)
             return
-        dc, sseq, dseq = _ack_num(tokens[4]), _ack_num(tokens[5]), _ack_num(tokens[6])
+        dc, sseq, dseq = _ack_num(tokens[0]), _ack_num(tokens[1]), _ack_num(tokens[2])
         self.process_ack(sseq, dseq, dc, raw[hdr_len:], reply)
 
     def process_ack(self, sseq, dseq, dc, body, reply=None):

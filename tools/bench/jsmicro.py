@@ -1,0 +1,161 @@
+"""JetStream consumption in one process: CPU time per consumed message.
+
+A real Broker with the JetStream plugin (LevelDB store in a temporary
+directory, durable commits) on a ``Clock``, one client connection over a
+transport that keeps what it is sent. The stream is filled first (not
+measured); then a pull consumer fetches batches and acks every message, or a
+push consumer delivers and is acked: what is timed is the broker's work, i.e.
+the client connection's ``dataReceived`` (pull requests, acks) and the turns
+that commit and deliver (``clock.advance``), in CPU time (``process_time``).
+Without sockets and the load generator the numbers move far less with the
+machine's load than tools.bench's, so two builds can be compared on a busy
+machine: run it once per build (``NATSBROKER_PURE=1``, or another checkout on
+``PYTHONPATH``).
+
+    .venv/bin/python -m tools.bench.jsmicro [--msgs 50000] [--repeat 5]
+"""
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+
+from twisted.internet.task import Clock
+
+PAYLOAD = b"x" * 128
+_MSG = re.compile(rb"MSG \S+ \S+ (\$JS\.ACK\.\S+) \d+\r\n")
+
+
+class _Transport:
+    disconnecting = False
+
+    def __init__(self):
+        self.out = []
+
+    def write(self, data):
+        self.out.append(data)
+
+    def writeSequence(self, seq):
+        self.out.extend(seq)
+
+    def registerProducer(self, producer, streaming):
+        pass
+
+    def unregisterProducer(self):
+        pass
+
+    def getPeer(self):
+        return None
+
+    def loseConnection(self):
+        pass
+
+    def abortConnection(self):
+        pass
+
+    def take(self):
+        data, self.out = b"".join(self.out), []
+        return data
+
+
+def _api(conn, t, clock, subject, body):
+    conn.dataReceived(b"PUB %s _R.api %d\r\n%s\r\n" % (subject, len(body), body))
+    clock.advance(0)
+    return t.take()
+
+
+def run_once(kind, n, batch):
+    from natsbroker.auth import Authenticator
+    from natsbroker.broker import Broker
+    from natsbroker.config import JetStreamConfig, ServerConfig
+    from natsbroker.plugin import plugins_for
+    from natsbroker.protocol.client import ClientProtocol
+
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = Clock()
+        cfg = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=tmp))
+        broker = Broker(cfg, clock)
+        plugins = list(plugins_for(cfg))
+        for p in plugins:
+            broker.add_plugin(p)
+            p.start(broker)
+        conn, t = ClientProtocol(broker, Authenticator(cfg)), _Transport()
+        conn.makeConnection(t)
+        conn.dataReceived(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _R.> 1\r\n'
+                          b"SUB _I.> 2\r\n")
+        _api(conn, t, clock, b"$JS.API.STREAM.CREATE.S",
+             json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
+        pub = b"PUB s.x _R.ack %d\r\n%s\r\n" % (len(PAYLOAD), PAYLOAD)
+        for i in range(0, n, 1000):
+            conn.dataReceived(pub * min(1000, n - i))
+            clock.advance(0)
+            t.take()
+        cfg_c = {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": 1000}
+        if kind == "push":
+            cfg_c["deliver_subject"] = "_I.push"
+        got = 0
+        cpu = 0.0
+        clock_t = time.process_time
+        if kind == "pull":
+            _api(conn, t, clock, b"$JS.API.CONSUMER.CREATE.S.C",
+                 json.dumps({"stream_name": "S", "config": cfg_c}).encode())
+            req = json.dumps({"batch": batch, "expires": 30_000_000_000}).encode()
+            next_req = b"PUB $JS.API.CONSUMER.MSG.NEXT.S.C _I.pull %d\r\n%s\r\n" % (len(req), req)
+            while got < n:
+                t0 = clock_t()
+                conn.dataReceived(next_req)
+                clock.advance(0)
+                cpu += clock_t() - t0
+                acks = _MSG.findall(t.take())
+                if not acks:
+                    raise AssertionError("pull delivery stalled at %d of %d" % (got, n))
+                got += len(acks)
+                data = b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks)
+                t0 = clock_t()
+                conn.dataReceived(data)
+                clock.advance(0)
+                cpu += clock_t() - t0
+        else:
+            body = json.dumps({"stream_name": "S", "config": cfg_c}).encode()
+            t0 = clock_t()
+            # (The API reply and the first deliveries come in one take.)
+            conn.dataReceived(b"PUB $JS.API.CONSUMER.CREATE.S.C _R.api %d\r\n%s\r\n"
+                              % (len(body), body))
+            clock.advance(0)
+            cpu += clock_t() - t0
+            while got < n:
+                acks = _MSG.findall(t.take())
+                if not acks:
+                    raise AssertionError("push delivery stalled at %d of %d" % (got, n))
+                got += len(acks)
+                data = b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks)
+                t0 = clock_t()
+                conn.dataReceived(data)
+                clock.advance(0)
+                cpu += clock_t() - t0
+        for p in plugins:
+            p.stop()
+        return cpu / n * 1e6
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tools.bench.jsmicro", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--msgs", type=int, default=50_000)
+    ap.add_argument("--batch", type=int, default=100, help="messages per pull request")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--kinds", default="pull,push")
+    a = ap.parse_args(argv)
+    for kind in a.kinds.split(","):
+        runs = sorted(run_once(kind, a.msgs, a.batch) for _ in range(a.repeat))
+        print("%-5s %.2f us CPU per consumed message (median of %d; runs %s)" % (
+            kind, runs[len(runs) // 2], a.repeat, " ".join("%.2f" % r for r in runs)))
+    from natsbroker import _build
+    print("build:", json.dumps(_build.info()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
