@@ -182,9 +182,10 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
         clock.advance(4.9)
         assert glob.glob(str(feed_dir / "*.tmp")) and not glob.glob(str(feed_dir / "*.jsonl"))
         clock.advance(0.2)
-        # The checkpoint moves after the rename.
+        # The checkpoint moves after the rename (and is saved through
+        # checkpoint.json.tmp, which may still be there: not a feed file).
         _wait_for(lambda: "S" in feed.checkpoint)
-        assert glob.glob(str(feed_dir / "*.jsonl")) and not glob.glob(str(feed_dir / "*.tmp"))
+        assert glob.glob(str(feed_dir / "*.jsonl")) and not glob.glob(str(feed_dir / "feed-*.tmp"))
         assert feed.checkpoint["S"]["seq"] == 3
         broker.publish(b"s", b"last", reply=b"_r")
     finally:

@@ -2,15 +2,19 @@
 without a ``changefeed { }`` block, same scenario, alternating runs.
 
 ``python -m tools.bench.changefeed [--scenarios js-window-file,js-window-memory]
-[--js-msgs N] [--repeat K] [--json]``
+[--js-msgs N] [--repeat K] [--feed-cmd NAME=CMD ...] [--json]``
 
 Both servers are natsbroker started from a config file that differs only in
 the feed block; every run gets a fresh store (and feed directory), the warm-up
 runs on the same process first, as in ``python -m tools.bench``.  The report
 gives each side's median acked msgs/s with its spread (min-max), the server's
-CPU time per message (all threads, and the reactor's main thread alone: the
-feed's writer thread works beside it), and the overhead ``1 - feed / plain``
-of the medians.
+CPU time per message (all threads, and the reactor's main thread alone,
+with the part spent in the kernel: the feed's writer thread works beside
+it), and the overhead ``1 - feed / plain`` of the medians.
+``--feed-cmd`` (repeatable) runs several feed servers, e.g. two source
+trees, against the one plain server, all interleaved in each repeat: on a
+shared machine, a comparison of separate sessions measures the load as much
+as the feed.
 The feed is checked after every run: its completed and open files must hold
 a put record for every acknowledged message (a feed that silently dropped
 records would look fast).
@@ -29,8 +33,6 @@ from pathlib import Path
 from .loadgen import BenchError
 from .scenarios import SCENARIOS, run_scenario
 from .servers import Server, default_candidate_cmd, fs_type
-
-ROLES = ("plain", "feed")
 
 
 def _server_args(feed: bool):
@@ -54,19 +56,22 @@ def _feed_puts(tmp: str) -> int:
     return n
 
 
-def _reactor_cpu(srv: Server) -> float | None:
-    """CPU seconds of the server's main thread (the reactor's): the feed's
-    writer thread may take CPU the reactor does not wait for."""
+def _reactor_cpu(srv: Server) -> tuple[float, float] | None:
+    """CPU seconds (user, system) of the server's main thread (the
+    reactor's): the feed's writer thread may take CPU the reactor does not
+    wait for."""
     try:
         with open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
 
 
 def run_one(srv: Server, sc, n: int, n_warm: int, args) -> dict:
-    srv.restart(server_args=_server_args(srv.role == "feed"))
+    feed = srv.role.startswith("feed")
+    srv.restart(server_args=_server_args(feed))
     opts = {"window": args.js_window}
     if n_warm:
         run_scenario(sc, srv.client_port(), n_warm, args.size, 0, "process", args.timeout,
@@ -78,8 +83,9 @@ def run_one(srv: Server, sc, n: int, n_warm: int, args) -> dict:
     if cpu0 is not None and cpu1 is not None:
         m["cpu_us_per_msg"] = (cpu1 - cpu0) * 1e6 / n
     if rcpu0 is not None and rcpu1 is not None:
-        m["reactor_cpu_us_per_msg"] = (rcpu1 - rcpu0) * 1e6 / n
-    if srv.role == "feed":
+        m["reactor_cpu_us_per_msg"] = (sum(rcpu1) - sum(rcpu0)) * 1e6 / n
+        m["reactor_sys_us_per_msg"] = (rcpu1[1] - rcpu0[1]) * 1e6 / n
+    if feed:
         # The open file is flushed when the server stops.
         tmp = srv.tmpdir
         srv.proc.terminate()
@@ -104,14 +110,28 @@ def main(argv=None) -> int:
     p.add_argument("--store-dir", default=None)
     p.add_argument("--cmd", default=None, help="natsbroker command (default: this python "
                    "-m natsbroker)")
+    p.add_argument("--feed-cmd", action="append", default=[], metavar="NAME=CMD",
+                   help="a feed server of its own command, run as side feed-NAME "
+                   "(repeatable; default: one side, feed, of --cmd)")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--idle-timeout", type=float, default=20.0)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     out = sys.stderr if args.json else sys.stdout
     cmd = args.cmd or default_candidate_cmd()
-    servers = {role: Server(role, "natsbroker" + ("+feed" if role == "feed" else ""), cmd,
-                            store_parent=args.store_dir) for role in ROLES}
+    cmds = {"plain": cmd}
+    for spec in args.feed_cmd:
+        fname, sep, fcmd = spec.partition("=")
+        if not sep or not fname or not fcmd:
+            p.error("--feed-cmd takes NAME=CMD")
+        cmds["feed-" + fname] = fcmd
+    if len(cmds) == 1:
+        cmds["feed"] = cmd
+    roles = tuple(cmds)
+    feeds = roles[1:]
+    servers = {role: Server(role, "natsbroker" + ("" if role == "plain" else "+" + role),
+                            cmds[role], store_parent=args.store_dir) for role in roles}
+    width = max(len(r) for r in roles)
     parent = args.store_dir or os.environ.get("TMPDIR") or "/tmp"
     print(f"natsbroker with and without the change feed; stores under {parent} "
           f"({fs_type(parent)}), load {os.getloadavg()[0]:.2f}", file=out)
@@ -122,9 +142,10 @@ def main(argv=None) -> int:
             sc = SCENARIOS[name]
             n = args.js_msgs or sc.default_msgs
             n_warm = int(n * args.warmup)
-            runs = {role: [] for role in ROLES}
+            runs = {role: [] for role in roles}
             for i in range(args.repeat):
-                order = ROLES if i % 2 == 0 else ROLES[::-1]
+                # Rotated: no side always runs first, or always after another.
+                order = roles[i % len(roles):] + roles[:i % len(roles)]
                 for role in order:
                     try:
                         m = run_one(servers[role], sc, n, n_warm, args)
@@ -134,39 +155,47 @@ def main(argv=None) -> int:
                         servers[role].stop()
                         continue
                     runs[role].append(m)
-                    print(f"  {name} {role:5} run {i + 1}: {m[sc.primary]:10,.0f} {sc.primary}"
-                          f"  cpu {m.get('cpu_us_per_msg', 0):.2f} µs/msg (reactor "
-                          f"{m.get('reactor_cpu_us_per_msg', 0):.2f})", file=out, flush=True)
+                    print(f"  {name} {role:{width}} run {i + 1}: {m[sc.primary]:10,.0f} "
+                          f"{sc.primary}  cpu {m.get('cpu_us_per_msg', 0):.2f} µs/msg (reactor "
+                          f"{m.get('reactor_cpu_us_per_msg', 0):.2f}, of it sys "
+                          f"{m.get('reactor_sys_us_per_msg', 0):.2f})", file=out, flush=True)
             results[name] = summary = {"msgs": n, "metric": sc.primary}
-            for role in ROLES:
+            for role in roles:
                 rates = [m[sc.primary] for m in runs[role]]
                 summary[role] = {"runs": rates, "median": statistics.median(rates) if rates else None}
-                for key in ("cpu_us_per_msg", "reactor_cpu_us_per_msg"):
+                for key in ("cpu_us_per_msg", "reactor_cpu_us_per_msg", "reactor_sys_us_per_msg"):
                     vals = [m[key] for m in runs[role] if m.get(key) is not None]
                     summary[role][key] = statistics.median(vals) if vals else None
-            plain, feed = summary["plain"]["median"], summary["feed"]["median"]
-            summary["overhead"] = 1 - feed / plain if plain and feed else None
-            for key in ("cpu_us_per_msg", "reactor_cpu_us_per_msg"):
-                pc, fc = summary["plain"][key], summary["feed"][key]
-                summary[key.replace("us_per_msg", "overhead")] = fc / pc - 1 if pc and fc else None
+            plain = summary["plain"]["median"]
+            for role in feeds:
+                # With one feed side, its figures stay at the top level, as before.
+                into = summary if feeds == ("feed",) else summary[role]
+                feed = summary[role]["median"]
+                into["overhead"] = 1 - feed / plain if plain and feed else None
+                for key in ("cpu_us_per_msg", "reactor_cpu_us_per_msg"):
+                    pc, fc = summary["plain"][key], summary[role][key]
+                    into[key.replace("us_per_msg", "overhead")] = fc / pc - 1 if pc and fc else None
     finally:
         for srv in servers.values():
             srv.close(keep_log=failed)
-    print(f"\n{'scenario':18} {'side':6} {'median':>10} {'min-max':>21} {'cpu µs/msg':>10} "
-          f"{'reactor':>8}", file=out)
+    print(f"\n{'scenario':18} {'side':{width}} {'median':>10} {'min-max':>21} {'cpu µs/msg':>10} "
+          f"{'reactor':>8} {'(sys)':>6}", file=out)
     for name, s in results.items():
-        for role in ROLES:
+        for role in roles:
             r = s[role]
             if not r["runs"]:
                 continue
             spread = f"{min(r['runs']):,.0f}-{max(r['runs']):,.0f}"
-            print(f"{name:18} {role:6} {r['median']:10,.0f} {spread:>21} "
-                  f"{r['cpu_us_per_msg'] or 0:10.2f} {r['reactor_cpu_us_per_msg'] or 0:8.2f}",
+            print(f"{name:18} {role:{width}} {r['median']:10,.0f} {spread:>21} "
+                  f"{r['cpu_us_per_msg'] or 0:10.2f} {r['reactor_cpu_us_per_msg'] or 0:8.2f} "
+                  f"{r['reactor_sys_us_per_msg'] or 0:6.2f}",
                   file=out)
-        if s["overhead"] is not None:
-            print(f"{name:18} overhead of the feed: {s['overhead']:.1%} of the publish rate, "
-                  f"{s['cpu_overhead'] or 0:+.1%} server CPU, "
-                  f"{s['reactor_cpu_overhead'] or 0:+.1%} reactor CPU per message", file=out)
+        for role in feeds:
+            o = s if feeds == ("feed",) else s[role]
+            if o.get("overhead") is not None:
+                print(f"{name:18} overhead of the {role}: {o['overhead']:.1%} of the publish "
+                      f"rate, {o['cpu_overhead'] or 0:+.1%} server CPU, "
+                      f"{o['reactor_cpu_overhead'] or 0:+.1%} reactor CPU per message", file=out)
     print(f"load average now {os.getloadavg()[0]:.2f}", file=out)
     if args.json:
         json.dump(results, sys.stdout, indent=2)
