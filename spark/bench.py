@@ -108,7 +108,8 @@ def main(argv=None):
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--per-file", type=int, default=10_000, help="records per feed file")
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--max-batch-size", default="128m", help="feed bytes per micro-batch")
+    p.add_argument("--max-batch-size", default="1g",
+                   help="feed bytes per micro-batch (default: the ingest's, 1g)")
     p.add_argument("--dir", help="work directory (default: a temporary one, removed)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args(argv)

@@ -125,8 +125,8 @@ def main(argv=None):
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--per-file", type=int, default=10_000, help="records per feed file")
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--max-batch-size", default="128m",
-                   help="feed bytes per micro-batch (default: the ingest's, 128m)")
+    p.add_argument("--max-batch-size", default="1g",
+                   help="feed bytes per micro-batch (default: the ingest's, 1g)")
     p.add_argument("--trigger-seconds", type=float, default=1.0)
     p.add_argument("--lag-files", type=int, default=5)
     p.add_argument("--lag-interval", type=float, default=3.0, help="seconds between lag files")
