@@ -119,8 +119,10 @@ def _fc_replies(fs):
 def scenario_delivery(w):
     """Acks by flow control replies, at max_ack_pending and after heartbeats."""
     _stream(w, "FD", 5)
-    w._sub("to.fd.d", "D")
+    # Subscribed after the create: nats-server may deliver before it sends
+    # the create's reply when the subscriber is already there.
     _fc(w, "FD", "C", deliver_subject="to.fd.d", max_ack_pending=3)
+    w._sub("to.fd.d", "D")
     fs = w.take(4, limit=10.0)
     fc = _fc_replies(fs)
     w.api("$JS.API.CONSUMER.INFO.FD.C")

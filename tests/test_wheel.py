@@ -25,6 +25,9 @@ from natsbroker import __version__
 from tests.support.raw import exchange
 from tests.support.servers import ROOT, wait_ports_file
 
+# The first test builds the wheel, compiling the hot modules (minutes, not seconds).
+pytestmark = pytest.mark.timeout(900)
+
 # Repository directory -> its path in the wheel.
 PACKAGE_DIRS = {"natsbroker": "natsbroker", "plugins": "natsbroker/plugins",
                 "spark": "natsbroker/spark"}
