@@ -157,8 +157,8 @@ def scenario_delivery(w):
 def scenario_fc_reply_forms(w):
     """Replies with odd headers: no consumer sequence, a bad one, then a good one."""
     _stream(w, "FR", 4)
-    w._sub("to.fr.d", "D")
     _fc(w, "FR", "C", deliver_subject="to.fr.d", max_ack_pending=2)
+    w._sub("to.fr.d", "D")  # after the create: see scenario_delivery
     fs = w.take(3)
     for hdr in [b"NATS/1.0\r\nNats-Last-Stream: 1\r\n\r\n",
                 b"NATS/1.0\r\nNats-Last-Consumer: x\r\nNats-Last-Stream: 2\r\n\r\n",
