@@ -966,15 +966,14 @@ class LevelDBStream(StreamBase):
         return remove, self._bytes - kbytes
 
     def load_next(self, seq, filter_subject=None):
-        if filter_subject is None and not self._deleted.count and self._msgs:
+        if filter_subject is None:
             # A reader at the tail: the next message is usually in memory.
-            s = seq if seq >= self._first else self._first
-            if s <= self._last:
-                m = self._staged.get(s)
-                if m is None:
-                    m = self._recent.get(s)
-                if m is not None:
-                    return m
+            s = self._next_existing(seq)
+            if not s:
+                return None
+            m = self._staged.get(s) or self._recent.get(s)
+            if m is not None:
+                return m
         while True:
             try:
                 return self._load_next(seq, filter_subject)
@@ -1459,10 +1458,10 @@ class LevelDBStore(Store):
     def _keep_recent(self, st, staged, nbytes):
         """A commit of ``st`` wrote ``staged`` (seq -> StoredMsg, ascending):
         keep them in memory for readers, within the store-wide budget."""
-        q = self._recent
-        now = time.monotonic()
         if nbytes > RECENT_BYTES or nbytes > RECENT_MSG_MAX * len(staged):
             return
+        q = self._recent
+        now = time.monotonic()
         st._recent.update(staged)
         q.append((st, next(iter(staged)), next(reversed(staged)), nbytes, now))
         self._recent_bytes += nbytes
@@ -1470,14 +1469,11 @@ class LevelDBStore(Store):
         while self._recent_bytes > RECENT_BYTES or q[0][4] < horizon:
             old, first, last, n, _ = q.popleft()
             self._recent_bytes -= n
-            recent = old._recent
-            if len(recent) <= last - first + 1 and next(iter(recent), last + 1) >= first \
-                    and next(reversed(recent), 0) <= last:
-                old._recent = {}  # the stream kept nothing else
-            else:
-                pop = recent.pop
-                for s in range(first, last + 1):
-                    pop(s, None)
+            pop = old._recent.pop
+            for s in range(first, last + 1):
+                pop(s, None)
+            if not old._recent:
+                old._recent = {}  # a fresh dict: an emptied one keeps its size
 
     def _forget_recent(self, st):
         """``st`` closes: its recent messages leave the budget."""

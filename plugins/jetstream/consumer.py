@@ -88,6 +88,9 @@ class Consumer:
         self.broker = js.broker
         self.stream = stream
         self.name = name
+        # Every ack subject of this consumer starts so: its subscription,
+        # the replies it sends, the acks it parses.
+        self._ack_prefix = b"$JS.ACK.%s.%s." % (stream.name.encode(), name.encode())
         self.config = config
         self.created = created
         self.clock = stream.clock
@@ -229,8 +232,7 @@ class Consumer:
             # An ack_policy none consumer has no ack subscription at all.
             # (".>" matches faster than five "*" levels; _on_ack answers other
             # token counts as nats-server's 9-token subscription would: 503.)
-            self._subs.append(self.broker.subscribe(
-                b"$JS.ACK.%s.%s.>" % (stream, name), self._on_ack))
+            self._subs.append(self.broker.subscribe(self._ack_prefix + b">", self._on_ack))
         # Like nats-server, the consumer answers its own reset subject: no
         # consumer, no reply (and no API count or audit either way).
         for prefix in self.js._api_prefixes():
@@ -544,13 +546,7 @@ class Consumer:
                 del self.rdc[msg.seq]
 
     def ack_reply(self, sseq, dseq, dc, ts, pending):
-        prefix = self._ack_prefix
-        if prefix is None:
-            prefix = self._ack_prefix = b"$JS.ACK.%s.%s." % (
-                self.stream.name.encode(), self.name.encode())
-        return prefix + b"%d.%d.%d.%d.%d" % (dc, sseq, dseq, ts, pending)
-
-    _ack_prefix = None
+        return self._ack_prefix + b"%d.%d.%d.%d.%d" % (dc, sseq, dseq, ts, pending)
 
     def _send(self, msg, dc, now):
         cfg = self.config
@@ -911,10 +907,7 @@ class Consumer:
     def _on_ack(self, sub, subject, reply, hdr_len, raw):
         # The subscription's prefix is this consumer's: only the five numbers
         # after it need splitting.
-        prefix = self._ack_prefix
-        if prefix is None:
-            prefix = self.ack_reply(0, 0, 0, 0, 0)[:-9]
-        tokens = subject[len(prefix):].split(b".")
+        tokens = subject[len(self._ack_prefix):].split(b".")
         if len(tokens) != 5:
             self.js.no_responders(subject, reply)
             return

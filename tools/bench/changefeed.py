@@ -69,6 +69,12 @@ def _reactor_cpu(srv: Server) -> tuple[float, float] | None:
     return int(fields[11]) / tck, int(fields[12]) / tck
 
 
+def _figures(summary: dict, role: str, feeds: tuple) -> dict:
+    """Where a feed side's overhead figures are: with one feed side, at the
+    top level of the scenario's summary, as before ``--feed-cmd``."""
+    return summary if feeds == ("feed",) else summary[role]
+
+
 def run_one(srv: Server, sc, n: int, n_warm: int, args) -> dict:
     feed = srv.role.startswith("feed")
     srv.restart(server_args=_server_args(feed))
@@ -168,8 +174,7 @@ def main(argv=None) -> int:
                     summary[role][key] = statistics.median(vals) if vals else None
             plain = summary["plain"]["median"]
             for role in feeds:
-                # With one feed side, its figures stay at the top level, as before.
-                into = summary if feeds == ("feed",) else summary[role]
+                into = _figures(summary, role, feeds)
                 feed = summary[role]["median"]
                 into["overhead"] = 1 - feed / plain if plain and feed else None
                 for key in ("cpu_us_per_msg", "reactor_cpu_us_per_msg"):
@@ -191,7 +196,7 @@ def main(argv=None) -> int:
                   f"{r['reactor_sys_us_per_msg'] or 0:6.2f}",
                   file=out)
         for role in feeds:
-            o = s if feeds == ("feed",) else s[role]
+            o = _figures(s, role, feeds)
             if o.get("overhead") is not None:
                 print(f"{name:18} overhead of the {role}: {o['overhead']:.1%} of the publish "
                       f"rate, {o['cpu_overhead'] or 0:+.1%} server CPU, "

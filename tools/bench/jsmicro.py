@@ -24,14 +24,17 @@ import time
 
 from twisted.internet.task import Clock
 
+from .micro import _CountingTransport
+
 PAYLOAD = b"x" * 128
 _MSG = re.compile(rb"MSG \S+ \S+ (\$JS\.ACK\.\S+) \d+\r\n")
 
 
-class _Transport:
-    disconnecting = False
+class _Transport(_CountingTransport):
+    """Keeps what it is sent, for the acks to be found in it."""
 
     def __init__(self):
+        super().__init__()
         self.out = []
 
     def write(self, data):
@@ -40,30 +43,13 @@ class _Transport:
     def writeSequence(self, seq):
         self.out.extend(seq)
 
-    def registerProducer(self, producer, streaming):
-        pass
-
-    def unregisterProducer(self):
-        pass
-
-    def getPeer(self):
-        return None
-
-    def loseConnection(self):
-        pass
-
-    def abortConnection(self):
-        pass
-
     def take(self):
         data, self.out = b"".join(self.out), []
         return data
 
 
-def _api(conn, t, clock, subject, body):
-    conn.dataReceived(b"PUB %s _R.api %d\r\n%s\r\n" % (subject, len(body), body))
-    clock.advance(0)
-    return t.take()
+def _api(subject, body):
+    return b"PUB %s _R.api %d\r\n%s\r\n" % (subject, len(body), body)
 
 
 def run_once(kind, n, batch):
@@ -83,58 +69,49 @@ def run_once(kind, n, batch):
             p.start(broker)
         conn, t = ClientProtocol(broker, Authenticator(cfg)), _Transport()
         conn.makeConnection(t)
+        clock_t = time.process_time
+
+        def turn(data):
+            """CPU seconds of the broker taking ``data`` and the turn after it."""
+            t0 = clock_t()
+            conn.dataReceived(data)
+            clock.advance(0)
+            return clock_t() - t0
+
         conn.dataReceived(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _R.> 1\r\n'
                           b"SUB _I.> 2\r\n")
-        _api(conn, t, clock, b"$JS.API.STREAM.CREATE.S",
-             json.dumps({"name": "S", "subjects": ["s.>"]}).encode())
+        turn(_api(b"$JS.API.STREAM.CREATE.S",
+                  json.dumps({"name": "S", "subjects": ["s.>"]}).encode()))
+        t.take()
         pub = b"PUB s.x _R.ack %d\r\n%s\r\n" % (len(PAYLOAD), PAYLOAD)
         for i in range(0, n, 1000):
-            conn.dataReceived(pub * min(1000, n - i))
-            clock.advance(0)
+            turn(pub * min(1000, n - i))
             t.take()
         cfg_c = {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": 1000}
         if kind == "push":
             cfg_c["deliver_subject"] = "_I.push"
         got = 0
-        cpu = 0.0
-        clock_t = time.process_time
+        create = _api(b"$JS.API.CONSUMER.CREATE.S.C",
+                      json.dumps({"stream_name": "S", "config": cfg_c}).encode())
         if kind == "pull":
-            _api(conn, t, clock, b"$JS.API.CONSUMER.CREATE.S.C",
-                 json.dumps({"stream_name": "S", "config": cfg_c}).encode())
+            turn(create)
+            t.take()
             req = json.dumps({"batch": batch, "expires": 30_000_000_000}).encode()
-            next_req = b"PUB $JS.API.CONSUMER.MSG.NEXT.S.C _I.pull %d\r\n%s\r\n" % (len(req), req)
-            while got < n:
-                t0 = clock_t()
-                conn.dataReceived(next_req)
-                clock.advance(0)
-                cpu += clock_t() - t0
-                acks = _MSG.findall(t.take())
-                if not acks:
-                    raise AssertionError("pull delivery stalled at %d of %d" % (got, n))
-                got += len(acks)
-                data = b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks)
-                t0 = clock_t()
-                conn.dataReceived(data)
-                clock.advance(0)
-                cpu += clock_t() - t0
+            ask = b"PUB $JS.API.CONSUMER.MSG.NEXT.S.C _I.pull %d\r\n%s\r\n" % (len(req), req)
+            cpu = 0.0
         else:
-            body = json.dumps({"stream_name": "S", "config": cfg_c}).encode()
-            t0 = clock_t()
-            # (The API reply and the first deliveries come in one take.)
-            conn.dataReceived(b"PUB $JS.API.CONSUMER.CREATE.S.C _R.api %d\r\n%s\r\n"
-                              % (len(body), body))
-            clock.advance(0)
-            cpu += clock_t() - t0
-            while got < n:
-                acks = _MSG.findall(t.take())
-                if not acks:
-                    raise AssertionError("push delivery stalled at %d of %d" % (got, n))
-                got += len(acks)
-                data = b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks)
-                t0 = clock_t()
-                conn.dataReceived(data)
-                clock.advance(0)
-                cpu += clock_t() - t0
+            # A push consumer starts delivering at its create: timed (the
+            # API reply and the first deliveries come in one take).
+            ask = None
+            cpu = turn(create)
+        while got < n:
+            if ask is not None:
+                cpu += turn(ask)
+            acks = _MSG.findall(t.take())
+            if not acks:
+                raise AssertionError("%s delivery stalled at %d of %d" % (kind, got, n))
+            got += len(acks)
+            cpu += turn(b"".join(b"PUB %s 0\r\n\r\n" % a for a in acks))
         for p in plugins:
             p.stop()
         return cpu / n * 1e6
