@@ -161,3 +161,45 @@ def test_junk_never_raises_and_error_is_last(junk):
     for op in out[:-1]:
         assert op[0] != R.OP_ERROR
     assert all(isinstance(op, tuple) and op[0] in R.OP_NAMES for op in out)
+
+
+def _general_only(stream):
+    """The ops of the general line parser alone (the RMSG fast path off)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(R, "_RMSG_FAST", lambda buf, pos: None)
+        return RouteParser().feed(stream)
+
+
+_field = st.binary(min_size=0, max_size=6).filter(lambda b: b"\n" not in b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_route_op(), min_size=1, max_size=12))
+def test_the_rmsg_fast_path_gives_what_the_general_parser_gives(pairs):
+    stream = b"".join(w for w, _ in pairs)
+    assert RouteParser().feed(stream) == _general_only(stream)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_field, st.sampled_from([b" ", b"  ", b"\t", b"+", b"|", b"5",
+                                                   b"12", b"\r", b"\r\n"])),
+                min_size=1, max_size=6),
+       st.binary(max_size=20))
+def test_rmsg_like_junk_gets_the_same_answer_from_both_paths(fields, tail):
+    # Lines that look like the fast path's RMSG but may not be one (odd
+    # spacing, missing fields, signs, sizes that lie about the payload).
+    stream = b"RMSG " + b" ".join(fields) + b"\r\n" + tail
+    assert RouteParser().feed(stream) == _general_only(stream)
+
+
+def test_a_long_rmsg_line_is_held_to_the_control_line_limit():
+    p = RouteParser(max_control_line=100)
+    line = b"RMSG $G " + b"s" * 200 + b" 2\r\nhi\r\n"
+    assert p.feed(line) == [(R.OP_ERROR, R.ERR_MAX_CONTROL_LINE)]
+
+
+def test_many_messages_in_one_read():
+    msgs = [b"RMSG $G s.%d r.%d %d\r\n%s\r\n" % (i, i, i % 7, b"x" * (i % 7)) for i in range(500)]
+    got = RouteParser().feed(b"".join(msgs))
+    assert [(o[3], o[4], o[-1]) for o in got] == [
+        (b"s.%d" % i, b"r.%d" % i, b"x" * (i % 7)) for i in range(500)]

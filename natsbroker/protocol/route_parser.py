@@ -30,6 +30,8 @@ hdr_len, raw)``                                             queues: tuple (empty
 =======================================================  ======================================
 """
 
+import re
+
 OP_INFO = 1
 OP_CONNECT = 2
 OP_PING = 3
@@ -61,6 +63,13 @@ _NAMES = {
 }
 _LONGEST = max(len(n) for n in _NAMES)
 _BARE = (OP_PING, OP_PONG, OP_OK)
+
+
+# "RMSG <account> <subject> [<reply>] <size>\r\n" exactly as nats-server writes
+# it (upper case, single spaces, a reply that is not a queue indicator, digits):
+# anything else (HMSG, LMSG, queues, odd spacing or case) takes the general path.
+_RMSG_FAST = re.compile(rb"RMSG ([^ \t\r\n]+) ([^ \t\r\n]+) (?:([^ \t\r\n+|]"
+                        rb"[^ \t\r\n]*) )?([0-9]{1,15})\r\n").match
 
 
 class RouteProtocolError(Exception):
@@ -152,7 +161,23 @@ class RouteParser:
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
+        rmsg = _RMSG_FAST
         while pos < n:
+            # The common line, "RMSG acc subject [reply] size", whose payload
+            # is all here: one regex match and one slice, no copy of the rest
+            # of the read (a read carries hundreds of messages).
+            m = rmsg(buf, pos)
+            if m is not None and m.end() - pos <= self.max_control_line:
+                acc, subject, reply, size = m.groups()
+                size = int(size)
+                start = m.end()
+                end = start + size
+                if end + 2 <= n:
+                    if buf[end:end + 2] != b"\r\n":
+                        raise RouteProtocolError(None)
+                    ops.append((OP_RMSG, None, acc, subject, reply, (), 0, buf[start:end]))
+                    pos = end + 2
+                    continue
             nl = buf.find(b"\n", pos)
             if nl < 0:
                 self._check_partial(buf, pos, n)
@@ -161,12 +186,19 @@ class RouteParser:
             self._line(buf[pos:end], ops)
             pos = nl + 1
             if self._pending is not None:
-                # A message: its payload follows, possibly over many reads.
-                rest = self._collect(buf[pos:], ops)
-                if self._pending is not None:
-                    self._buf = b""
-                    return
-                buf, pos, n = rest, 0, len(rest)
+                head, size, hdr_len = self._pending
+                if pos + size + 2 <= n:
+                    # The payload is all here: take it in place.
+                    if buf[pos + size:pos + size + 2] != b"\r\n":
+                        raise RouteProtocolError(None)
+                    ops.append(head + (hdr_len, buf[pos:pos + size]))
+                    self._pending = None
+                    pos += size + 2
+                    continue
+                # It continues in later reads.
+                self._collect(buf[pos:], ops)
+                self._buf = b""
+                return
         self._buf = buf[pos:] if pos < n else b""
 
     def _collect(self, data, ops):
