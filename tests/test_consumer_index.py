@@ -457,3 +457,94 @@ def test_random_filters_count_like_brute_force(broker, consumers, first, second,
             await api(nc, "$JS.API.STREAM.DELETE." + stream)
             await nc.close()
     run(main(), 60)
+
+
+# -- the index alone: counts through long logs and trims -------------------------------------
+
+from natsbroker.subjects import subject_matches  # noqa: E402
+from natsbroker.plugins.jetstream import consumer_index as CI  # noqa: E402
+
+
+class _Js:
+    def consumer_index_logged(self, index):
+        pass
+
+
+class _Consumer:
+    """What the index needs of a consumer, settling as Consumer does."""
+
+    def __init__(self, index, filters):
+        self.index = index
+        self.filters = [f.encode() for f in filters]
+        self.sseq = 1
+        self.npc = 0
+        self._lmark = index.end
+        self._kicked = False
+        self.js = _Js()
+
+    def wants(self, subject):
+        return any(subject_matches(f, subject) for f in self.filters)
+
+    def settle(self):
+        if self._lmark != self.index.end:
+            self.npc += self.index.count(self._lmark, self.sseq,
+                                         self.wants if self.filters else None)
+            self._lmark = self.index.end
+
+    def kick(self):
+        self._kicked = True
+        self.index.busy(self)
+
+
+_op_st = st.one_of(
+    st.tuples(st.just("store"), subject_st),
+    st.tuples(st.just("move"), st.integers(0, 5), st.integers(1, 4)),
+    st.tuples(st.just("trim"), st.booleans()),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(consumers=st.lists(consumer_st, min_size=1, max_size=5),
+       ops=st.lists(_op_st, max_size=80), log_min=st.integers(1, 12))
+def test_index_counts_like_brute_force_through_trims(consumers, ops, log_min):
+    # Pending = stored messages at or past the cursor that the filters take,
+    # however the log is trimmed in between; a cursor moves only after its
+    # consumer settles (as Consumer._next_msg does).
+    old = CI.LOG_MIN
+    CI.LOG_MIN = log_min
+    try:
+        index = CI.ConsumerIndex()
+        cs = [_Consumer(index, fs) for fs in consumers if not _overlap(fs)]
+        for c in cs:
+            index.add(c)
+        stored = []
+
+        def check(cs):
+            # Not after every op: a consumer that has not settled for a while
+            # counts a long stretch of the log at once.
+            for c in cs:
+                want = sum(1 for s, subj in stored
+                           if s >= c.sseq and (not c.filters or c.wants(subj)))
+                c.settle()
+                assert c.npc == want
+
+        for op in ops:
+            if op[0] == "store":
+                seq = len(stored) + 1
+                stored.append((seq, op[1].encode()))
+                index.stored(seq, op[1].encode())
+            elif op[0] == "move" and cs:
+                c = cs[op[1] % len(cs)]
+                c.settle()
+                # Past the next messages it takes, as deliveries would.
+                taken = [s for s, subj in stored
+                         if s >= c.sseq and (not c.filters or c.wants(subj))][:op[2]]
+                if taken:
+                    c.npc -= len(taken)
+                    c.sseq = taken[-1] + 1
+            elif op[0] == "trim":
+                index.trim(force=op[1])
+                check(cs)
+        check(cs)
+    finally:
+        CI.LOG_MIN = old

@@ -170,3 +170,17 @@ def test_subject_is_subset_match_is_inclusion(x, y):
     included = all(subject_matches(y.encode(), s) for s in _ALL_LITERALS
                    if subject_matches(x.encode(), s))
     assert subject_is_subset_match(x, y) == included
+
+
+def test_ack_subjects_are_matched_but_not_cached():
+    # Each JetStream ack subject names one delivery: caching it would only
+    # push out the subjects that do come again.
+    sl = Sublist()
+    ack = Subscription(b"$JS.ACK.S.C.>", b"1", None, None)
+    hot = Subscription(b"orders.*", b"2", None, None)
+    sl.insert(ack)
+    sl.insert(hot)
+    assert sl.match(b"orders.new")[0] == (hot,)
+    for i in range(3000):
+        assert sl.match(b"$JS.ACK.S.C.1.%d.%d.0.0" % (i, i))[0] == (ack,)
+    assert sl.cache_size == 1 and b"orders.new" in sl.cache

@@ -321,28 +321,43 @@ class HighWater:
     write of the same commit is the durability point of the data; the mark is
     in the page cache before the ack goes out, so it survives a process crash
     and any damage to LevelDB's files, and reaches the disk with the kernel's
-    writeback, at every :meth:`LevelDBStore.sync_all` and on close). Two
-    4 KB slots with a generation and a CRC each are written alternately, so a
-    torn write of one leaves the other."""
+    writeback, at every :meth:`LevelDBStore.sync_all` and on close).
 
-    __slots__ = ("path", "fd", "gen", "body")
+    Two slots, each record with a generation and a CRC, are written
+    alternately, so a torn write of one leaves the other. A slot is 4 KB, or
+    the next power of two that holds the record (a hundred consumers' floors
+    fill 4 KB): slot 0 at offset 0, slot 1 at the slot size. A record never
+    goes where it would overlap the last one written (when the slot size
+    grows, the next record goes to the new slot 1, past everything), and
+    the reader tries every such offset and keeps the newest valid record."""
+
+    __slots__ = ("path", "fd", "gen", "body", "_floors", "_floors_packed", "_slot", "_last")
 
     def __init__(self, path):
         self.path = path
         self.fd = None
         self.gen = 0
         self.body = None
+        self._floors = None  # the floors last packed, and their bytes
+        self._floors_packed = b""
+        self._slot = HWM_SLOT
+        self._last = None  # (offset, length) of the newest valid record
 
     def read(self):
         """``(first, last, last_ts, msgs, bytes, {key: floors})`` of the newest
         valid slot, or None."""
         try:
             with open(self.path, "rb") as f:
-                raw = f.read(2 * HWM_SLOT + 65536)
+                raw = f.read()
         except FileNotFoundError:
             return None
         best = None
-        for off in (0, HWM_SLOT):
+        offsets = [0]
+        off = HWM_SLOT
+        while off < len(raw):
+            offsets.append(off)
+            off *= 2
+        for off in offsets:
             if len(raw) < off + _HWM_HDR.size:
                 continue
             magic, gen, n, crc = _HWM_HDR.unpack_from(raw, off)
@@ -350,10 +365,16 @@ class HighWater:
             if magic != HWM_MAGIC or len(body) != n or zlib.crc32(body) != crc:
                 continue
             if best is None or gen > best[0]:
-                best = (gen, body)
+                best = (gen, body, off)
         if best is None:
             return None
-        self.gen, body = best
+        self.gen, body, off = best
+        size = _HWM_HDR.size + len(body)
+        self._last = (off, size)
+        slot = max(self._slot, off)
+        while slot < size:
+            slot *= 2
+        self._slot = slot
         vals = _HWM_BODY.unpack_from(body)
         floors = {}
         i = _HWM_BODY.size
@@ -368,14 +389,32 @@ class HighWater:
     def write(self, first, last, last_ts, msgs, nbytes, floors):
         body = _HWM_BODY.pack(first, last, last_ts, msgs, nbytes)
         if floors:
-            body += b"".join(_I.pack(len(k)) + k + _FLOOR.pack(*v) for k, v in floors.items())
+            # Written after every commit, but the floors change only when a
+            # consumer's state does: with 1000 consumers, packing them each
+            # time was a visible share of a publish (a dict compare is not).
+            if floors != self._floors:
+                self._floors_packed = b"".join(
+                    _I.pack(len(k)) + k + _FLOOR.pack(*v) for k, v in floors.items())
+                self._floors = dict(floors)
+            body += self._floors_packed
         if body == self.body:
             return
         if self.fd is None:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.gen += 1
-        os.pwrite(self.fd, _HWM_HDR.pack(HWM_MAGIC, self.gen, len(body), zlib.crc32(body)) + body,
-                  (self.gen & 1) * HWM_SLOT)
+        record = _HWM_HDR.pack(HWM_MAGIC, self.gen, len(body), zlib.crc32(body)) + body
+        need = len(record)
+        slot = self._slot
+        while slot < need:
+            slot *= 2
+        self._slot = slot
+        # Slot 0 unless the last record is there or would be overwritten by
+        # this one; then slot 1, which (a power of two at least as large as
+        # any earlier slot) starts past the last record.
+        last = self._last
+        off = 0 if last is not None and last[0] >= need else slot
+        os.pwrite(self.fd, record, off)
+        self._last = (off, need)
         self.body = body
 
     def sync(self):

@@ -15,7 +15,12 @@ rate twentyfold. Here:
   (``Consumer.npc`` settles first), counting the log in bulk: a bisect for the
   unfiltered, one check per distinct subject for the filtered. After the
   commit the plugin calls :meth:`ConsumerIndex.trim`, which settles every
-  consumer and empties the log.
+  consumer and empties the log -- not after every commit, but once the log
+  holds max(LOG_MIN, 2 x consumers) messages, so that a stream with many
+  consumers does not settle them all every turn. A consumer that settles
+  often (one delivering while messages arrive) counts only what was logged
+  since it last did, message by message when that is fewer than the log's
+  distinct subjects.
 
 A consumer counts a logged message when its ``seq`` is at or past the cursor
 (``sseq``) and its filter takes the subject, as it did when told per message;
@@ -27,6 +32,7 @@ from bisect import bisect_left
 from natsbroker.subjects import Sublist, Subscription
 
 FWC = b">"
+LOG_MIN = 1024  # messages logged before a trim settles every consumer
 
 
 def _regular(filt):
@@ -62,6 +68,7 @@ class ConsumerIndex:
         self.end = 0
         self._base = 0
         self._seqs = []
+        self._subjects = []  # subject of each logged message, as _seqs
         self._by_subject = {}
         self._listed = False  # the plugin will trim after its commit
         self._js = None
@@ -167,9 +174,10 @@ class ConsumerIndex:
         if self._seqs and seq <= self._seqs[-1]:
             # Sequences went back (a failed write given up): count what is
             # logged before logging from there.
-            self.trim()
+            self.trim(force=True)
         pos = self.end
         self._seqs.append(seq)
+        self._subjects.append(subject)
         at = self._by_subject.get(subject)
         if at is None:
             self._by_subject[subject] = [pos]
@@ -207,15 +215,24 @@ class ConsumerIndex:
         if wants is None:
             return end - i
         n = 0
+        if end - i <= len(self._by_subject):
+            # Fewer new messages than subjects: look at each one.
+            for subject in self._subjects[i - base:]:
+                if wants(subject):
+                    n += 1
+            return n
         for subject, at in self._by_subject.items():
             if at[-1] >= i and wants(subject):
                 n += len(at) - bisect_left(at, i)
         return n
 
-    def trim(self):
-        """Every consumer settles; the log empties (after each commit)."""
+    def trim(self, force=False):
+        """After a commit: once the log is long (or ``force``), every consumer
+        settles and the log empties."""
         self._listed = False
         if self.end == self._base:
+            return
+        if not force and self.end - self._base < max(LOG_MIN, 2 * len(self._order)):
             return
         for c in self._order:
             c.settle()
@@ -225,4 +242,5 @@ class ConsumerIndex:
         """Drop the log (every consumer's count was just computed afresh)."""
         self._base = self.end
         self._seqs = []
+        self._subjects = []
         self._by_subject = {}

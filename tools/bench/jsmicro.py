@@ -52,7 +52,7 @@ def _api(subject, body):
     return b"PUB %s _R.api %d\r\n%s\r\n" % (subject, len(body), body)
 
 
-def run_once(kind, n, batch):
+def run_once(kind, n, batch, consumers=1):
     from natsbroker.auth import Authenticator
     from natsbroker.broker import Broker
     from natsbroker.config import JetStreamConfig, ServerConfig
@@ -84,9 +84,24 @@ def run_once(kind, n, batch):
                   json.dumps({"name": "S", "subjects": ["s.>"]}).encode()))
         t.take()
         pub = b"PUB s.x _R.ack %d\r\n%s\r\n" % (len(PAYLOAD), PAYLOAD)
-        for i in range(0, n, 1000):
+        for i in range(0, n if kind != "pub" else 0, 1000):
             turn(pub * min(1000, n - i))
             t.take()
+        if kind == "pub":
+            # Publishing into a stream that has ``consumers`` durable pull
+            # consumers with no request waiting: what each store costs them.
+            for j in range(consumers):
+                turn(_api(b"$JS.API.CONSUMER.DURABLE.CREATE.S.P%d" % j, json.dumps(
+                    {"stream_name": "S", "config": {"durable_name": "P%d" % j,
+                                                    "ack_policy": "explicit"}}).encode()))
+            t.take()
+            cpu = 0.0
+            for i in range(0, n, batch):
+                cpu += turn(pub * min(batch, n - i))
+                t.take()
+            for p in plugins:
+                p.stop()
+            return cpu / n * 1e6
         cfg_c = {"durable_name": "C", "ack_policy": "explicit", "max_ack_pending": 1000}
         if kind == "push":
             cfg_c["deliver_subject"] = "_I.push"
@@ -123,12 +138,18 @@ def main(argv=None):
     ap.add_argument("--msgs", type=int, default=50_000)
     ap.add_argument("--batch", type=int, default=100, help="messages per pull request")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--kinds", default="pull,push")
+    ap.add_argument("--kinds", default="pull,push",
+                    help="pull, push (consumption) and/or pub (publishing, windows of "
+                         "--batch messages, with --consumers idle pull consumers)")
+    ap.add_argument("--consumers", type=int, default=1000,
+                    help="durable pull consumers on the stream for --kinds pub")
     a = ap.parse_args(argv)
     for kind in a.kinds.split(","):
-        runs = sorted(run_once(kind, a.msgs, a.batch) for _ in range(a.repeat))
-        print("%-5s %.2f us CPU per consumed message (median of %d; runs %s)" % (
-            kind, runs[len(runs) // 2], a.repeat, " ".join("%.2f" % r for r in runs)))
+        runs = sorted(run_once(kind, a.msgs, a.batch, a.consumers) for _ in range(a.repeat))
+        what = ("published message, %d consumers" % a.consumers if kind == "pub"
+                else "consumed message")
+        print("%-5s %.2f us CPU per %s (median of %d; runs %s)" % (
+            kind, runs[len(runs) // 2], what, a.repeat, " ".join("%.2f" % r for r in runs)))
     from natsbroker import _build
     print("build:", json.dumps(_build.info()))
     return 0
