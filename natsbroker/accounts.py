@@ -24,7 +24,7 @@ from natsbroker.imports import ShadowSink
 from natsbroker.interfaces import IBroker, IMessageSink
 from natsbroker.mapping import SubjectMappings
 from natsbroker.protocol import wire
-from natsbroker.subjects import Subscription, Sublist, subject_matches
+from natsbroker.subjects import CACHE_MAX, Subscription, Sublist, subject_matches
 
 log = Logger()
 
@@ -76,7 +76,7 @@ class Account:
         self.name = name
         self.account_config = config
         self.is_system = is_system
-        self.sublist = Sublist()
+        self.sublist = Sublist(0 if broker.config.no_sublist_cache else CACHE_MAX)
         # The Sublist's cache, read directly on the PUB path (a hit costs one
         # dict lookup instead of a method call).
         self._match_cache = self.sublist.cache

@@ -356,6 +356,9 @@ class ServerConfig:
     max_payload: int = 1048576
     max_pending: int = 67108864
     max_subscriptions: int = 0
+    # nats-server's disable_sublist_cache / no_sublist_cache: match results
+    # are not cached (for subject spaces where nothing repeats).
+    no_sublist_cache: bool = False
     ping_interval: float = 120.0
     ping_max: int = 2
     write_deadline: float = 10.0

@@ -1598,6 +1598,7 @@ _SERVER = _table(
         "max_payload": _set("max_payload", _positive_size),
         "max_pending max_pending_size": _set("max_pending", _positive_size),
         "max_subscriptions max_subs": _set("max_subscriptions", _count),
+        "disable_sublist_cache no_sublist_cache": _set("no_sublist_cache", _boolean),
         "ping_interval": _interval("ping_interval"),
         "ping_max": _set("ping_max", _count),
         "write_deadline": _interval("write_deadline"),

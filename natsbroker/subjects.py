@@ -355,10 +355,11 @@ class Sublist:
                 self.max_fanout = fanout
             self._fanout_total += fanout
             self._fanout_samples += 1
-        if subject[:8] == b"$JS.ACK.":
+        if not self._cache_max or subject[:8] == b"$JS.ACK.":
             # A JetStream ack subject names one delivery (its sequences are in
             # it): it never comes again, and caching it would only push out
             # subjects that do (one per ack, the cache cleared every 1024).
+            # A cache_max of 0: no cache at all (no_sublist_cache).
             return r
         cache = self._cache
         if len(cache) >= self._cache_max:

@@ -245,7 +245,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     config, warnings = load(
         """\
         port: 4333
-        disable_sublist_cache: true
+        max_traced_msg_len: 100
         jetstream {
           unique_tag: az
         }
@@ -258,7 +258,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     )
     f = tmp_path / "server.conf"
     assert warnings == [
-        f'{f}:2: unknown field "disable_sublist_cache"',
+        f'{f}:2: unknown field "max_traced_msg_len"',
         f'{f}:4: unknown field "unique_tag"',
         f'{f}:8: unknown field "allowed_connection_types"',
     ]

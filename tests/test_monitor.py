@@ -657,3 +657,29 @@ def test_uptime_format(seconds, text):
 def test_rfc3339_trims_fraction():
     assert monitor._rfc3339_ns(1_700_000_000_123_400_000) == "2023-11-14T22:13:20.1234Z"
     assert monitor._rfc3339_ns(1_700_000_000_000_000_000) == "2023-11-14T22:13:20Z"
+
+
+@pytest.mark.parametrize("key", ["disable_sublist_cache", "no_sublist_cache"])
+def test_disabled_sublist_cache_caches_nothing(key, tmp_path):
+    # nats-server's option, under either name: matches are not cached, so
+    # /subsz counts no cache entries after publishes that would have made some.
+    conf = tmp_path / "server.conf"
+    conf.write_text("%s: true\n" % key)
+    plain = tmp_path / "plain.conf"
+    plain.write_text("port: -1\n")
+    import socket
+    caches = {}
+    for kind in ("nats-server", "natsbroker"):
+        for name, path in (("off", conf), ("on", plain)):
+            with ServerProcess(kind, ["-m", "-1", "-c", str(path)]) as s:
+                with socket.create_connection(("127.0.0.1", s.port)) as c:
+                    c.recv(4096)
+                    c.sendall(b"CONNECT {}\r\nSUB foo 1\r\n" + b"PUB foo 2\r\nhi\r\n" * 3
+                              + b"PUB bar 0\r\n\r\nPING\r\n")
+                    buf = b""
+                    while b"PONG" not in buf:
+                        buf += c.recv(4096)
+                    assert buf.count(b"MSG foo 1 2") == 3
+                    caches[kind, name] = get(s, "/subsz")["num_cache"]
+    assert caches["nats-server", "off"] == caches["natsbroker", "off"] == 0, caches
+    assert caches["nats-server", "on"] > 0 and caches["natsbroker", "on"] > 0, caches
