@@ -35,6 +35,21 @@ REPLAY_POS = "replay_pos"
 AGE = "age"
 
 
+def keep_mtime_order(prev_path, fd):
+    """Give the file open as ``fd`` a modification time at least 1 ms after
+    the previous feed file's. Spark's file source takes files oldest first by
+    modification time in milliseconds, ties in directory order; two files
+    completed within one millisecond could be read out of name order, and
+    then a record repeated after a crash keeps the later file's position."""
+    try:
+        prev = os.stat(prev_path).st_mtime_ns // 1_000_000
+    except OSError:
+        return
+    st = os.fstat(fd)
+    if st.st_mtime_ns // 1_000_000 <= prev:
+        os.utime(fd, ns=(st.st_atime_ns, (prev + 1) * 1_000_000))
+
+
 class FeedWriter:
     """Owns the open feed file, the completed files and ``checkpoint.json``."""
 
@@ -165,6 +180,7 @@ class FeedWriter:
         self._size = 0
         self._puts = {}
         try:
+            keep_mtime_order(self._path(no - 1, "jsonl"), fd)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -10,6 +10,7 @@ import asyncio
 import glob
 import json
 import os
+import time
 
 import nats
 from hypothesis import given, settings
@@ -193,3 +194,39 @@ def test_feed_bytes_match_the_golden_lines(tmp_path):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g == w
+
+
+def _future(path, ms=50):
+    """The file's mtime set ahead, as when the next one completes within the
+    same millisecond (or the clock steps back)."""
+    t = time.time_ns() + ms * 1_000_000
+    os.utime(path, ns=(t, t))
+    return t // 1_000_000
+
+
+def test_a_completed_file_is_newer_than_the_one_before(tmp_path):
+    # Spark's file source orders by modification time in ms (ties in
+    # directory order): each file must be newer than the one before it.
+    w, _ = _writer(tmp_path)
+    names = []
+    for i in range(3):
+        ev = StreamEvent("S", 1, "put", i + 1, 1000 + i,
+                         msg=StoredMsg(i + 1, b"s", b"", b"x", 1000 + i))
+        w.write([ev])
+        w.complete()
+        names = sorted(glob.glob(os.path.join(str(tmp_path), "feed-*.jsonl")))
+        if i == 0:
+            prev = _future(names[0])
+    assert len(names) == 3
+    ms = [os.stat(n).st_mtime_ns // 1_000_000 for n in names]
+    assert ms[0] == prev and ms[0] < ms[1] < ms[2], ms
+
+
+def test_feedgen_files_are_newer_than_the_one_before(tmp_path):
+    from natsbroker.spark.feedgen import FeedWriter as Gen
+    g = Gen(str(tmp_path))
+    first = g.write(['{"x":0}'], sync=False)
+    prev = _future(first)
+    names = [first] + [g.write(['{"x":%d}' % i], sync=False) for i in (1, 2)]
+    ms = [os.stat(n).st_mtime_ns // 1_000_000 for n in names]
+    assert ms[0] == prev and ms[0] < ms[1] < ms[2], ms
