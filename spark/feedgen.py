@@ -11,6 +11,8 @@ import base64
 import json
 import os
 
+from natsbroker.plugins.changefeed_writer import keep_mtime_order
+
 KEYS = ("id", "feed", "stream", "stream_created", "seq", "op", "reason", "ts", "subject",
         "headers", "data", "purge", "config", "kv", "obj")
 
@@ -91,16 +93,9 @@ class FeedWriter:
             for line in lines:
                 f.write((line if isinstance(line, str) else dumps(line)) + "\n")
             f.flush()
-            # As the broker's writer: modification times 1 ms apart at least,
-            # so that Spark takes the files in name order (it orders by
-            # modification time in ms; files written in one loop tie).
-            try:
-                prev = os.stat(self.path(self.no - 1)).st_mtime_ns // 1_000_000
-            except OSError:
-                prev = None
-            st = os.fstat(f.fileno())
-            if prev is not None and st.st_mtime_ns // 1_000_000 <= prev:
-                os.utime(f.fileno(), ns=(st.st_atime_ns, (prev + 1) * 1_000_000))
+            # As the broker's writer does (files written in one loop would
+            # tie in Spark's millisecond order).
+            keep_mtime_order(self.path(self.no - 1), f.fileno())
             if sync:
                 os.fsync(f.fileno())
         final = self.path(self.no)

@@ -310,6 +310,13 @@ def _rev(db, start, stop, include_value=True, verify=False):
         yield kv
 
 
+def _hwm_slot(slot, size):
+    """The high-water mark's slot size: ``slot`` doubled until ``size`` fits."""
+    while slot < size:
+        slot *= 2
+    return slot
+
+
 class HighWater:
     """A stream's high-water mark, kept outside LevelDB so that damage to the
     database (a torn write-ahead log, lost MANIFEST) cannot take it along.
@@ -371,10 +378,7 @@ class HighWater:
         self.gen, body, off = best
         size = _HWM_HDR.size + len(body)
         self._last = (off, size)
-        slot = max(self._slot, off)
-        while slot < size:
-            slot *= 2
-        self._slot = slot
+        self._slot = _hwm_slot(max(self._slot, off), size)
         vals = _HWM_BODY.unpack_from(body)
         floors = {}
         i = _HWM_BODY.size
@@ -404,10 +408,7 @@ class HighWater:
         self.gen += 1
         record = _HWM_HDR.pack(HWM_MAGIC, self.gen, len(body), zlib.crc32(body)) + body
         need = len(record)
-        slot = self._slot
-        while slot < need:
-            slot *= 2
-        self._slot = slot
+        slot = self._slot = _hwm_slot(self._slot, need)
         # Slot 0 unless the last record is there or would be overwritten by
         # this one; then slot 1, which (a power of two at least as large as
         # any earlier slot) starts past the last record.
