@@ -27,6 +27,8 @@ COMPILED = [
     "natsbroker/plugins/jetstream/consumer.py",
     "natsbroker/plugins/jetstream/stream.py",
     "natsbroker/plugins/jetstream/plugin.py",
+    "natsbroker/plugins/changefeed.py",
+    "natsbroker/plugins/changefeed_writer.py",
 ]
 
 # Annotations are ignored: the sources are written for Python's semantics (an

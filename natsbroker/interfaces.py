@@ -209,13 +209,19 @@ class IStreamEvents(Interface):
     every mutation of them and to read them back, for plugins such as the
     change feed. Reach it with ``broker.plugin(name)`` and ``providedBy``."""
 
-    def add_stream_observer(observer):
+    def add_stream_observer(observer, batched=False):
         """Call ``observer(event)`` with a ``natsbroker.store.base.StreamEvent``
         for every stream mutation, in the reactor thread, as it is staged (the
-        group commit that makes it durable follows in the same turn)."""
+        group commit that makes it durable follows in the same turn).
+
+        With ``batched``, call ``observer(events)`` instead, once per group
+        commit, after it: ``events`` is the list of the mutations it made
+        durable, in order (the observer may keep the list). One call per
+        commit instead of one per message: what an observer that only hands
+        the events on (to a file, a process, a queue) should use."""
 
     def remove_stream_observer(observer):
-        """Stop calling ``observer``."""
+        """Stop calling ``observer`` (batched or not)."""
 
     def stream_names():
         """Names of the streams, sorted."""

@@ -9,9 +9,11 @@ fsynced and renamed to ``feed-<n>.jsonl``; names sort in feed order, and a
 reader never sees a partial file. The record schema is in
 ``man/natsbroker-changefeed.5``, the lines are built in ``changefeed_lines``.
 
-The reactor only collects a turn's events; formatting and every disk write
-happen in the ``FeedWriter`` thread (``changefeed_writer``), so the feed
-costs a publish little more than a list append.
+The reactor only collects a turn's events and hands them over as one frame;
+formatting and every disk write happen in the writer process
+(``changefeed_writer``, fed by ``changefeed_process``), so the feed costs a
+publish little more than a list append and the broker's GIL none of the
+formatting.
 
 Crash safety: ``checkpoint.json`` (replaced atomically after each rename)
 holds, per stream, the last stored sequence whose ``put`` record is in a
@@ -34,11 +36,13 @@ from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker.plugin import PluginFactory
 from natsbroker.store.base import StreamEvent
 from natsbroker.plugins.changefeed_lines import make_record, record_line
-from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS, FeedWriter
+from natsbroker.plugins.changefeed_process import FeedDirBusy, WriterProcess, lock_dir
+from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS
 
 log = Logger()
 
 REPLAY_BATCH = 2000  # records written per reactor turn while catching up
+LOCK_WAIT = 30.0  # seconds to wait for a previous writer to finish with the directory
 
 
 @implementer(IBrokerPlugin)
@@ -59,6 +63,8 @@ class ChangeFeed:
         self.checkpoint = {}  # stream -> {"created": ns, "seq": n}
         self._replay_pos = {}  # stream -> next seq the start-up replay will write
         self._wanted = {}  # stream -> included?
+        self._generation = 0  # of the writer process: a replay belongs to one
+        self._restart_call = None
 
     @property
     def records(self):
@@ -76,6 +82,21 @@ class ChangeFeed:
         store_dir = os.path.abspath(self.config.jetstream.store_dir or "data")
         self.dir = os.path.abspath(self.cfg.dir or os.path.join(store_dir, "changefeed"))
         os.makedirs(self.dir, exist_ok=True)
+        try:
+            names = self._start_writer(LOCK_WAIT)
+        except FeedDirBusy as e:
+            from natsbroker.fatal import StartupError
+            raise StartupError(str(e)) from None
+        js.add_stream_observer(self.on_events, batched=True)
+        self._replay(names, None, self._generation)
+        if self.cfg.retention > 0:
+            self._expire_old()
+        log.info("Change feed: writing to {dir}", dir=self.dir)
+
+    def _start_writer(self, lock_wait):
+        """Take the directory, set the replay up from the checkpoint and
+        start the writer process; returns the streams to replay."""
+        lock_fd = lock_dir(self.dir, lock_wait)
         numbers = [0]
         for name in os.listdir(self.dir):
             if name.startswith("feed-") and name.endswith(".tmp"):
@@ -87,24 +108,62 @@ class ChangeFeed:
                 except ValueError:
                     pass
         self._load_checkpoint()
-        names = [n for n in js.stream_names() if self.wants(n)]
+        names = [n for n in self.js.stream_names() if self.wants(n)]
         # Until the replay reaches a stream, live puts of it in a completed
         # file must not move its checkpoint past what the replay has to write.
-        for name in names:
-            self._replay_pos[name] = self._replay_start(name)
-        self.writer = FeedWriter(self.dir, self.cfg.max_file_size, max(numbers), self.checkpoint,
-                                 self._replay_pos, self._opened_in_thread)
+        self._replay_pos = {name: self._replay_start(name) for name in names}
+        self._generation += 1
+        self.writer = WriterProcess(self.dir, self.cfg.max_file_size, max(numbers),
+                                    self.checkpoint, self._replay_pos, self._opened_in_thread,
+                                    lock_fd, self._died_in_thread)
         self.writer.start()
-        js.add_stream_observer(self.on_event)
-        self._replay(names, None)
-        if self.cfg.retention > 0:
-            self._expire_old()
-        log.info("Change feed: writing to {dir}", dir=self.dir)
+        return names
+
+    def _died_in_thread(self, writer, status):
+        self.broker.reactor.callFromThread(self._died, writer, status)
+
+    def _died(self, writer, status):
+        """The writer process ended without being asked to: start another
+        one (at most once a second), which writes the puts after the
+        checkpoint again, as at start-up after a crash."""
+        if self.js is None or writer is not self.writer:
+            return
+        log.error("change feed: the writer process exited (status {status}); starting a new "
+                  "one, which writes the puts since the checkpoint again", status=status)
+        self.writer = None
+        for call in [self._flush_call, *self._age_calls.values()]:
+            if call is not None and call.active():
+                call.cancel()
+        self._flush_call = None
+        self._age_calls = {}
+        # What was queued is written again by the replay (puts) or was the
+        # lost file's (the rest), as after a crash.
+        self._pending = []
+        self._ready.clear()
+        writer.close()
+        self._restart_call = self.broker.reactor.callLater(1.0, self._restart)
+
+    def _restart(self):
+        self._restart_call = None
+        if self.js is None:
+            return
+        try:
+            names = self._start_writer(LOCK_WAIT)
+        except (OSError, FeedDirBusy) as e:
+            log.error("change feed: cannot start the writer again: {e}; the feed stops", e=e)
+            return
+        self._replay(names, None, self._generation)
 
     def stop(self):
         if self.js is None:
             return
-        self.js.remove_stream_observer(self.on_event)
+        if self._restart_call is not None and self._restart_call.active():
+            self._restart_call.cancel()
+        if self.writer is None:
+            self.js.remove_stream_observer(self.on_events)
+            self.js = None
+            return
+        self.js.remove_stream_observer(self.on_events)
         for call in [self._flush_call, self._retention_call, *self._age_calls.values()]:
             if call is not None and call.active():
                 call.cancel()
@@ -125,20 +184,49 @@ class ChangeFeed:
 
     # -- events ------------------------------------------------------------------
 
-    def on_event(self, ev):
-        # Once per stored message: the writer thread formats puts.
-        wanted = self._wanted.get(ev.stream)
-        if wanted is None:
-            wanted = self._wanted[ev.stream] = self.wants(ev.stream)
-        if wanted:
-            self._pending.append(ev if ev.op == "put" else record_line(make_record(ev)))
+    def on_events(self, events):
+        """A group commit's events (durable now), once per commit: puts go
+        to the writer as their seven fields, other records formatted."""
+        wanted = self._wanted
+        every = not self.cfg.streams
+        out = []
+        for ev in events:
+            # Unpacked, not by name or index: compiled, a named tuple's field
+            # costs a generic attribute lookup, an index a Python-level
+            # __getitem__; iterating it is the tuple's own C iterator.
+            stream, created, op, seq, ts, _, m, _, _ = ev
+            if not every:
+                if stream in wanted:
+                    if not wanted[stream]:
+                        continue
+                elif not wanted.setdefault(stream, self.wants(stream)):
+                    continue
+            if op == "put":
+                # Flat, seven items a put (see changefeed_writer): no tuple
+                # per message for the collector to count.
+                _, subject, hdr, data, _ = m
+                out.append(stream)
+                out.append(created)
+                out.append(seq)
+                out.append(ts)
+                out.append(subject)
+                out.append(hdr)
+                out.append(data)
+            else:
+                out.append(record_line(make_record(ev)))
+        if not out or self.writer is None:
+            return  # (no writer: its successor's replay writes the puts)
+        if self._pending or self._ready:
+            # The start-up replay's records are queued: these go after them.
+            self._pending.extend(out)
             if self._flush_call is None:
                 self._flush_call = self.broker.reactor.callLater(0, self._flush)
+        else:
+            self.writer.submit(out)
 
     def _flush(self):
-        """Hand this turn's records to the writer one reactor turn later: the
-        JetStream group commit of this turn has then run, so no file can
-        claim a message before the stream has it on disk."""
+        """Hand this turn's queued records (the replay's, file ages, and live
+        records queued behind them) to the writer one reactor turn later."""
         self._flush_call = None
         self._ready.append(self._pending)
         self._pending = []
@@ -147,7 +235,7 @@ class ChangeFeed:
     def _hand(self):
         # The oldest batch, whichever of these calls runs first: every batch
         # waits at least one turn, and they reach the writer in feed order.
-        if self._ready:
+        if self._ready and self.writer is not None:
             self.writer.submit(self._ready.popleft())
 
     def _replay_start(self, name):
@@ -155,9 +243,11 @@ class ChangeFeed:
         created = self.js.stream_created(name)
         return cp["seq"] + 1 if cp and cp.get("created") == created else 1
 
-    def _replay(self, names, position):
+    def _replay(self, names, position, generation):
         """Write put records for stored messages newer than the checkpoint, a
         batch per reactor turn (a large backlog must not stall the server)."""
+        if generation != self._generation or self.writer is None:
+            return  # a writer that is gone: its successor replays
         n = 0
         while names:
             name = names[0]
@@ -174,7 +264,7 @@ class ChangeFeed:
                 # Live records interleave with the rest of the backlog: the
                 # checkpoint may not pass what the replay has written.
                 self._set_replay_pos(name, position)
-                self.broker.reactor.callLater(0, self._replay, names, position)
+                self.broker.reactor.callLater(0, self._replay, names, position, generation)
                 return
             self._set_replay_pos(name, None)
             names.pop(0)
@@ -206,6 +296,8 @@ class ChangeFeed:
                                                                self._aged, no)
 
     def _aged(self, no):
+        if self.writer is None:
+            return
         self._age_calls.pop(no, None)
         self._add((AGE, no))
 

@@ -1,36 +1,46 @@
 """The change feed's files: records in feed order into ``feed-<n>.tmp``,
 completed by fsync and rename to ``feed-<n>.jsonl``, then the checkpoint.
 
-A ``FeedWriter`` runs in a thread of its own, fed batches in feed order
-through a queue: formatting the puts (base64 of the payload, the template
-line) and all disk work happen there, so the reactor only hands over the
-events of a turn. The thread gives the GIL back at every ``write`` (each
-chunk of ``CHUNK`` records), so the reactor never waits long for it.
+A ``FeedWriter`` owns the files. The broker runs it in a process of its own
+(``main``, started and fed by ``changefeed_process``): formatting the puts (base64 of the payload, the
+template line) and all disk work happen there, beside the broker's reactor
+rather than under its GIL (a writer thread in the broker held the GIL for a
+microsecond or more per record, which the reactor waited for).
 
 A batch is a list of items, in feed order:
 
-* a ``StreamEvent`` of a put: formatted here;
+* a put: seven items in a row, ``stream`` (a ``str``, which is how a put
+  is told apart), ``stream_created, seq, ts, subject, hdr, data`` (what
+  crosses the pipe: no tuple per message), or a ``StreamEvent``: formatted here;
 * ``bytes``: a record already formatted (removals, purges, stream events);
 * ``(REPLAY_POS, stream, seq)``: the start-up replay of ``stream`` has
   written everything before ``seq`` (``None``: all of it); the checkpoint
   may not pass it;
 * ``(AGE, n)``: file ``n`` is ``max_file_age`` old: complete it.
+
+The pipe: frames of a 4-byte little-endian length and a ``marshal``ed value.
+The first is the writer's settings (a dict), then batches (lists), then
+``None``: complete the open file and exit. End of input without ``None``
+means the broker is gone: exit leaving the open file as a crash would (the
+next start removes it and writes its puts again). The writer answers on its
+standard output, one line each: ``opened <n>`` (for the file's age timer),
+``completed <n> <records>``, ``error <text>``. It holds ``writer.lock`` in the
+feed directory (a lock its parent took and handed over) until it exits, so a
+new broker never works on files a previous writer is still finishing.
 """
 
 import binascii
 import json
+import marshal
 import os
-import queue
-import threading
+import signal
+import struct
+import sys
 
-from twisted.logger import Logger
-
-from natsbroker.store.base import StreamEvent
+from natsbroker.store.base import StoredMsg, StreamEvent
 from natsbroker.plugins.changefeed_lines import PutLines
 
-log = Logger()
-
-CHUNK = 256  # records per write(): the GIL is given back in between
+CHUNK = 256  # records per write()
 REPLAY_POS = "replay_pos"
 AGE = "age"
 
@@ -65,35 +75,7 @@ class FeedWriter:
         self._fd = None
         self._size = 0
         self._puts = {}  # stream -> (created, last put seq) in the open file
-        self._queue = queue.SimpleQueue()
-        self._thread = None
-
-    # -- from the reactor ---------------------------------------------------------
-
-    def start(self):
-        self._thread = threading.Thread(target=self._run, name="changefeed", daemon=True)
-        self._thread.start()
-
-    def submit(self, batch):
-        self._queue.put(batch)
-
-    def stop(self):
-        """Write what was submitted, complete the open file, end the thread."""
-        self._queue.put(None)
-        self._thread.join()
-
-    # -- in the thread ------------------------------------------------------------
-
-    def _run(self):
-        while True:
-            batch = self._queue.get()
-            try:
-                if batch is None:
-                    self.complete()
-                    return
-                self.write(batch)
-            except Exception:
-                log.failure("change feed: writing the feed failed")
+        self.completed = None  # called with (file number, records so far) after each rename
 
     def write(self, batch):
         """Append the batch's records, completing files as they fill up."""
@@ -105,18 +87,31 @@ class FeedWriter:
         subjects = lines.subjects
         templates = lines._templates
         b2a = binascii.b2a_base64
-        for item in batch:
+        i = 0
+        n = len(batch)
+        while i < n:
+            item = batch[i]
+            i += 1
             cls = item.__class__
-            if cls is StreamEvent:
-                msg = item.msg
-                tpl = templates.get((item.stream, item.stream_created))
-                subj = subjects.get(msg.subject)
-                if tpl is not None and subj is not None and not msg.hdr:
-                    seq = item.seq
-                    line = tpl % (seq, seq, item.ts, subj, b"null",
-                                  b2a(msg.data, newline=False))
+            if cls is str:
+                stream = item
+                created = batch[i]
+                seq = batch[i + 1]
+                ts = batch[i + 2]
+                subject = batch[i + 3]
+                hdr = batch[i + 4]
+                data = batch[i + 5]
+                i += 6
+                tpl = templates.get((stream, created))
+                subj = subjects.get(subject)
+                if tpl is not None and subj is not None and not hdr:
+                    line = tpl % (seq, seq, ts, subj, b"null", b2a(data, newline=False))
                 else:
-                    line = lines.put(item)
+                    line = lines.put(StreamEvent(stream, created, "put", seq, ts,
+                                                 msg=StoredMsg(seq, subject, hdr, data, ts)))
+                puts[stream] = (created, seq)
+            elif cls is StreamEvent:
+                line = lines.put(item)
                 puts[item.stream] = (item.stream_created, item.seq)
             elif cls is bytes:
                 line = item
@@ -153,7 +148,7 @@ class FeedWriter:
 
     def _append(self, out):
         if out:
-            # Unbuffered: one write per chunk, the GIL released meanwhile.
+            # Unbuffered: one write per chunk.
             data = b"".join(out)
             view = memoryview(data)
             while view:
@@ -192,6 +187,8 @@ class FeedWriter:
                 seq = min(seq, pos - 1)
             self.checkpoint[stream] = {"created": created, "seq": seq}
         self._save_checkpoint()
+        if self.completed is not None:
+            self.completed(no, self.records)
 
     def _fsync_dir(self):
         fd = os.open(self.dir, os.O_RDONLY)
@@ -207,3 +204,61 @@ class FeedWriter:
             f.flush()
             os.fsync(f.fileno())
         os.rename(path + ".tmp", path)
+
+
+# -- the writer process ---------------------------------------------------------------
+
+FRAME = struct.Struct("<I")
+
+
+def frame(value):
+    """``value`` as one frame of the pipe (marshal version 2: no table of
+    shared references to keep per object, which the values do not have)."""
+    data = marshal.dumps(value, 2)
+    return FRAME.pack(len(data)) + data
+
+
+def _read_frame(stream):
+    head = stream.read(FRAME.size)
+    if len(head) < FRAME.size:
+        return EOFError
+    n = FRAME.unpack(head)[0]
+    data = stream.read(n)
+    if len(data) < n:
+        return EOFError
+    return marshal.loads(data)
+
+
+def main():
+    # The broker stops the writer through the pipe: a Ctrl-C or SIGTERM meant
+    # for the broker must not cut the feed short.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    source = sys.stdin.buffer
+    out = sys.stdout
+
+    def say(text):
+        out.write(text + "\n")
+        out.flush()
+
+    cfg = _read_frame(source)
+    if cfg is EOFError:
+        return 0
+    w = FeedWriter(cfg["dir"], cfg["max_file_size"], cfg["file_no"], cfg["checkpoint"],
+                   cfg["replay_pos"], lambda no: say("opened %d" % no))
+    w.completed = lambda no, records: say("completed %d %d" % (no, records))
+    while True:
+        batch = _read_frame(source)
+        if batch is EOFError:
+            return 0  # the broker is gone: leave the open file as a crash would
+        try:
+            if batch is None:
+                w.complete()
+                return 0
+            w.write(batch)
+        except Exception as e:
+            say("error %s" % (" ".join(("%s: %s" % (e.__class__.__name__, e)).split()),))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -138,7 +138,7 @@ def test_sigkill_loses_no_acked_message(tmp_path, file_age):
 
 
 def _wait_for(cond):
-    """The writer thread is real: wait (bounded) for what it does."""
+    """The writer process is real: wait (bounded) for what it does."""
     deadline = time.monotonic() + 20
     while not cond():
         assert time.monotonic() < deadline
@@ -146,9 +146,10 @@ def _wait_for(cond):
 
 
 def test_files_complete_on_the_reactor_clock(tmp_path):
-    """In process, timers on a task.Clock: a file is completed max_file_age
-    after the writer opened it, not before; records reach the writer only
-    after the turn that stored them; stop() completes the open file."""
+    """The broker in process, timers on a task.Clock (the writer process is
+    real): a file is completed max_file_age after the writer opened it, not
+    before; records reach the writer only with the group commit that made
+    them durable, all of its records at once; stop() completes the open file."""
     from twisted.internet.task import Clock
 
     import natsbroker.plugins.jetstream.plugin as P
@@ -170,23 +171,40 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
     feed = ChangeFeed(config)
     broker.add_plugin(feed)
     feed.start(broker)
+    submitted = []
+    submit = feed.writer.submit
+
+    def records(batch):  # a put is seven items, starting with its stream name
+        n = i = 0
+        while i < len(batch):
+            i += 7 if isinstance(batch[i], str) else 1
+            n += 1
+        return n
+    feed.writer.submit = lambda batch: (submitted.append(records(batch)), submit(batch))
     try:
         broker.publish(b"$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}', reply=b"_r")
         for i in range(3):
             broker.publish(b"s", b"m%d" % i, reply=b"_r")
-        assert feed.records == 0 and len(feed._pending) == 4
+        # The turn's group commit has not run: nothing goes to the writer yet.
+        assert submitted == [] and not glob.glob(str(feed_dir / "feed-*"))
         clock.advance(0)
-        _wait_for(lambda: feed.records == 4 and from_thread)
+        assert submitted == [4]
+        _wait_for(lambda: from_thread)
+        tmp = glob.glob(str(feed_dir / "feed-*.tmp"))
+        _wait_for(lambda: os.path.getsize(tmp[0]) > 0 and open(tmp[0], "rb").read().count(b"\n") == 4)
         for f, a in from_thread:
             f(*a)
         clock.advance(4.9)
+        time.sleep(0.2)  # nothing may complete the file before its age
         assert glob.glob(str(feed_dir / "*.tmp")) and not glob.glob(str(feed_dir / "*.jsonl"))
+        assert feed.records == 0
         clock.advance(0.2)
-        # The checkpoint moves after the rename (and is saved through
+        # The checkpoint moves after the rename (it is saved through
         # checkpoint.json.tmp, which may still be there: not a feed file).
-        _wait_for(lambda: "S" in feed.checkpoint)
+        _wait_for(lambda: feed.records == 4)
         assert glob.glob(str(feed_dir / "*.jsonl")) and not glob.glob(str(feed_dir / "feed-*.tmp"))
-        assert feed.checkpoint["S"]["seq"] == 3
+        with open(feed_dir / "checkpoint.json") as f:
+            assert json.load(f)["S"]["seq"] == 3
         broker.publish(b"s", b"last", reply=b"_r")
     finally:
         feed.stop()
@@ -198,3 +216,120 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
     assert (last["seq"], base64.b64decode(last["data"])) == (4, b"last")
     with open(feed_dir / "checkpoint.json") as f:
         assert json.load(f)["S"]["seq"] == 4
+
+
+def _writer_pid(server_pid):
+    """The feed writer: the broker's child process running changefeed_writer."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for task in os.listdir("/proc/%d/task" % server_pid):
+            try:
+                with open("/proc/%d/task/%s/children" % (server_pid, task)) as f:
+                    kids = [int(p) for p in f.read().split()]
+            except OSError:
+                continue
+            for pid in kids:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"natsbroker.plugins.changefeed_writer" in f.read():
+                        return pid
+        time.sleep(0.05)
+    raise AssertionError("no feed writer process")
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open("/proc/%d/stat" % pid) as f:  # a zombie of an exited child
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_writer_process_holds_the_directory_and_outlives_no_broker(tmp_path):
+    """The writer is a process of its own holding writer.lock: a SIGKILLed
+    broker's writer exits (its pipe ends) and frees the directory, and the
+    restarted broker writes the feed again."""
+    from natsbroker.plugins.changefeed_process import FeedDirBusy, lock_dir
+
+    path, feed = conf(tmp_path)
+    server = ServerProcess("natsbroker", ["-c", path]).start()
+    try:
+        async def publish(url, n):
+            nc = await nats.connect(url)
+            js = nc.jetstream()
+            await js.add_stream(name="L", subjects=["l"])
+            for i in range(n):
+                await js.publish("l", b"%d" % i)
+            await nc.close()
+        run(publish(server.url, 5))
+        writer = _writer_pid(server.proc.pid)
+        with pytest.raises(FeedDirBusy, match="change feed directory %s is in use by another "
+                           "writer" % feed):
+            lock_dir(feed, 0.2)
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(10)
+    finally:
+        server.stop()
+    _wait_for(lambda: _gone(writer))
+    os.close(lock_dir(feed, 10))
+    with ServerProcess("natsbroker", ["-c", path]) as s:
+        got = records(feed)
+    assert [r["seq"] for r in got if r["stream"] == "L" and r["op"] == "put"][-5:] == [1, 2, 3, 4, 5]
+
+
+def test_broker_refuses_a_feed_directory_another_writer_holds(tmp_path, monkeypatch):
+    from twisted.internet.task import Clock
+
+    import natsbroker.plugins.changefeed as CF
+    from natsbroker.broker import Broker
+    from natsbroker.config import ChangeFeedConfig, JetStreamConfig, ServerConfig
+    from natsbroker.fatal import StartupError
+    from natsbroker.plugins.changefeed_process import lock_dir
+    import natsbroker.plugins.jetstream.plugin as P
+
+    feed_dir = tmp_path / "feed"
+    feed_dir.mkdir()
+    held = lock_dir(str(feed_dir), 1)
+    monkeypatch.setattr(CF, "LOCK_WAIT", 0.2)
+    config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path / "js")),
+                          changefeed=ChangeFeedConfig(enabled=True, dir=str(feed_dir)))
+    broker = Broker(config, Clock())
+    js = P.JetStream(config)
+    broker.add_plugin(js)
+    js.start(broker)
+    try:
+        with pytest.raises(StartupError) as e:
+            CF.ChangeFeed(config).start(broker)
+        assert str(e.value) == "change feed directory %s is in use by another writer" % feed_dir
+    finally:
+        js.stop()
+        os.close(held)
+
+
+def test_a_killed_writer_is_replaced(tmp_path):
+    """The writer process dies: the broker says so, keeps serving, starts
+    another writer, which writes the puts since the checkpoint again:
+    nothing acknowledged is missing from the feed, without a restart."""
+    path, feed = conf(tmp_path)
+
+    async def publish(url, first, n):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="K", subjects=["k"])
+        seqs = [(await js.publish("k", b"%d" % i)).seq for i in range(first, first + n)]
+        await nc.close()
+        return seqs
+
+    with ServerProcess("natsbroker", ["-c", path]) as server:
+        acked = run(publish(server.url, 0, 5))
+        first = _writer_pid(server.proc.pid)
+        os.kill(first, signal.SIGKILL)
+        acked += run(publish(server.url, 5, 5))
+        _wait_for(lambda: "[ERR] change feed: the writer process exited (status -9)"
+                  in server.log())
+        _wait_for(lambda: _writer_pid(server.proc.pid) != first)
+        acked += run(publish(server.url, 10, 5))
+        got = records(feed)
+        assert _gone(first)
+    puts = [r for r in got if r["stream"] == "K" and r["op"] == "put"]
+    assert set(acked) == {r["seq"] for r in puts} and len(acked) == 15

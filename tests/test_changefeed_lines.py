@@ -68,7 +68,8 @@ def _completed(tmp_path):
        cut=st.integers(1, 30))
 def test_writer_fast_and_slow_paths_agree(tmp_path_factory, subjects, hdrs, data, cut):
     """Whatever path each put takes (first of a stream, repeated subject,
-    headers, a recreated stream, a KV stream, lines given formatted), and
+    headers, a recreated stream, a KV stream, lines given formatted, puts
+    given as StreamEvents or as the seven items of the pipe), and
     however the batches are cut, the files hold the reference lines."""
     tmp_path = tmp_path_factory.mktemp("feed")
     w, opened = _writer(tmp_path)
@@ -81,13 +82,17 @@ def test_writer_fast_and_slow_paths_agree(tmp_path_factory, subjects, hdrs, data
             ev = StreamEvent(stream, created, "put", seq, 1000 + seq, msg=msg)
             line = _reference(ev)
             if i % 5 == 4:
-                items.append(line)  # as other records come: already formatted
+                items.append([line])  # as other records come: already formatted
+            elif i % 5 in (1, 3):
+                # As the broker sends puts to the writer process: seven items.
+                items.append([stream, created, seq, 1000 + seq, msg.subject, msg.hdr, msg.data])
+                last[stream] = {"created": created, "seq": seq}
             else:
-                items.append(ev)
+                items.append([ev])
                 last[stream] = {"created": created, "seq": seq}
             expected.append(line)
     for i in range(0, len(items), cut):
-        w.write(items[i:i + cut])
+        w.write([x for record in items[i:i + cut] for x in record])
     w.complete()
     assert _completed(tmp_path) == b"".join(expected)
     assert w.records == len(expected) and opened == [1]

@@ -82,6 +82,10 @@ def file_msg_size(subject, hdr, data):
 class StreamStore:
     """The messages of one stream. All methods run in the reactor thread."""
 
+    # The StoredMsg of the latest ``append`` (a store may leave it None): what
+    # stream observers are given for it, without a ``load``.
+    last_appended = None
+
     def state(self):
         """Current :class:`StreamState`."""
         raise NotImplementedError

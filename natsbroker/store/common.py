@@ -26,6 +26,8 @@ from natsbroker.store.base import StoredMsg, StreamState, StreamStore, msg_size
 from natsbroker.subjects import is_literal, subject_matches
 
 _NOT_FF = re.compile(rb"[^\xff]")
+# tuple.__new__ for StoredMsg: the named tuple's own __new__ is a Python function.
+_tuple_new = tuple.__new__
 _NOT_00 = re.compile(rb"[^\x00]")
 INVERT = bytes(255 - i for i in range(256))
 
@@ -434,7 +436,8 @@ class StreamBase(StreamStore):
         seq = self._last + 1
         if hdr is None:
             hdr = b""
-        self._put(StoredMsg(seq, subject, hdr, data, ts))
+        msg = self.last_appended = _tuple_new(StoredMsg, (seq, subject, hdr, data, ts))
+        self._put(msg)
         self._last = seq
         self._last_ts = ts
         if not self._msgs:

@@ -145,6 +145,7 @@ META_GEN_KEY = b"G"  # -> Q(generation of the pinned meta the database holds)
 # Files that make a directory a LevelDB database with data in it.
 DATA_SUFFIXES = (".ldb", ".sst", ".log")
 
+_tuple_new = tuple.__new__
 log = Logger()
 
 GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
@@ -192,7 +193,8 @@ def unpack_record(seq, v, strict=True):
     (stores written since records carry one); otherwise it is accepted as
     written by an older natsbroker."""
     s, a, b, ts = verify_record(seq, v, strict)
-    return StoredMsg(seq, v[s:a], v[a:b], v[b:], ts)
+    # tuple.__new__: the named tuple's own __new__ is a Python function.
+    return _tuple_new(StoredMsg, (seq, v[s:a], v[a:b], v[b:], ts))
 
 
 def verify_record(seq, v, strict=True):

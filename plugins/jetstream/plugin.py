@@ -148,6 +148,7 @@ class JetStreamAccount:
         self.prefix = "" if self.account_name == GLOBAL_ACCOUNT else self.account_name + "/"
         self._observers = []
         self._local_observers = []
+        self._events = []  # this commit's events, for the plugin's batched observers
         self.observers_changed()
         self.api_total = 0
         self.api_errors = 0
@@ -238,6 +239,8 @@ class JetStreamAccount:
                 observers.append(self._forward)
             else:
                 observers.extend(self.server._observers)
+        if self.server._batch_observers:
+            observers.append(self._collect)
         self._observers[:] = observers
 
     def add_stream_observer(self, observer):
@@ -249,6 +252,21 @@ class JetStreamAccount:
         if observer in self._local_observers:
             self._local_observers.remove(observer)
         self.observers_changed()
+
+    def _collect(self, event):
+        """A stream's event for the batched observers: delivered by the commit."""
+        events = self._events
+        if not events and self._commit_call is None:
+            self.schedule_commit()
+        events.append(event)
+
+    def _deliver_events(self):
+        events, self._events = self._events, []
+        if self.prefix:
+            prefix = self.prefix
+            events = [e._replace(stream=prefix + e.stream) for e in events]
+        for observer in self.server._batch_observers:
+            observer(events)
 
     def _forward(self, event):
         event = event._replace(stream=self.prefix + event.stream)
@@ -393,6 +411,8 @@ class JetStreamAccount:
         failed = self.file_store.failed
         if failed:
             self._give_up(failed)
+        if self._events:
+            self._deliver_events()
         if self._after_commit:
             after, self._after_commit = self._after_commit, []
             for fn in after:
@@ -784,6 +804,7 @@ class JetStream:
         self.broker = None
         self.accounts = {}  # account name -> JetStreamAccount
         self._observers = []  # IStreamEvents observers
+        self._batch_observers = []  # ... called once per commit with its events
         self._unavailable = {}  # account name -> (account, [Subscription]) answering 10039
         self._told = {}  # account name -> (account, limits; None or False: disabled) before start
         self._started = False
@@ -1063,12 +1084,18 @@ class JetStream:
 
     # -- IStreamEvents -----------------------------------------------------------
 
-    def add_stream_observer(self, observer):
-        self._observers.append(observer)
+    def add_stream_observer(self, observer, batched=False):
+        (self._batch_observers if batched else self._observers).append(observer)
         for engine in self.accounts.values():
             engine.observers_changed()
 
     def remove_stream_observer(self, observer):
+        if observer in self._batch_observers:
+            # Its last events first: the commit they wait for runs now.
+            for engine in self.accounts.values():
+                if engine._events:
+                    engine.commit()
+            self._batch_observers.remove(observer)
         if observer in self._observers:
             self._observers.remove(observer)
         for engine in self.accounts.values():

@@ -26,6 +26,7 @@ from natsbroker.plugins.jetstream import schedules as S
 from natsbroker.plugins.jetstream.gotime import rfc3339
 
 NANOS = 1_000_000_000
+_tuple_new = tuple.__new__
 # nats-server's default max_payload: a counter's total may not grow past it.
 MAX_PAYLOAD = 1024 * 1024
 
@@ -453,7 +454,8 @@ class Stream:
         seq = store.append(subject, hdr, data, ts)
         if self.observers:
             # The store's own record of it (staged): no copy per observer event.
-            self.emit("put", seq, ts, msg=store.load(seq))
+            msg = store.last_appended
+            self.emit("put", seq, ts, None, msg if msg is not None else store.load(seq))
         if republish is not None and dest is not None and self.publish is not None:
             self._republish_msg(dest, subject, hdr, data, seq, ts, last_seq)
         if msg_id is not None:
@@ -505,7 +507,9 @@ class Stream:
     # -- mutations seen by observers ------------------------------------------
 
     def emit(self, op, seq, ts, reason=None, msg=None, purge=None, config=None):
-        event = StreamEvent(self.name, self.created, op, seq, ts, reason, msg, purge, config)
+        # tuple.__new__: the named tuple's own __new__ is a Python function.
+        event = _tuple_new(StreamEvent, (self.name, self.created, op, seq, ts, reason, msg,
+                                         purge, config))
         for observer in self.observers:
             observer(event)
 
