@@ -34,7 +34,6 @@ from zope.interface import implementer
 
 from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker.plugin import PluginFactory
-from natsbroker.store.base import StreamEvent
 from natsbroker.plugins.changefeed_lines import make_record, record_line
 from natsbroker.plugins.changefeed_process import FeedDirBusy, WriterProcess, lock_dir
 from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS
@@ -278,7 +277,10 @@ class ChangeFeed:
         self._add((REPLAY_POS, name, position))
 
     def on_replayed(self, name, created, msg):
-        self._add(StreamEvent(name, created, "put", msg.seq, msg.ts, msg=msg))
+        # A put as the writer takes it: seven items.
+        self._pending += [name, created, msg.seq, msg.ts, msg.subject, msg.hdr, msg.data]
+        if self._flush_call is None:
+            self._flush_call = self.broker.reactor.callLater(0, self._flush)
 
     def _add(self, item):
         self._pending.append(item)

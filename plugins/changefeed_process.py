@@ -24,7 +24,6 @@ import time
 
 from twisted.logger import Logger
 
-from natsbroker.store.base import StreamEvent
 from natsbroker.plugins.changefeed_writer import frame
 
 log = Logger()
@@ -111,19 +110,10 @@ class WriterProcess:
     # -- from the reactor ---------------------------------------------------------
 
     def submit(self, batch):
-        """Queue a batch (a list of the items ``changefeed_writer`` takes;
-        puts may be ``StreamEvent``s, sent as their seven fields)."""
+        """Queue a batch: a list of the items ``changefeed_writer`` takes,
+        puts as their seven fields (not ``StreamEvent``s, which marshal
+        cannot carry)."""
         if batch:
-            if any(item.__class__ is StreamEvent for item in batch):
-                flat = []
-                for item in batch:
-                    if item.__class__ is StreamEvent:
-                        m = item.msg
-                        flat += [item.stream, item.stream_created, item.seq, item.ts,
-                                 m.subject, m.hdr, m.data]
-                    else:
-                        flat.append(item)
-                batch = flat
             self._queue.put(frame(batch))
 
     def stop(self, timeout=60.0):
