@@ -174,6 +174,12 @@ def test_wrong_password_for_account_user(server):
     assert out == b"-ERR 'Authorization Violation'\r\n" and closed
 
 
+NATS_SERVER_EITHER = {
+    "Can not have a single user/pass and accounts":
+        "Can not have a single user/pass and a users array",
+}
+
+
 @pytest.mark.parametrize("body, message", [
     ("accounts { $G { users [ {user: x, password: p} ] } }", '"$G" is a Reserved Account'),
     ("accounts { A { users [ {user: x, password: p} ] }, B { users [ {user: x, password: p} ] } }",
@@ -204,5 +210,12 @@ def test_config_errors_in_nats_server_words(tmp_path, body, message):
         out[kind] = (p.returncode, p.stdout + p.stderr)
     for kind, (rc, text) in out.items():
         assert rc == 1, (kind, text)
+        if kind == "nats-server" and message in NATS_SERVER_EITHER:
+            # nats-server checks the top-level keys in Go map order: which of
+            # two conflicting blocks it finds wrong varies from run to run
+            # (3 runs in 30 gave the other message); natsbroker gives the
+            # usual one, every time.
+            assert message in text or NATS_SERVER_EITHER[message] in text, (kind, text)
+            continue
         assert message in text, (kind, text)
         assert "Traceback" not in text
