@@ -14,7 +14,11 @@ it), and the overhead ``1 - feed / plain`` of the medians.
 ``--feed-cmd`` (repeatable) runs several feed servers, e.g. two source
 trees, against the one plain server, all interleaved in each repeat: on a
 shared machine, a comparison of separate sessions measures the load as much
-as the feed.
+as the feed. Servers run with this repository as their working directory,
+and ``python -m natsbroker`` puts that first on ``sys.path``: a
+``PYTHONPATH`` pointing at another tree is silently ignored. Run another tree
+from its own directory, e.g. ``--feed-cmd "old=sh -c 'cd /path/to/tree &&
+exec python -m natsbroker \"$@\"' sh"``.
 The feed is checked after every run: its completed and open files must hold
 a put record for every acknowledged message (a feed that silently dropped
 records would look fast).
