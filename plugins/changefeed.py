@@ -158,14 +158,13 @@ class ChangeFeed:
             return
         if self._restart_call is not None and self._restart_call.active():
             self._restart_call.cancel()
-        if self.writer is None:
-            self.js.remove_stream_observer(self.on_events)
-            self.js = None
-            return
         self.js.remove_stream_observer(self.on_events)
         for call in [self._flush_call, self._retention_call, *self._age_calls.values()]:
             if call is not None and call.active():
                 call.cancel()
+        if self.writer is None:  # between a writer's death and its successor
+            self.js = None
+            return
         self._age_calls = {}
         # Shutting down: write everything and finish the open file now.
         self._ready.append(self._pending)
@@ -217,9 +216,7 @@ class ChangeFeed:
             return  # (no writer: its successor's replay writes the puts)
         if self._pending or self._ready:
             # The start-up replay's records are queued: these go after them.
-            self._pending.extend(out)
-            if self._flush_call is None:
-                self._flush_call = self.broker.reactor.callLater(0, self._flush)
+            self._add(*out)
         else:
             self.writer.submit(out)
 
@@ -278,12 +275,10 @@ class ChangeFeed:
 
     def on_replayed(self, name, created, msg):
         # A put as the writer takes it: seven items.
-        self._pending += [name, created, msg.seq, msg.ts, msg.subject, msg.hdr, msg.data]
-        if self._flush_call is None:
-            self._flush_call = self.broker.reactor.callLater(0, self._flush)
+        self._add(name, created, msg.seq, msg.ts, msg.subject, msg.hdr, msg.data)
 
-    def _add(self, item):
-        self._pending.append(item)
+    def _add(self, *items):
+        self._pending.extend(items)
         if self._flush_call is None:
             self._flush_call = self.broker.reactor.callLater(0, self._flush)
 

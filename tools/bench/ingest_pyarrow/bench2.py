@@ -149,6 +149,12 @@ def _files_of(batch, reader):
         yield n, data[offs[i]:offs[i + 1]]
 
 
+def _parse(P, parser, buf, name):
+    if parser == "pajson":
+        return P.parse_pajson(buf, name, b64="python")
+    return P.parse_orjson(buf, name)
+
+
 def make_parse_fn(parser, reader, logdir, messages=False):
     def fn(batches):
         import time as _t
@@ -157,10 +163,7 @@ def make_parse_fn(parser, reader, logdir, messages=False):
         for batch in batches:
             for name, buf in _files_of(batch, reader):
                 c0 = _t.process_time()
-                if parser == "pajson":
-                    ev, rej, tm = P.parse_pajson(buf, name, b64="python")
-                else:
-                    ev, rej, tm = P.parse_orjson(buf, name)
+                ev, rej, tm = _parse(P, parser, buf, name)
                 out = P.messages(ev) if messages else ev
                 tm["total"] = _t.process_time() - c0
                 log.write(json.dumps({"file": name, "rows": ev.num_rows, "rejects": rej,
@@ -186,10 +189,7 @@ def make_write_fn(parser, reader, logdir, stage):
         for batch in batches:
             for name, buf in _files_of(batch, reader):
                 c0 = _t.process_time()
-                if parser == "pajson":
-                    ev, rej, tm = P.parse_pajson(buf, name, b64="python")
-                else:
-                    ev, rej, tm = P.parse_orjson(buf, name)
+                ev, rej, tm = _parse(P, parser, buf, name)
                 tm["total"] = _t.process_time() - c0
                 c_parse += tm["total"]
                 tables.append(ev)
