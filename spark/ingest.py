@@ -276,47 +276,90 @@ class Ingest:
 
     # -- one micro-batch ------------------------------------------------------------------
 
-    def _existing_ids(self, stream_stats):
+    def _existing_ids(self, ranges):
         """The ids already in ``events`` that the batch could repeat: an id
         names a stream and a sequence, so only those partitions and (by
-        Parquet statistics) files overlapping the batch's seq range are read."""
-        from pyspark.sql import functions as F
+        Parquet statistics) row groups overlapping the batch's seq range are
+        read."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
         path = self.table("events")
-        if not stream_stats or not os.path.isdir(path):
+        if not ranges or not os.path.isdir(path):
             return None
-        events = self.spark.read.schema(self.events_schema).parquet(path)
-        pred = F.col("stream").isin(list(stream_stats))
-        if len(stream_stats) <= 64:
-            ranges = None
-            for s, (lo, hi) in stream_stats.items():
-                c = (F.col("stream") == s) & F.col("seq").between(lo, hi)
-                ranges = c if ranges is None else (ranges | c)
-            pred = pred & ranges
-        return events.where(pred).select("id")
+        dset = ds.dataset(path, format="parquet", partitioning=ds.partitioning(
+            pa.schema([("stream", pa.string())]), flavor="hive"))
+        pred = None
+        if len(ranges) <= 64:
+            for s, (lo, hi) in ranges.items():
+                c = (ds.field("stream") == s) & (ds.field("seq") >= lo) & (ds.field("seq") <= hi)
+                pred = c if pred is None else (pred | c)
+        else:
+            pred = ds.field("stream").isin(list(ranges))
+        return dset.to_table(columns=["id"], filter=pred)["id"]
 
-    def _duplicates(self, good, ranges):
-        """(file, line) of the good records not to keep: repeats of an id
-        within the batch (all but the first in feed order) and ids already in
-        ``events``. Worked out on thin columns, so that the records themselves
-        are never shuffled; the result is small and persisted."""
-        from pyspark.sql import functions as F
-        keys = good.select("id", "file", "line")
-        pos = F.struct("file", "line")
-        firsts = keys.groupBy("id").agg(F.count(F.lit(1)).alias("n"), F.min(pos).alias("first")) \
-            .where(F.col("n") > 1).select("id", "first")
-        drop = keys.join(firsts, "id").where(pos != F.col("first")).select("file", "line")
+    def _duplicates(self, keys):
+        """A bool array over ``keys`` (sorted in feed order): the records not
+        to keep, i.e. repeats of an id within the batch (all but the first in
+        feed order) and ids already in ``events``."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        n = keys.num_rows
+        firsts = keys.select(["id"]).append_column("i", pa.array(np.arange(n))) \
+            .group_by("id").aggregate([("i", "min")])["i_min"].to_numpy()
+        drop = np.ones(n, bool)
+        drop[firsts] = False
+        ranges = {r["stream"]: (r["seq_min"], r["seq_max"]) for r in
+                  keys.group_by("stream").aggregate([("seq", "min"), ("seq", "max")]).to_pylist()}
         existing = self._existing_ids(ranges)
-        if existing is not None:
-            drop = drop.unionByName(keys.join(existing, "id", "left_semi").select("file", "line"))
-        return drop.distinct().persist()
+        if existing is not None and len(existing):
+            drop |= pc.is_in(keys["id"], value_set=existing.combine_chunks()) \
+                .to_numpy(zero_copy_only=False)
+        return drop
+
+    def _rewrite_without(self, stage, token, dropped):
+        """Take the ``dropped`` (file, line) rows out of the staged events and
+        messages of the tasks that wrote them (rare: repeats only)."""
+        import glob
+        from urllib.parse import unquote
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+        from natsbroker.spark import stage as S
+        for task in sorted(set(dropped["task"].to_pylist())):
+            mine = dropped.filter(pc.equal(dropped["task"], task))
+            gone = set(zip(mine["file"].to_pylist(), mine["line"].to_pylist()))
+            pattern = "part-%05d-%s.parquet" % (task, token)
+            parts = []
+            for path in sorted(glob.glob(os.path.join(stage, "events", "stream=*", pattern))):
+                t = pq.read_table(path)
+                stream = unquote(os.path.basename(os.path.dirname(path))[len("stream="):])
+                parts.append(t.add_column(2, "stream", pa.array([stream] * t.num_rows,
+                                                                 pa.string())))
+                os.unlink(path)
+            for path in glob.glob(os.path.join(stage, "messages", "stream=*", "date=*",
+                                               pattern)):
+                os.unlink(path)
+            if not parts:
+                continue
+            events = pa.concat_tables(parts).sort_by([("file", "ascending"),
+                                                      ("line", "ascending")])
+            keep = [(f, ln) not in gone for f, ln in
+                    zip(events["file"].to_pylist(), events["line"].to_pylist())]
+            events = events.filter(pa.array(keep))
+            S.write_partitioned(events, os.path.join(stage, "events"), ["stream"], pattern)
+            S.write_partitioned(S.messages_of(events), os.path.join(stage, "messages"),
+                                ["stream", "date"], pattern)
 
     def _existing_quarantine(self, files):
-        from pyspark.sql import functions as F
+        """(file, line) already quarantined for the batch's files."""
+        import pyarrow.dataset as ds
         path = self.table("quarantine")
         if not os.path.isdir(path):
-            return None
-        q = self.spark.read.schema(self.quarantine_schema).parquet(path)
-        return q.where(F.col("file").isin(files)).select("file", "line")
+            return set()
+        t = ds.dataset(path, format="parquet").to_table(
+            columns=["file", "line"], filter=ds.field("file").isin(files))
+        return set(zip(t["file"].to_pylist(), t["line"].to_pylist()))
 
     def process_batch(self, batch_df, batch_id):
         try:
@@ -326,85 +369,65 @@ class Ingest:
             raise
 
     def _process_batch(self, batch_df, batch_id):
-        from pyspark.sql import functions as F
-        from natsbroker.spark import records
+        import datetime
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+        from natsbroker.spark import stage as S
 
         t0 = time.time()
         self.mark("waiting")
-        spark = self.spark
         token, stage = self.committer.new_stage(batch_id)
+        os.makedirs(stage, exist_ok=True)
 
-        # The one pass over the batch's text: parsed rows to the staging area.
-        parsed_path = os.path.join(stage, "_parsed")
-        records.parse(records.split_lines(batch_df, F.col("file"))).write.parquet(parsed_path)
-        parsed = spark.read.parquet(parsed_path)
+        # The one pass over the batch's text, in Spark's Python workers: parse,
+        # check, write the staged events and messages (spark/stage.py).
+        result = batch_df.select("file", "value") \
+            .mapInArrow(S.stage_task(stage, token), S.RESULT_DDL).collect()
         self.mark("parse")
-        rows = parsed.groupBy("file", "stream").agg(
-            F.count(F.when(~F.col("blank"), 1)).alias("lines"),
-            F.count(F.when(F.col("bad"), 1)).alias("bad"),
-            F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
-        if not rows:
+        files = sorted({r["file"] for r in result})
+        if not files:
             shutil.rmtree(stage, ignore_errors=True)
             return
-        files = sorted({r["file"] for r in rows})
-        n_lines = sum(r["lines"] for r in rows)
-        n_bad = sum(r["bad"] for r in rows)
+        n_lines = sum(r["lines"] for r in result if r["lines"] is not None)
+        bad = sorted((r["file"], r["line"], r["raw"], r["error"]) for r in result
+                     if r["line"] is not None)
+        n_bad = len(bad)
         n_valid = n_lines - n_bad
-        ranges = {}
-        for r in rows:
-            if r["stream"] is not None:
-                lo, hi = ranges.get(r["stream"], (r["lo"], r["hi"]))
-                ranges[r["stream"]] = (min(lo, r["lo"]), max(hi, r["hi"]))
-        self.mark("stats")
 
         tables = []
         counts = {}
-        if n_valid:
-            good = parsed.where(~F.col("bad") & ~F.col("blank"))
-            drop = self._duplicates(good, ranges)
-            n_drop = drop.count()
-            new = good
-            if n_drop:
-                small = n_drop <= 2_000_000
-                new = good.join(F.broadcast(drop) if small else drop, ["file", "line"], "left_anti")
-            new = new.withColumn("time", F.expr("timestamp_micros(ts div 1000)"))
-            # No sort: concurrent writers (spark.sql.maxConcurrentOutputFileWriters)
-            # keep the feed order, so each file covers a narrow seq range.
-            new.select([f.name for f in self.events_schema.fields]) \
-                .write.partitionBy("stream").parquet(os.path.join(stage, "events"))
-            drop.unpersist()
-            self.mark("events")
-            if self.committer.staged_files(stage, "events"):
-                staged = spark.read.schema(self.events_schema).parquet(
-                    os.path.join(stage, "events"))
-                for r in staged.groupBy("stream", "op").count().collect():
-                    counts[(r["stream"], r["op"])] = r["count"]
+        keys_dir = os.path.join(stage, "_keys")
+        if n_valid and os.path.isdir(keys_dir):
+            keys = pq.read_table(keys_dir).sort_by([("file", "ascending"), ("line", "ascending")])
+            drop = self._duplicates(keys)
+            if drop.any():
+                self._rewrite_without(stage, token, keys.filter(pa.array(drop)))
+                keys = keys.filter(pa.array(~drop))
+            for r in keys.group_by(["stream", "op"]).aggregate([("id", "count")]).to_pylist():
+                counts[(r["stream"], r["op"])] = r["id_count"]
+            shutil.rmtree(keys_dir, ignore_errors=True)
+            if keys.num_rows:
                 tables.append("events")
-                if any(op == "put" for _, op in counts):
-                    day = 86400 * 10 ** 9
-                    staged.where(F.col("op") == "put").select(
-                        *[F.col(f.name) for f in self.messages_schema.fields[:-1]],
-                        F.expr("date_from_unix_date(cast((ts - pmod(ts, %d)) div %d AS int))"
-                               % (day, day)).alias("date")) \
-                        .write.partitionBy("stream", "date") \
-                        .parquet(os.path.join(stage, "messages"))
+                if pc.any(pc.equal(keys["op"], "put")).as_py():
                     tables.append("messages")
-                self.mark("messages")
+            self.mark("events")
         n_new = sum(counts.values())
 
         n_quarantined = 0
         if n_bad:
-            bad = parsed.where(F.col("bad")).select("file", "line", "raw")
             seen = self._existing_quarantine(files)
-            if seen is not None:
-                bad = bad.join(seen, ["file", "line"], "left_anti")
-            records.diagnose(bad).select(
-                "file", "line", "raw", "error", F.lit(token).alias("batch"),
-                F.current_timestamp().alias("ingested_at")) \
-                .coalesce(1).write.parquet(os.path.join(stage, "quarantine"))
-            n_quarantined = spark.read.schema(self.quarantine_schema) \
-                .parquet(os.path.join(stage, "quarantine")).count()
-            if n_quarantined:
+            bad = [b for b in bad if (b[0], b[1]) not in seen]
+            if bad:
+                now = datetime.datetime.now(datetime.timezone.utc)
+                cols = list(zip(*bad))
+                q = pa.table([pa.array(cols[0], pa.string()), pa.array(cols[1], pa.int64()),
+                              pa.array(cols[2], pa.string()), pa.array(cols[3], pa.string()),
+                              pa.array([token] * len(bad), pa.string()),
+                              pa.array([now] * len(bad), pa.timestamp("us", tz="UTC"))],
+                             names=["file", "line", "raw", "error", "batch", "ingested_at"])
+                S.write_parquet(q, os.path.join(stage, "quarantine", "part-%s.parquet" % token))
+                n_quarantined = len(bad)
                 tables.append("quarantine")
             self.mark("quarantine")
 

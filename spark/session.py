@@ -1,6 +1,7 @@
 """The SparkSession the ingest (and its tests and benchmark) run in."""
 
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOG4J_QUIET = os.path.join(HERE, "log4j2.properties")
@@ -58,6 +59,10 @@ def build_session(master="local[*]", app="natsbroker-ingest", conf=None, verbose
         else:
             settings[key] = value
     settings.update(FIXED_CONF)
+    # The batch's per-record work runs in Python workers (spark/stage.py): they
+    # must be this interpreter, the one natsbroker and pyarrow are installed
+    # in, not whatever "python3" comes first on the PATH (PySpark's default).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)

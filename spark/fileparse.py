@@ -1,0 +1,226 @@
+"""One change-feed file -> an Arrow table of its records and its bad lines.
+
+Runs in Spark's Python workers (spark/stage.py), so the per-record work
+stays out of the JVM: on the 1M-record bench feed the JVM parse and Spark's
+Parquet writes cost 108-138 JVM CPU seconds, a third of it the JIT warming
+up Spark's stack; pyarrow does the same work in ~20 CPU seconds
+(tools/bench/ingest_pyarrow/README.md).
+
+Two paths, the same result:
+
+* **fast**: ``pyarrow.json.read_json`` over the whole file with the record
+  schema, then vectorized checks. Taken only when the file can be vouched for
+  as a whole: every line starts with ``{`` and ends with ``}`` (no blank
+  lines, no CR, no other JSON value: pyarrow 26 crashes on a ``null`` line),
+  pyarrow reads exactly one row per line with every value of its schema's
+  type, and every row passes the record checks;
+* **exact**: otherwise every line goes through spark/lines.py, the JVM
+  parse's rules in Python, which names each bad line's problem.
+"""
+
+import binascii
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from natsbroker.spark import lines as L
+
+HEADERS = pa.map_(pa.string(), pa.list_(pa.string()))
+PURGE = pa.struct([(n, pa.string() if k == "string" else pa.int64()) for n, k in L.PURGE_FIELDS])
+KV = pa.struct([(n, pa.string() if k == "string" else pa.int64()) for n, k in L.KV_FIELDS])
+OBJ = pa.struct([(n, pa.string() if k == "string" else pa.int64()) for n, k in L.OBJ_FIELDS])
+TIME = pa.timestamp("us", tz="UTC")
+
+# The events table's columns in order, with ``stream`` (a partition column
+# in the table's directories) still among them.
+EVENTS = pa.schema([
+    ("id", pa.string()), ("feed", pa.int32()), ("stream", pa.string()),
+    ("stream_created", pa.int64()), ("seq", pa.int64()), ("op", pa.string()),
+    ("reason", pa.string()), ("ts", pa.int64()), ("time", TIME), ("subject", pa.string()),
+    ("headers", HEADERS), ("data", pa.binary()), ("purge", PURGE), ("config", pa.string()),
+    ("kv", KV), ("obj", OBJ), ("file", pa.string()), ("line", pa.int64()),
+])
+
+# What read_json is told; headers are inferred (its JSON reader has no map
+# type) and turned into a map afterwards.
+_JSON_SCHEMA = pa.schema([
+    ("id", pa.string()), ("feed", pa.int64()), ("stream", pa.string()),
+    ("stream_created", pa.int64()), ("seq", pa.int64()), ("op", pa.string()),
+    ("reason", pa.string()), ("ts", pa.int64()), ("subject", pa.string()),
+    ("data", pa.string()), ("purge", PURGE), ("config", pa.string()), ("kv", KV), ("obj", OBJ),
+])
+_OPS = pa.array(L.OPS)
+_LIST_OK = (pa.list_(pa.string()), pa.list_(pa.null()))
+
+
+class Parsed:
+    """``events``: EVENTS rows of the good records in line order; ``bad``:
+    [(line, raw, error)]; ``lines``: the non-blank lines; ``fast``: which path."""
+
+    __slots__ = ("events", "bad", "lines", "fast")
+
+    def __init__(self, events, bad, lines, fast):
+        self.events, self.bad, self.lines, self.fast = events, bad, lines, fast
+
+
+def parse_file(buf, name):
+    """``buf``: the file's bytes; ``name``: its file name (the ``file`` column)."""
+    buf = bytes(buf)
+    out = _fast(buf, name)
+    return out if out is not None else _exact(buf, name)
+
+
+# -- the fast path ---------------------------------------------------------------------------
+
+def _fast(buf, name):
+    n = buf.count(b"\n")
+    if (n == 0 or not buf.endswith(b"\n") or not buf.startswith(b"{")
+            or buf.count(b"\n{") != n - 1 or buf.count(b"}\n") != n):
+        return None
+    try:
+        t = pj.read_json(
+            pa.py_buffer(buf),
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(buf) + 1),
+            parse_options=pj.ParseOptions(explicit_schema=_JSON_SCHEMA,
+                                          unexpected_field_behavior="infer"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if t.num_rows != n:
+        return None  # more than one value on a line
+    headers = _headers(t["headers"].combine_chunks() if "headers" in t.column_names else None, n)
+    if headers is None:
+        return None
+    ok = pc.and_(pc.is_valid(t["seq"]), pc.is_in(t["op"], value_set=_OPS))
+    for f in ("id", "stream"):
+        ok = pc.and_(ok, pc.greater(pc.binary_length(t[f]), 0))
+    ok = pc.and_(ok, pc.fill_null(pc.equal(t["feed"], 1), True))
+    if not pc.all(pc.fill_null(ok, False)).as_py():
+        return None
+    data = _b64(t["data"])
+    if data is None:
+        return None
+    lines = pa.array(np.arange(1, n + 1, dtype=np.int64))
+    return Parsed(_assemble(t, headers, data, name, lines), [], n, True)
+
+
+def _headers(col, n):
+    """read_json's inferred headers (a struct, one field per header name) ->
+    the map column; None when some value is not an array of strings."""
+    if col is None or pa.types.is_null(col.type):
+        return pa.nulls(n, HEADERS)
+    if not pa.types.is_struct(col.type):
+        return None
+    kids = []
+    for i in range(col.type.num_fields):
+        k = col.field(i)
+        if pa.types.is_null(k.type):
+            k = pa.nulls(len(k), pa.list_(pa.string()))
+        elif k.type not in _LIST_OK:
+            return None
+        kids.append(k.cast(pa.list_(pa.string())))
+    names = [col.type.field(i).name for i in range(col.type.num_fields)]
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    if not kids:
+        present = np.zeros((n, 0), bool)
+    else:
+        present = np.stack([k.is_valid().to_numpy(zero_copy_only=False) for k in kids], axis=1)
+        present &= valid[:, None]
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(present.sum(axis=1), out=offsets[1:])
+    rows, which = np.nonzero(present)  # row-major: per row, the names in field order
+    keys = pa.array(np.array(names, object)[which] if len(which) else [], pa.string())
+    if len(which):
+        taken = [kids[j].take(pa.array(rows[which == j])) for j in range(len(kids))]
+        grouped = pa.concat_arrays(taken)
+        pos = np.concatenate([np.nonzero(which == j)[0] for j in range(len(kids))])
+        inverse = np.empty(len(pos), np.int64)
+        inverse[pos] = np.arange(len(pos))
+        values = grouped.take(pa.array(inverse))
+    else:
+        values = pa.array([], pa.list_(pa.string()))
+    mask = None if valid.all() else pa.array(~valid)
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=HEADERS, mask=mask)
+
+
+def _b64(col):
+    """The data column decoded; None if a value is not strict base64 (the
+    exact path then decides, with Spark's leniency for spaces)."""
+    out = []
+    append = out.append
+    a2b = binascii.a2b_base64
+    try:
+        for v in col.to_pylist():
+            append(None if v is None else a2b(v, strict_mode=True))
+    except (binascii.Error, ValueError):
+        return None
+    return pa.array(out, pa.binary())
+
+
+def _assemble(t, headers, data, name, lines):
+    n = t.num_rows
+    ts = t["ts"].combine_chunks()
+    micros = pc.divide(ts, 1000)  # integer division towards zero, like Spark's div
+    cols = {
+        "feed": pc.cast(t["feed"], pa.int32()),
+        "time": micros.cast(pa.int64()).cast(TIME),
+        "headers": headers, "data": data,
+        "file": pa.array([name] * n, pa.string()), "line": lines,
+    }
+    return pa.table([cols[f.name] if f.name in cols else t[f.name] for f in EVENTS], schema=EVENTS)
+
+
+# -- the exact path ---------------------------------------------------------------------------
+
+def _exact(buf, name):
+    records, numbers, bad = [], [], []
+    count = 0
+    parts = buf.split(b"\n")
+    for no, raw in enumerate(parts, 1):
+        if raw.strip(b" ") == b"":
+            continue
+        try:
+            text = L.strip_cr(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            count += 1
+            bad.append((no, raw.decode("utf-8", "replace"), "invalid JSON"))
+            continue
+        if L.is_blank(text):
+            continue
+        count += 1
+        rec, err = L.check(text)
+        if err is not None:
+            bad.append((no, _clean(text), err))
+            continue
+        records.append(_clean_record(rec))
+        numbers.append(no)
+    cols = {f.name: [r[f.name] for r in records] for f in EVENTS if f.name in L.FIELDS_BY_NAME}
+    n = len(records)
+    t = pa.table({k: pa.array(v, EVENTS.field(k).type if k != "feed" else pa.int64())
+                  for k, v in cols.items()})
+    data = t["data"].combine_chunks()
+    headers = t["headers"].combine_chunks()
+    return Parsed(_assemble(t, headers, data, name, pa.array(numbers, pa.int64())),
+                  bad, count, False)
+
+
+def _clean(s):
+    """Java writes an unpaired surrogate as '?' when it encodes UTF-8."""
+    if isinstance(s, str):
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            return s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
+def _clean_record(rec):
+    for k, v in rec.items():
+        if isinstance(v, str):
+            rec[k] = _clean(v)
+        elif isinstance(v, dict):
+            rec[k] = {m: _clean(x) for m, x in v.items()}
+        elif k == "headers" and v is not None:
+            rec[k] = [(_clean(h), None if vs is None else [_clean(x) for x in vs]) for h, vs in v]
+    return rec

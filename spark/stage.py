@@ -1,0 +1,147 @@
+"""A micro-batch's per-record work, done in Spark's Python workers.
+
+:func:`stage_task` is given to ``DataFrame.mapInArrow`` over the batch's feed
+files (one row per file: name and text). Each task parses its files
+(spark/fileparse.py) and writes, with pyarrow, into the batch's staging
+directory:
+
+* ``events/stream=S/part-<task>-<token>.parquet``: the good records, in feed
+  order, ``stream`` as the partition directory (as Spark's ``partitionBy``
+  lays it out, escaped the same way);
+* ``messages/stream=S/date=D/part-<task>-<token>.parquet``: the puts;
+* ``_keys/part-<task>.parquet``: thin columns (id, stream, seq, op, file,
+  line) from which the driver finds the duplicates.
+
+and returns one row per file (its non-blank line count) and one per bad
+line (line, raw text, reason). A task that is run again (a retry) writes
+the same names, so nothing is staged twice. The Parquet files are what Spark
+would write: snappy, timestamps as INT96 (Spark's default), the partition
+columns only in the directory names.
+"""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from natsbroker.spark.fileparse import EVENTS, parse_file
+
+RESULT_DDL = "file string, lines bigint, line bigint, raw string, error string"
+KEYS = ("id", "stream", "seq", "op", "file", "line")
+DAY_NS = 86400 * 10 ** 9
+
+# Spark's ExternalCatalogUtils.escapePathName: these become %XX in a partition
+# directory's name.
+_ESCAPE = set(chr(c) for c in range(1, 32)) | set('"#%\'*/:=?\\\x7f{[]^')
+
+
+def escape(value):
+    if not any(c in _ESCAPE for c in value):
+        return value
+    return "".join("%%%02X" % ord(c) if c in _ESCAPE else c for c in value)
+
+
+def write_parquet(table, path):
+    """Write atomically (temp name, rename), the way Spark writes: snappy, INT96."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    pq.write_table(table, tmp, compression="snappy", use_deprecated_int96_timestamps=True)
+    os.replace(tmp, path)
+
+
+def messages_of(events):
+    """The puts of an EVENTS table, as the messages table's columns plus
+    ``stream`` and ``date`` (both partition columns)."""
+    puts = events.filter(pc.equal(events["op"], "put"))
+    ts = puts["ts"].to_numpy()
+    days = np.floor_divide(ts, DAY_NS).astype(np.int32)  # floor: Spark's pmod / div
+    cols = [puts[c] for c in ("id", "stream_created", "seq", "subject", "headers", "data",
+                              "ts", "time", "stream")]
+    return pa.table(cols + [pa.array(days, pa.date32())],
+                    names=["id", "stream_created", "seq", "subject", "headers", "data", "ts",
+                           "time", "stream", "date"])
+
+
+def write_partitioned(table, root, parts, name):
+    """One file ``name`` per distinct value of the ``parts`` columns, in
+    Spark's directory layout; returns the paths written."""
+    if table.num_rows == 0:
+        return []
+    keys = table.select(parts).group_by(parts).aggregate([]).to_pylist()
+    data_cols = [c for c in table.column_names if c not in parts]
+    written = []
+    for key in keys:
+        mask = None
+        for p in parts:
+            m = pc.equal(table[p], pa.scalar(key[p], table.schema.field(p).type))
+            mask = m if mask is None else pc.and_(mask, m)
+        sub = table.filter(mask).select(data_cols)
+        path = os.path.join(root, *["%s=%s" % (p, escape(str(key[p]))) for p in parts], name)
+        write_parquet(sub, path)
+        written.append(path)
+    return written
+
+
+def stage_files(named_buffers, stage, token, task):
+    """Parse and stage ``[(file name, bytes)]``; returns the result rows."""
+    parsed = sorted(((name, parse_file(buf, name)) for name, buf in named_buffers),
+                    key=lambda x: x[0])
+    rows = []
+    for name, p in parsed:
+        rows.append((name, p.lines, None, None, None))
+        rows.extend((name, None, line, raw, error) for line, raw, error in p.bad)
+    tables = [p.events for _, p in parsed if p.events.num_rows]
+    if tables:
+        events = pa.concat_tables(tables)
+        part = "part-%05d-%s.parquet" % (task, token)
+        write_partitioned(events.drop_columns([]), os.path.join(stage, "events"),
+                          ["stream"], part)
+        write_partitioned(messages_of(events), os.path.join(stage, "messages"),
+                          ["stream", "date"], part)
+        write_parquet(events.select(list(KEYS)).append_column(
+            "task", pa.array(np.full(events.num_rows, task, np.int32))),
+            os.path.join(stage, "_keys", "part-%05d.parquet" % task))
+    return rows
+
+
+def _buffers(batch):
+    """(file name, bytes) of each row of an Arrow batch (file, value)."""
+    names = batch.column(0).to_pylist()
+    col = batch.column(1)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
+    offsets = np.frombuffer(col.buffers()[1], np.int64 if large else np.int32)
+    offsets = offsets[col.offset:col.offset + len(col) + 1]
+    data = col.buffers()[2]
+    view = memoryview(data) if data is not None else memoryview(b"")
+    for i, name in enumerate(names):
+        yield name, view[offsets[i]:offsets[i + 1]]
+
+
+def stage_task(stage, token):
+    """The function for ``mapInArrow``: batches of (file, value) -> RESULT_DDL rows."""
+
+    def run(batches):
+        from pyspark import TaskContext
+        pa.set_cpu_count(1)  # a task is one of Spark's cores
+        pa.set_io_thread_count(1)
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        files = []
+        for batch in batches:
+            files.extend((name, bytes(buf)) for name, buf in _buffers(batch))
+        rows = stage_files(files, stage, token, task)
+        cols = list(zip(*rows)) if rows else [[]] * 5
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(cols[0], pa.string()), pa.array(cols[1], pa.int64()),
+             pa.array(cols[2], pa.int64()), pa.array(cols[3], pa.string()),
+             pa.array(cols[4], pa.string())],
+            names=["file", "lines", "line", "raw", "error"])
+
+    return run
+
+
+__all__ = ["EVENTS", "RESULT_DDL", "stage_task", "stage_files", "escape", "messages_of"]

@@ -1,0 +1,262 @@
+"""The ingest's Python parser (spark/lines.py, spark/fileparse.py) against the
+JVM parse it replaced (spark/records.py, run in a real SparkSession): the
+same lines give the same records, and bad lines the same reasons.
+
+A differential test: crafted lines for every rule and edge, plus lines made
+by mutating good records at random (fixed seed), all run through both.
+"""
+
+import base64
+import json
+import random
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from natsbroker.spark import feedgen as g  # noqa: E402
+from natsbroker.spark import lines as L  # noqa: E402
+from natsbroker.spark.fileparse import _exact, _fast, parse_file  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+C = 1_700_000_000_000_000_000
+TEST_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+
+
+def good_records():
+    return [
+        g.stream_event("ORDERS", C, "stream_create", 0, C, {"name": "ORDERS"}),
+        g.put("ORDERS", C, 1, "orders.new", b"one", C + 1, headers={"Nats-Msg-Id": ["m1"]}),
+        g.put("ORDERS", C, 2, "orders.x", b"\x00\xffbin", C + 2,
+              headers={"A": ["1", "2"], "B": []}),
+        g.put("ORDERS", C, 3, "orders.e", b"", C + 3),
+        g.delete("ORDERS", C, 2, "orders.new", C + 10),
+        g.purge("ORDERS", C, 4, C + 11, filter="orders.x", upto_seq=3, keep=1),
+        g.kv_put("cfg", C, 1, "a", b"1", C + 1),
+        g.kv_put("cfg", C, 4, "b", b"", C + 4, operation="DEL"),
+        g.obj_chunk("files", C, 1, "N1", b"x" * 10, C + 1),
+        g.obj_meta("files", C, 2, "file1", "N1", 10, C + 2, digest="SHA-256=abc"),
+        g.stream_event("KV_old", C, "stream_delete", 1, C + 5),
+    ]
+
+
+def _rec(**kw):
+    base = {"id": "S@1:put:1", "feed": 1, "stream": "S", "stream_created": 1, "seq": 1,
+            "op": "put", "ts": C, "subject": "s", "data": "eA=="}
+    base.update(kw)
+    return {k: v for k, v in base.items() if v is not _DROP}
+
+
+_DROP = object()
+
+
+def crafted():
+    d = json.dumps
+    lines = [
+        "this is not json", "{", "{}", "[]", "[1, 2]", '"text"', "5", "null", "true",
+        '[{"id": "a", "stream": "S", "op": "put", "seq": 1}]',
+        d(_rec()) + " x", d(_rec()) + "}", d(_rec()) + "  ", d(_rec()) + " \t",
+        "  " + d(_rec()), "\t" + d(_rec()), d(_rec()) + d(_rec()),
+        '{"id": "a", "stream": "S", "op": "put", "seq": 01}',
+        "{'id': 'a', 'stream': 'S', 'op': 'put', 'seq': 1}",
+        '{"id": "a", "stream": "S", "op": "put", "seq": NaN}',
+        '{"id": "a", "stream": "S", "op": "put", "seq": 1, "ts": Infinity}',
+        '{"id": "a", "id": "b", "stream": "S", "op": "put", "seq": 1}',
+        '{"id": "a\\u00e9\\ud83d\\ude00", "stream": "S", "op": "put", "seq": 1}',
+        '{"id": "caf\u00e9 \u2603", "stream": "S", "op": "put", "seq": 1}',
+        '{"id": "a\\"b\\\\c\\/d\\n", "stream": "S", "op": "put", "seq": 1}',
+    ]
+    for field in ("id", "stream", "op", "seq"):
+        lines.append(d(_rec(**{field: _DROP})))
+        lines.append(d(_rec(**{field: None})))
+    for field in ("id", "stream", "op"):
+        lines.append(d(_rec(**{field: ""})))
+    for text in ("1.0", "1.50", "100000.0", "1e5", "1E2", "-0.0", "0", "-0", "1e400",
+                 "12345678901234567890.0", "123456789012345678901234567890123456789",
+                 "12345678901234567890123456789012345678", "0.1e1"):
+        lines.append('{"id": "a", "stream": "S", "op": "put", "seq": %s}' % text)
+        lines.append('{"id": %s, "stream": "S", "op": "put", "seq": 1}' % text)
+        lines.append('{"id": "a", "stream": "S", "op": "put", "seq": 1, "kv": {"key": %s}}'
+                     % text)
+    values = [7, -3, 1.5, 1e5, 1.0, 12345678901234567890, -9223372036854775809,
+              9223372036854775807, -9223372036854775808, 10 ** 40, True, False, "5", "x", "",
+              [], [1], {}, {"a": 1}]
+    for field in ("id", "feed", "stream", "stream_created", "seq", "op", "reason", "ts",
+                  "subject", "data", "config", "headers", "purge", "kv", "obj"):
+        for v in values:
+            lines.append(d(_rec(**{field: v})))
+    for obj, members in (("purge", L.PURGE_FIELDS), ("kv", L.KV_FIELDS), ("obj", L.OBJ_FIELDS)):
+        for member, _ in members:
+            for v in (7, 1.5, True, "x", None, [1, "a"], {"b": 2}):
+                lines.append(d(_rec(**{obj: {member: v}})))
+        lines.append(d(_rec(**{obj: {"unknown": 1}})))
+    for h in ({"A": "x"}, {"A": ["x", None]}, {"A": [1, True, 2.5]}, {"A": None},
+              {"A": [["x"]]}, {"A": [{"k": "v"}]}, {"A": []}, {}, {"A": ["a"], "B": ["b"]}):
+        lines.append(d(_rec(headers=h)))
+    for op in ("zap", "PUT", " put"):
+        lines.append(d(_rec(op=op)))
+    for feed in (0, 2, 5000000000, None):
+        lines.append(d(_rec(feed=feed)))
+    for data in ("eA\u00a0==", "YWJ=", "eA  ==", "eA=  =", "eA", "eA=", "eA==", "e A==", " eA== ", "eA==\n", "e\tA==", "eA===", "====",
+                 "e!==", "", "AAAA", "A", "eA==eA==", "YWJj", "YWJjZA==", "YW Jj ZA ="):
+        lines.append(d(_rec(data=data)))
+    lines.append(d(_rec(extra={"x": 1}, v2=[1, 2])))
+    # several problems at once: the first in diagnose()'s order wins
+    lines.append(d(_rec(id=5, seq="x", op="zap")))
+    lines.append(d(_rec(op="zap", data="!!", feed=3)))
+    lines.append(d(_rec(kv={"bucket": 5, "revision": "r"}, seq=None)))
+    lines.append(d(_rec(headers={"A": "x"}, purge="p")))
+    return lines
+
+
+def mutated(n, seed=20261126):
+    rnd = random.Random(seed)
+    goods = good_records()
+    choices = [None, 0, -1, 2, 1.25, "", "s", " ", True, [], ["a"], {}, {"x": "y"},
+               1 << 63, "eA==", "put", "delete", "!"]
+    out = []
+    for _ in range(n):
+        r = json.loads(json.dumps(rnd.choice(goods)))
+        for _ in range(rnd.randint(1, 3)):
+            k = rnd.choice(list(r) + ["headers", "kv", "feed", "extra"])
+            action = rnd.random()
+            if action < 0.15:
+                r.pop(k, None)
+            elif action < 0.3 and isinstance(r.get(k), dict) and r[k]:
+                m = rnd.choice(list(r[k]))
+                r[k][m] = rnd.choice(choices)
+            else:
+                r[k] = rnd.choice(choices)
+        line = json.dumps(r, separators=rnd.choice([(",", ":"), (", ", ": ")]))
+        if rnd.random() < 0.05:
+            line = line[:rnd.randint(0, len(line))]
+        out.append(line)
+    return out
+
+
+def feed_text(lines):
+    return "\n".join(lines) + "\n"
+
+
+def jvm_results(spark, text):
+    """line number -> ("ok", record dict) or ("bad", error), by spark/records.py."""
+    from pyspark.sql import functions as F
+    from natsbroker.spark import records
+
+    df = spark.createDataFrame([("f.jsonl", text)], "file string, value string")
+    parsed = records.parse(records.split_lines(df, F.col("file"))).cache()
+    out = {}
+    for r in parsed.where(~F.col("bad") & ~F.col("blank")).collect():
+        d = r.asDict(recursive=True)
+        out[d["line"]] = ("ok", _norm({f: d[f] for f in L.FIELDS_BY_NAME}))
+    for r in records.diagnose(parsed.where(F.col("bad")).select("file", "line", "raw")) \
+            .collect():
+        out[r["line"]] = ("bad", r["error"])
+    parsed.unpersist()
+    return out
+
+
+def python_results(parsed):
+    out = {}
+    for d in parsed.events.to_pylist():
+        out[d["line"]] = ("ok", _norm({f: d[f] for f in L.FIELDS_BY_NAME}))
+    for line, _, error in parsed.bad:
+        out[line] = ("bad", error)
+    return out
+
+
+def _norm(rec):
+    rec = dict(rec)
+    if rec.get("data") is not None:
+        rec["data"] = bytes(rec["data"])
+    if rec.get("headers") is not None:
+        h = rec["headers"]
+        rec["headers"] = dict(h) if not isinstance(h, dict) else h
+    return rec
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from natsbroker.spark.session import build_session
+    session = build_session("local[2]", app="test-spark-lines", conf=TEST_CONF)
+    yield session
+    session.stop()
+
+
+def _compare(spark, lines):
+    text = feed_text(lines)
+    jvm = jvm_results(spark, text)
+    py = python_results(parse_file(text.encode("utf-8"), "f.jsonl"))
+    diffs = [(no, lines[no - 1], jvm.get(no), py.get(no)) for no in sorted(set(jvm) | set(py))
+             if jvm.get(no) != py.get(no)]
+    assert not diffs, "\n".join("line %d %r:\n  jvm    %r\n  python %r" % d for d in diffs[:20])
+    return jvm
+
+
+def test_crafted_lines_same_as_the_jvm_parse(spark):
+    lines = crafted()
+    jvm = _compare(spark, lines)
+    # the corpus covers both outcomes and many reasons
+    reasons = {r[1] for r in jvm.values() if r[0] == "bad"}
+    assert len(reasons) > 25 and sum(r[0] == "ok" for r in jvm.values()) > 20
+
+
+def test_mutated_records_same_as_the_jvm_parse(spark):
+    _compare(spark, mutated(600))
+
+
+def test_good_records_same_as_the_jvm_parse_on_the_fast_path(spark):
+    recs = good_records()
+    lines = [g.dumps(r) for r in recs]
+    buf = feed_text(lines).encode()
+    assert _fast(buf, "f.jsonl") is not None
+    _compare(spark, lines)
+
+
+def test_blank_lines_and_crlf(spark):
+    recs = [g.dumps(r) for r in good_records()[:4]]
+    text = recs[0] + "\r\n\n   \n" + recs[1] + "\r\r\n" + recs[2] + "\n \t \n" + recs[3]
+    jvm = jvm_results(spark, text)
+    parsed = parse_file(text.encode(), "f.jsonl")
+    assert not parsed.fast
+    assert python_results(parsed) == jvm
+    assert parsed.lines == 5  # lines 1, 4, 5, 6 (a tab is not blank) and 7
+
+
+def test_fast_and_exact_paths_agree_on_a_generated_feed(tmp_path):
+    w = g.FeedWriter(str(tmp_path))
+    recs = good_records() * 20
+    w.write(recs)
+    buf = open(w.path(1), "rb").read()
+    fast = _fast(buf, "x")
+    exact = _exact(buf, "x")
+    assert fast is not None and not exact.fast
+    assert fast.events.equals(exact.events)
+    assert fast.lines == exact.lines == len(recs) and fast.bad == exact.bad == []
+
+
+def test_one_bad_line_sends_the_file_to_the_exact_path():
+    lines = [g.dumps(r) for r in good_records()]
+    lines.insert(3, json.dumps(_rec(seq="five")))
+    parsed = parse_file(feed_text(lines).encode(), "f.jsonl")
+    assert not parsed.fast
+    assert parsed.bad == [(4, lines[3], "field 'seq' must be an integer, got string")]
+    assert parsed.events.num_rows == len(lines) - 1
+
+
+def test_b64decode_is_sparks():
+    # try_to_binary(s, 'base64') in Spark 4, observed
+    cases = {"eA": b"x", "eA=": None, "eA==": b"x", "e A==": b"x", " eA==": b"x",
+             "eA== ": None, "e\tA==": b"x", "eA==\t": None, "e\nA==": b"x", "eA===": None,
+             "====": None, "=": None, "e!==": None, "": b"", " ": b"", "A": None, "AA": b"\0",
+             "AAA": b"\0\0", "eA==eA==": None, "YWJjZA": b"abcd", "YWJjZ": None, "Y=Jj": None,
+             "YWJ=": b"ab", "eA=x": None, "e\u00e9A==": None, "e-A_": None, "YQ=": None,
+             "eA\u00a0==": None, "eA  ==": b"x", "eA=  =": None, "YWJjZA= =": None}
+    assert {k: L.b64decode(k) for k in cases} == cases
+    assert L.b64decode(base64.b64encode(bytes(range(256))).decode()) == bytes(range(256))
