@@ -465,11 +465,20 @@ class Ingest:
     def refresh_derived(self, table, token):
         """Recompute ``kv`` or ``objects`` from ``events`` and swap it in."""
         from pyspark.sql import functions as F
-        from natsbroker.spark import derive
+        from natsbroker.spark import derive, state
+        from natsbroker.spark.stage import write_parquet
 
         compute = derive.kv_state if table == "kv" else derive.object_catalog
         prefix = "KV_" if table == "kv" else "OBJ_"
         path = self.table("events")
+        events = state.read_events(path, prefix)
+        if events is not None:  # few enough rows: in this process (spark/state.py)
+            t = state.kv_state(events) if table == "kv" else state.object_catalog(events)
+            _, stage = self.committer.new_stage(0)
+            write_parquet(t, os.path.join(stage, table, "part-00000-%s.parquet"
+                                          % os.path.basename(stage)))
+            self.committer.install(stage, table, token)
+            return
         try:
             parts = [n for n in os.listdir(path) if n.startswith("stream=" + prefix)]
         except FileNotFoundError:

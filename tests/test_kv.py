@@ -51,14 +51,30 @@ def ent(e):
     return (e.key, e.value, e.revision, e.delta, e.operation)
 
 
-async def initial(watcher, timeout=10.0):
-    """Entries up to and including the end-of-initial-values None marker."""
+async def initial(watcher, timeout=10.0, grace=0.5):
+    """Entries up to and including the end-of-initial-values None marker.
+
+    nats-py's watch() decides the marker itself: right after creating the
+    consumer it asks for the consumer's info, and if nothing is pending and
+    its subscription has not yet handed a message over, it queues None first.
+    A server that pushed every initial value before that reply was read
+    (nats-server often does) then gets None *before* its values. So when None
+    comes first, values arriving within ``grace`` belong before it."""
     out = []
     while True:
         e = await watcher.updates(timeout)
         out.append(ent(e))
         if e is None:
-            return out
+            break
+    if out == [None]:
+        late = []
+        try:
+            while True:
+                late.append(ent(await watcher.updates(grace)))
+        except nats.errors.TimeoutError:
+            pass
+        out = late + out
+    return out
 
 
 async def more(watcher, n, timeout=10.0):

@@ -277,6 +277,103 @@ def test_object_catalog(spark, main_run):
     assert json.loads(file1["meta"])["nuid"] == "N3"
 
 
+def random_kv_obj_feed(directory, seed, n=400):
+    """KV and object-store traffic with every kind of removal, at random."""
+    import random
+    rnd = random.Random(seed)
+    f = Feed(directory)
+    seqs = {}
+    items = []
+
+    def nxt(stream, created):
+        seqs[(stream, created)] = seqs.get((stream, created), 0) + 1
+        return seqs[(stream, created)]
+
+    for i in range(n):
+        bucket = rnd.choice(["a", "b"])
+        created = C if i < n * 0.6 else rnd.choice([C, C2])
+        x = rnd.random()
+        if x < 0.45:
+            stream = "KV_" + bucket
+            seq = nxt(stream, created)
+            items.append(g.kv_put(bucket, created, seq, "k%d.%d" % (rnd.randint(0, 7),
+                                                                   rnd.randint(0, 1)),
+                                  b"v%d" % i, C + i,
+                                  operation=rnd.choice(["PUT", "PUT", "PUT", "DEL", "PURGE"])))
+        elif x < 0.55:
+            stream = "KV_" + bucket
+            last = seqs.get((stream, created), 0)
+            if last:
+                items.append(g.delete(stream, created, rnd.randint(1, last), "$KV.%s.x" % bucket,
+                                      C + i, reason=rnd.choice(["api", "max_age"])))
+        elif x < 0.59:
+            stream = "KV_" + bucket
+            last = seqs.get((stream, created), 0)
+            flt = rnd.choice([None, "", "$KV.%s.k1.0" % bucket, "$KV.%s.*.1" % bucket,
+                              "$KV.%s.>" % bucket, "$KV.%s.k2.*" % bucket,
+                              "$KV.%s.k3.1" % bucket, "$KV.%s.k4.0" % bucket])
+            items.append(g.purge(stream, created, last, C + i, filter=flt,
+                                 upto_seq=rnd.choice([None, None, max(1, last - 2)]),
+                                 keep=rnd.choice([None, None, 0, 1, 2])))
+        elif x < 0.85:
+            stream = "OBJ_" + bucket
+            nuid = "N%d" % rnd.randint(0, 4)
+            seq = nxt(stream, created)
+            if rnd.random() < 0.6:
+                items.append(g.obj_chunk(bucket, created, seq, nuid, b"c" * rnd.randint(0, 9),
+                                         C + i))
+            else:
+                items.append(g.obj_meta(bucket, created, seq, "o%d" % rnd.randint(0, 3), nuid,
+                                        rnd.randint(0, 30), C + i,
+                                        deleted=rnd.random() < 0.2))
+        elif x < 0.9:
+            stream = "OBJ_" + bucket
+            items.append(g.purge(stream, created, seqs.get((stream, created), 0), C + i,
+                                 filter="$O.%s.C.N%d" % (bucket, rnd.randint(0, 4))))
+        elif x < 0.905:
+            stream = rnd.choice(["KV_", "OBJ_"]) + bucket
+            items.append(g.stream_event(stream, created, "stream_delete",
+                                        seqs.get((stream, created), 0), C + i))
+    for start in range(0, len(items), 150):
+        f.write(items[start:start + 150])
+    return f
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_derived_tables_in_python_equal_sparks(spark, tmp_path, seed):
+    """spark/state.py (the driver's pyarrow) against spark/derive.py (Spark)
+    on the same events."""
+    from pyspark.sql import functions as F
+    from natsbroker.spark import derive, state
+
+    feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
+    random_kv_obj_feed(feed_dir, seed)
+    run_ingest(spark, feed_dir, out)
+    events_path = os.path.join(out, "events")
+    schema = Ingest(spark, feed_dir, out, log=None).events_schema
+    events = spark.read.schema(schema).parquet(events_path)
+    for table, prefix, compute, local in (("kv", "KV_", derive.kv_state, state.kv_state),
+                                          ("objects", "OBJ_", derive.object_catalog,
+                                           state.object_catalog)):
+        ours = local(state.read_events(events_path, prefix)).to_pylist()
+        theirs = [r.asDict(recursive=True) for r in compute(
+            events.where(F.col("stream").startswith(prefix))).collect()]
+        for r in ours:
+            assert int(r.pop("time").timestamp() * 10 ** 6) == r["ts"] // 1000
+        for r in theirs:
+            del r["time"]
+            if r.get("value") is not None:
+                r["value"] = bytes(r["value"])
+        key = (lambda r: (r["bucket"], r["key"])) if table == "kv" else \
+            (lambda r: (r["bucket"], r["object"]))
+        assert sorted(ours, key=key) == sorted(theirs, key=key)
+        assert len(ours) > 2
+        # and the table the ingest wrote is ours
+        written = [r.asDict(recursive=True) for r in spark.read.parquet(
+            os.path.join(out, table)).collect()]
+        assert len(written) == len(ours)
+
+
 # -- exactly once across runs ----------------------------------------------------------------
 
 def copy_out(main_run, tmp_path):

@@ -39,12 +39,38 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _stat(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def jvm_cpu(spark):
     """CPU seconds (user + system) of the session's JVM so far."""
-    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = _stat(spark._jvm.java.lang.ProcessHandle.current().pid())
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_cpu(spark):
+    """CPU seconds of the JVM's descendants: Spark's Python workers (the
+    per-record work of the ingest), living ones and reaped ones."""
+    root = spark._jvm.java.lang.ProcessHandle.current().pid()
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            f = _stat(int(d))
+            if f is not None:
+                children.setdefault(int(f[1]), []).append((int(d), f))
+    total, todo = 0, [root]
+    while todo:
+        for pid, f in children.get(todo.pop(), []):
+            total += int(f[11]) + int(f[12])
+            todo.append(pid)
+    f = _stat(root)
+    total += int(f[13]) + int(f[14])  # reaped children
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def cold_start(work, master):
@@ -164,19 +190,22 @@ def main(argv=None):
         spark = build_session(args.master, app="natsbroker-bench-ingest", conf=conf)
         spark.range(1).count()
         res["session_start_s"] = round(time.time() - t, 1)
-        cpu, t = jvm_cpu(spark), time.time()
+        cpu, wcpu, t = jvm_cpu(spark), worker_cpu(spark), time.time()
         ingest = Ingest(spark, feed, out, max_bytes_per_batch=parse_size(args.max_batch_size),
                         log=log)
         st = ingest.run(once=True)
         wall, cpu = time.time() - t, jvm_cpu(spark) - cpu
+        wcpu = worker_cpu(spark) - wcpu
         res.update(backfill_s=round(wall, 2), backfill_jvm_cpu_s=round(cpu, 1),
+                   backfill_python_cpu_s=round(wcpu, 1),
                    backfill_records_per_s=int(st.lines / wall),
                    backfill_records_per_jvm_cpu_s=int(st.lines / max(cpu, 1e-3)),
                    batches=st.batches, loadavg_after=os.getloadavg()[0])
         res["check"] = "OK" if check(spark, out, unique, puts, malformed) else "MISMATCH"
-        print("backfill: %s records in %.1fs = %s records/s (JVM CPU %.1fs; check %s)"
+        print("backfill: %s records in %.1fs = %s records/s (JVM CPU %.1fs, Python workers' "
+              "CPU %.1fs; check %s)"
               % (format(st.lines, ","), wall, format(res["backfill_records_per_s"], ","), cpu,
-                 res["check"]), file=log, flush=True)
+                 wcpu, res["check"]), file=log, flush=True)
         if args.lag_files:
             lags, n = lag_run(spark, feed, out, args.lag_files, args.per_file, args.lag_interval,
                               args.trigger_seconds)
@@ -195,6 +224,7 @@ def main(argv=None):
                 ("backfill %s records" % format(res["lines"], ","), "records/s",
                  res["backfill_records_per_s"]),
                 ("", "wall s", res["backfill_s"]), ("", "JVM CPU s", res["backfill_jvm_cpu_s"]),
+                ("", "Python workers' CPU s", res["backfill_python_cpu_s"]),
                 ("", "records per JVM CPU s", res["backfill_records_per_jvm_cpu_s"]),
                 ("follow: file completed -> committed", "median s", res.get("lag_median_s")),
                 ("", "max s", res.get("lag_max_s"))]
