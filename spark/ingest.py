@@ -3,7 +3,7 @@
 Usage::
 
     natsbroker-ingest --feed DIR --out DIR [--once] [--master local[*]]
-                      [--checkpoint DIR] [--trigger-seconds N]
+                      [--trigger-seconds N] [--max-batch-size SIZE]
 
 (or ``python -m natsbroker.spark.ingest``, the same command).
 
@@ -15,20 +15,25 @@ and two tables derived from ``events``: ``kv`` (live KV state) and
 
 How it runs
 -----------
-One Structured Streaming query: the text file source in ``wholetext`` mode
-(one row per file, so every record's line number is exact) on
-``DIR/feed-*.jsonl`` (``*.tmp``, ``checkpoint.json`` and anything else are
-ignored), with ``foreachBatch``. ``--once`` is the same query with the
-``availableNow`` trigger: every file present, in micro-batches of at most
-``--max-batch-size`` bytes, then stop. Without it the query looks for new
-files every ``--trigger-seconds``. Both share the checkpoint (default
-``OUT/_checkpoint``) and can be alternated freely.
+The driver lists ``DIR/feed-*.jsonl`` (``*.tmp``, ``checkpoint.json`` and
+anything else are ignored), takes the files the commit log does not name yet,
+in name order, and ingests them in micro-batches of at most
+``--max-batch-size`` bytes (a file is never split). ``--once`` does that once
+and stops; without it the directory is listed again every
+``--trigger-seconds``. The two can be alternated freely.
 
-A micro-batch: parse and validate every line in the JVM (spark/records.py)
-into a staging area; compute per-stream seq ranges and the duplicates on
-thin columns; write the new records to staged ``events`` (partitioned by
-stream, in feed order) and their puts to staged ``messages``; diagnose the
-bad lines into staged ``quarantine``; commit.
+A micro-batch is one Spark job of Python tasks (spark/stage.py), the files
+in groups balanced by size, two per core: each task reads its files, parses
+and checks every line (spark/fileparse.py, spark/lines.py: the rules of the
+JVM parse in spark/records.py, which the tests hold them to) and writes
+the staged ``events`` (partitioned by stream, in feed order) and ``messages``
+Parquet files itself with pyarrow, returning only its bad lines and counts.
+The per-record work thus stays out of the JVM, where parsing and Parquet
+writing cost several times the CPU (spark/README.md, section 5). The driver
+then finds the duplicates on thin staged columns with pyarrow, writes the
+quarantine rows and commits. Spark schedules the tasks, on ``local[N]`` or a
+cluster alike (whose workers must see the feed and output directories, as
+for any file source).
 
 Exactly-once design
 -------------------
@@ -45,17 +50,18 @@ authority, not Spark's checkpoint:
    batch's streams and, through Parquet min/max statistics, only the files
    overlapping the batch's seq range are read: the cost follows the batch,
    not the table. Quarantined lines are keyed by (file, line) likewise.
-3. The batch's rows are written by Spark into a private staging directory and
+3. The batch's rows are written by its tasks into a private staging directory and
    committed atomically with a roll-forward manifest (spark/commit.py): once
    the manifest is written (the commit point) a crash is completed by the next
    start; before it, the staging is thrown away and the batch redone. The
    ``events``, ``messages`` and ``quarantine`` rows of a batch therefore land
    together or not at all, and ``messages`` is always exactly the puts of
    ``events``.
-4. Spark's checkpoint only says which files are done. When a batch is redone
-   (killed after our commit, before Spark's), or the checkpoint is lost and
-   every file is read again, step 2 drops everything already committed: the
-   tables stay exactly-once; the summary counts those records as duplicates.
+4. The commit log names each batch's feed directory and files, and the files
+   it names are not read again. When a batch is redone anyway (the commit log
+   lost, or the same files under another feed directory), step 2 drops
+   everything already committed: the tables stay exactly-once; the summary
+   counts those records as duplicates.
 
 The derived tables (``kv``, ``objects``) are recomputed from ``events``:
 with ``--once`` at the end of the run, when following the feed at most every
@@ -63,9 +69,7 @@ max(trigger, 5) seconds, and only when a commit touched a ``KV_``/``OBJ_``
 stream. Each is written aside and swapped in by rename, and remembers the
 commit it reflects, so a start after a crash recomputes any that is behind.
 
-A lock file keeps a second ingest off the output directory, and the
-checkpoint remembers its feed directory (Spark's own error for a mismatch is
-obscure). Readers may briefly see part of a batch while its files are renamed
+A lock file keeps a second ingest off the output directory. Readers may briefly see part of a batch while its files are renamed
 into place (milliseconds); they never see a partially written file. The
 protocol protects against process crashes (kill -9); the manifest and commit
 log are fsynced, the Parquet files are not.
@@ -199,6 +203,8 @@ class Ingest:
         self.done_files = set()
         self.batch_error = None
         self.started = None
+        self.next_batch = 0
+        self._finished = True
         self.query = None
         self.once = True
         self.derived_every = 10.0
@@ -221,40 +227,36 @@ class Ingest:
 
     # -- start-up and the end ---------------------------------------------------------------
 
-    def check_checkpoint(self):
-        """Spark's checkpoint names the feed directory it was made for; reusing
-        it with another fails deep inside Spark, so say it plainly."""
-        marker = os.path.join(self.checkpoint, "natsbroker-feed.json")
+    def _legacy_feed(self):
+        """The feed directory an output made before the commit log named its
+        feed (Spark's stream checkpoint did) was made from, if known."""
         try:
-            with open(marker) as f:
-                feed = json.load(f).get("feed")
+            with open(os.path.join(self.checkpoint, "natsbroker-feed.json")) as f:
+                return json.load(f).get("feed")
         except (OSError, ValueError):
-            feed = None
-        if feed is not None and feed != self.feed:
-            raise UsageError(
-                "checkpoint %s belongs to feed %s, not %s: give another --checkpoint "
-                "(records already in %s are recognized and dropped)"
-                % (self.checkpoint, feed, self.feed, self.out))
-        if feed is None:
-            os.makedirs(self.checkpoint, exist_ok=True)
-            write_atomic(marker, json.dumps({"feed": self.feed}))
+            return None
 
     def prepare(self):
-        """Lock the output, finish or discard interrupted commits."""
+        """Lock the output, finish or discard interrupted commits, learn which
+        files of this feed directory are done."""
         self.committer.lock()
-        self.check_checkpoint()
         done, dropped = self.committer.recover()
         if done or dropped:
             self.say("recovered an interrupted run: %d batch(es) completed, %d discarded"
                      % (done, dropped))
-        for c in self.committer.commits():
-            self.done_files.update(c.get("files", ()))
+        legacy = self._legacy_feed() or self.feed
+        commits = self.committer.commits()
+        self.next_batch = max([c.get("batch", -1) for c in commits] + [-1]) + 1
+        for c in commits:
+            if c.get("feed", legacy) == self.feed:
+                self.done_files.update(c.get("files", ()))
         if not os.path.isdir(self.table("quarantine")):
             # An empty table with its schema, so that queries work before the
-            # first bad line. Before the stream starts: a batch may create it.
+            # first bad line.
+            from natsbroker.spark.stage import QUARANTINE, write_parquet
             _, stage = self.committer.new_stage(0)
-            self.spark.createDataFrame([], self.quarantine_schema).coalesce(1) \
-                .write.parquet(os.path.join(stage, "quarantine"))
+            write_parquet(QUARANTINE.empty_table(),
+                          os.path.join(stage, "quarantine", "part-00000-empty.parquet"))
             self.committer.install(stage, "quarantine")
 
     def close(self):
@@ -361,14 +363,18 @@ class Ingest:
             columns=["file", "line"], filter=ds.field("file").isin(files))
         return set(zip(t["file"].to_pylist(), t["line"].to_pylist()))
 
-    def process_batch(self, batch_df, batch_id):
+    def process_files(self, files, stop=None):
+        """Ingest one micro-batch: the feed files ``files`` (names)."""
+        batch_id = self.next_batch
+        self.next_batch += 1
         try:
-            self._process_batch(batch_df, batch_id)
-        except BaseException as e:
-            self.batch_error = e
+            self._process_files(files, batch_id)
+        except Exception:
+            if stop is not None and stop.is_set():
+                return  # cancelled: the staging is discarded, the batch redone next time
             raise
 
-    def _process_batch(self, batch_df, batch_id):
+    def _process_files(self, names, batch_id):
         import datetime
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -380,18 +386,17 @@ class Ingest:
         token, stage = self.committer.new_stage(batch_id)
         os.makedirs(stage, exist_ok=True)
 
-        # The one pass over the batch's text, in Spark's Python workers: parse,
-        # check, write the staged events and messages (spark/stage.py).
-        result = batch_df.select("file", "value") \
-            .mapInArrow(S.stage_task(stage, token), S.RESULT_DDL).collect()
+        # The one pass over the batch's text, in Spark's Python workers: read,
+        # parse, check, write the staged events and messages (spark/stage.py).
+        # One task per group of files, the groups balanced by size.
+        sc = self.spark.sparkContext
+        groups = S.balance(self.feed, names, 2 * sc.defaultParallelism)
+        result = sc.parallelize(groups, len(groups)) \
+            .mapPartitions(S.stage_partition(self.feed, stage, token)).collect()
         self.mark("parse")
-        files = sorted({r["file"] for r in result})
-        if not files:
-            shutil.rmtree(stage, ignore_errors=True)
-            return
-        n_lines = sum(r["lines"] for r in result if r["lines"] is not None)
-        bad = sorted((r["file"], r["line"], r["raw"], r["error"]) for r in result
-                     if r["line"] is not None)
+        files = sorted({r[0] for r in result})
+        n_lines = sum(r[1] for r in result if r[1] is not None)
+        bad = sorted((r[0], r[2], r[3], r[4]) for r in result if r[2] is not None)
         n_bad = len(bad)
         n_valid = n_lines - n_bad
 
@@ -421,11 +426,8 @@ class Ingest:
             if bad:
                 now = datetime.datetime.now(datetime.timezone.utc)
                 cols = list(zip(*bad))
-                q = pa.table([pa.array(cols[0], pa.string()), pa.array(cols[1], pa.int64()),
-                              pa.array(cols[2], pa.string()), pa.array(cols[3], pa.string()),
-                              pa.array([token] * len(bad), pa.string()),
-                              pa.array([now] * len(bad), pa.timestamp("us", tz="UTC"))],
-                             names=["file", "line", "raw", "error", "batch", "ingested_at"])
+                q = pa.table(list(cols) + [[token] * len(bad), [now] * len(bad)],
+                             schema=S.QUARANTINE)
                 S.write_parquet(q, os.path.join(stage, "quarantine", "part-%s.parquet" % token))
                 n_quarantined = len(bad)
                 tables.append("quarantine")
@@ -434,7 +436,7 @@ class Ingest:
         streams = {s for s, _ in counts}
         derived = [t for t, prefix in (("kv", "KV_"), ("objects", "OBJ_"))
                    if any(s.startswith(prefix) for s in streams)]
-        record = {"batch": batch_id, "files": files, "lines": n_lines, "valid": n_valid,
+        record = {"batch": batch_id, "feed": self.feed, "files": files, "lines": n_lines, "valid": n_valid,
                   "new": n_new, "duplicates": n_valid - n_new, "quarantined": n_quarantined,
                   "derived": derived, "time": round(time.time(), 3)}
         self.committer.commit(token, stage, tables, record, fault=self.fault)
@@ -497,75 +499,88 @@ class Ingest:
 
     # -- running ---------------------------------------------------------------------------
 
-    def start(self, once=True, trigger_seconds=10.0):
-        from pyspark.sql import functions as F
+    def pending(self):
+        """Completed feed files not yet committed, oldest first."""
+        return [n for n in feed_files(self.feed) if n not in self.done_files]
 
-        self.once = once
-        self.started = time.time()
-        self.mark("start")
-        self.prepare()
-        names = feed_files(self.feed)
-        pending = len(set(names) - self.done_files)
-        if once:
-            self.say("ingesting %s: %s feed files, %s not yet ingested"
-                     % (self.feed, _n(len(names)), _n(pending)))
-        else:
-            self.say("following %s every %gs (%s feed files not yet ingested); Ctrl-C stops"
-                     % (self.feed, trigger_seconds, _n(pending)))
-        reader = (self.spark.readStream.format("text")
-                  .option("wholetext", "true")
-                  .option("pathGlobFilter", FEED_GLOB)
-                  .option("maxFileAge", "36500d"))
-        if self.max_files:
-            reader = reader.option("maxFilesPerTrigger", str(self.max_files))
-        else:
-            reader = reader.option("maxBytesPerTrigger", str(self.max_bytes))
-        src = reader.load(self.feed).select(F.col("_metadata.file_name").alias("file"),
-                                            F.col("value"))
-        writer = src.writeStream.foreachBatch(self.process_batch) \
-            .option("checkpointLocation", self.checkpoint) \
-            .queryName("natsbroker-ingest-%d" % os.getpid())
-        if once:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime="%g seconds" % trigger_seconds)
-        self.query = writer.start()
-        return self.query
+    def plan(self, names):
+        """Split ``names`` into micro-batches: at most ``max_files`` files, or
+        at most ``max_bytes`` bytes (a file is never split; a larger file is
+        a batch of its own)."""
+        batches, cur, size = [], [], 0
+        for n in names:
+            try:
+                b = os.path.getsize(os.path.join(self.feed, n))
+            except OSError:
+                continue
+            full = (len(cur) >= self.max_files) if self.max_files else (size + b > self.max_bytes)
+            if cur and full:
+                batches.append(cur)
+                cur, size = [], 0
+            cur.append(n)
+            size += b
+        if cur:
+            batches.append(cur)
+        return batches
 
-    def wait(self, stop=None):
-        """Wait for the query to end (``--once``) or ``stop`` (a threading.Event) to be set."""
-        from pyspark.errors import StreamingQueryException
-
-        q = self.query
-        last_refresh = 0.0
-        try:
-            while q.isActive:
-                if stop is not None and stop.is_set():
-                    q.stop()
-                    break
-                q.awaitTermination(0.5)
-                if not self.once and time.time() - last_refresh >= self.derived_every:
-                    # Following the feed: the derived tables catch up with the
-                    # commits at most every derived_every seconds, beside the stream.
-                    last_refresh = time.time()
-                    self.finish_tables()
-            q.awaitTermination(0.1)  # raises if the query failed
-        except StreamingQueryException:
-            if self.batch_error is not None:
-                raise self.batch_error
-            raise
-        finally:
-            if q.isActive:
-                q.stop()
+    def _cancel_on(self, stop):
+        """Cancel the running Spark job as soon as ``stop`` is set, so that a
+        SIGTERM does not wait for a large batch (its staging is discarded; the
+        batch is redone by the next run)."""
+        def watch():
+            stop.wait()
+            if not self._finished:
+                try:
+                    self.spark.sparkContext.cancelAllJobs()
+                except Exception:
+                    pass
+        threading.Thread(target=watch, name="natsbroker-ingest-stop", daemon=True).start()
 
     def run(self, once=True, trigger_seconds=10.0, stop=None):
-        """Run to the end (``once``) or until ``stop`` is set; returns the Stats."""
+        """Run to the end (``once``) or until ``stop`` (a threading.Event) is
+        set; returns the Stats.
+
+        Every ``trigger_seconds`` (once with ``once``) the feed directory is
+        listed and the files not yet committed are ingested in micro-batches.
+        Which files are done is the commit log's word (``_ingest/commits.jsonl``,
+        per feed directory), so no other checkpoint is kept."""
+        self.once = once
         self.derived_every = max(trigger_seconds, 5.0)
+        self.started = time.time()
+        self._finished = False
+        stop = stop or threading.Event()
+        self.mark("start")
         try:
-            self.start(once, trigger_seconds)
-            self.wait(stop)
+            self.prepare()
+            self._cancel_on(stop)
+            names = feed_files(self.feed)
+            pending = len(set(names) - self.done_files)
+            if once:
+                self.say("ingesting %s: %s feed files, %s not yet ingested"
+                         % (self.feed, _n(len(names)), _n(pending)))
+            else:
+                self.say("following %s every %gs (%s feed files not yet ingested); Ctrl-C stops"
+                         % (self.feed, trigger_seconds, _n(pending)))
+            last_refresh = time.time()
+            while not stop.is_set():
+                for files in self.plan(self.pending()):
+                    if stop.is_set():
+                        break
+                    self.process_files(files, stop)
+                    if not once and time.time() - last_refresh >= self.derived_every:
+                        last_refresh = time.time()
+                        self.finish_tables()
+                if once or stop.wait(trigger_seconds):
+                    break
+                if time.time() - last_refresh >= self.derived_every:
+                    # following the feed: the derived tables catch up with the
+                    # commits at most every derived_every seconds
+                    last_refresh = time.time()
+                    self.finish_tables()
             self.finish_tables()
         finally:
+            self._finished = True
+            stop.set()  # ends the watcher thread
             self.close()
         return self.stats
 
@@ -604,8 +619,9 @@ def parse_args(argv):
     p.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     p.add_argument("--once", action="store_true",
                    help="ingest what is there, then exit (default: keep following the feed)")
-    p.add_argument("--checkpoint", metavar="DIR",
-                   help="stream checkpoint directory (default: OUT/_checkpoint)")
+    # Spark's stream checkpoint is gone (the commit log says which files are
+    # done); the option is still accepted, so that old command lines run.
+    p.add_argument("--checkpoint", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("--trigger-seconds", type=float, default=10.0, metavar="N",
                    help="continuous mode: look for new files every N seconds (default: 10)")
     p.add_argument("--max-batch-size", default="1g", metavar="SIZE",
@@ -662,6 +678,9 @@ def main(argv=None):
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
 
+    if args.checkpoint:
+        print("%s: note: --checkpoint is no longer used: the commit log in %s says which "
+              "feed files are done" % (PROG, os.path.join(args.out, "_ingest")), file=sys.stderr)
     stop = threading.Event()
 
     def on_signal(signum, frame):

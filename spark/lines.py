@@ -49,6 +49,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 _B64_CHARS = re.compile(r"[A-Za-z0-9+/]*\Z")
 _B64_WS_SET = frozenset(" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")  # Java's isWhitespace, ASCII
 _B64_WS = {ord(c): None for c in _B64_WS_SET}
+_B64_WS_RE = re.compile("[%s]" % re.escape("".join(sorted(_B64_WS_SET))))
 _WS = " \t\r\n"
 
 
@@ -153,17 +154,13 @@ def b64decode(text):
     pad = len(text) - len(body)
     if pad > 2:
         return None
-    chars = body.translate(_B64_WS) if _needs_strip(body) else body
+    chars = body.translate(_B64_WS) if _B64_WS_RE.search(body) else body
     if not _B64_CHARS.match(chars):
         return None
     n = len(chars)
     if (n % 4 == 1) if pad == 0 else ((n + pad) % 4 != 0):
         return None
     return binascii.a2b_base64(chars + "=" * (-n % 4))
-
-
-def _needs_strip(s):
-    return any(c in _B64_WS_SET for c in s)
 
 
 def strip_cr(raw):

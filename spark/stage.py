@@ -1,9 +1,9 @@
 """A micro-batch's per-record work, done in Spark's Python workers.
 
-:func:`stage_task` is given to ``DataFrame.mapInArrow`` over the batch's feed
-files (one row per file: name and text). Each task parses its files
-(spark/fileparse.py) and writes, with pyarrow, into the batch's staging
-directory:
+:func:`stage_partition` is given to ``RDD.mapPartitions`` over groups of the
+batch's feed files (file names, balanced by size). Each task reads and
+parses its files (spark/fileparse.py) and writes, with pyarrow, into the
+batch's staging directory:
 
 * ``events/stream=S/part-<task>-<token>.parquet``: the good records, in feed
   order, ``stream`` as the partition directory (as Spark's ``partitionBy``
@@ -28,7 +28,10 @@ import pyarrow.parquet as pq
 
 from natsbroker.spark.fileparse import EVENTS, parse_file
 
-RESULT_DDL = "file string, lines bigint, line bigint, raw string, error string"
+QUARANTINE = pa.schema([
+    ("file", pa.string()), ("line", pa.int64()), ("raw", pa.string()), ("error", pa.string()),
+    ("batch", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
+])
 KEYS = ("id", "stream", "seq", "op", "file", "line")
 DAY_NS = 86400 * 10 ** 9
 
@@ -106,42 +109,44 @@ def stage_files(named_buffers, stage, token, task):
     return rows
 
 
-def _buffers(batch):
-    """(file name, bytes) of each row of an Arrow batch (file, value)."""
-    names = batch.column(0).to_pylist()
-    col = batch.column(1)
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    large = pa.types.is_large_string(col.type) or pa.types.is_large_binary(col.type)
-    offsets = np.frombuffer(col.buffers()[1], np.int64 if large else np.int32)
-    offsets = offsets[col.offset:col.offset + len(col) + 1]
-    data = col.buffers()[2]
-    view = memoryview(data) if data is not None else memoryview(b"")
-    for i, name in enumerate(names):
-        yield name, view[offsets[i]:offsets[i + 1]]
+def balance(feed, names, n):
+    """``names`` (files in ``feed``) in at most ``n`` groups of about equal
+    bytes, each group in name order (the largest file first to the least
+    loaded group)."""
+    sizes = []
+    for name in names:
+        try:
+            sizes.append((os.path.getsize(os.path.join(feed, name)), name))
+        except OSError:
+            sizes.append((0, name))
+    groups = [[0, []] for _ in range(max(1, min(n, len(names))))]
+    for size, name in sorted(sizes, reverse=True):
+        g = min(groups, key=lambda g: g[0])
+        g[0] += size
+        g[1].append(name)
+    return [sorted(g[1]) for g in groups if g[1]]
 
 
-def stage_task(stage, token):
-    """The function for ``mapInArrow``: batches of (file, value) -> RESULT_DDL rows."""
+def stage_partition(feed, stage, token):
+    """The function for ``RDD.mapPartitions`` over groups of file names:
+    each task reads its files from ``feed`` and stages them; yields the
+    result rows (file, lines, line, raw, error)."""
 
-    def run(batches):
+    def run(groups):
         from pyspark import TaskContext
         pa.set_cpu_count(1)  # a task is one of Spark's cores
         pa.set_io_thread_count(1)
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
         files = []
-        for batch in batches:
-            files.extend((name, bytes(buf)) for name, buf in _buffers(batch))
-        rows = stage_files(files, stage, token, task)
-        cols = list(zip(*rows)) if rows else [[]] * 5
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(cols[0], pa.string()), pa.array(cols[1], pa.int64()),
-             pa.array(cols[2], pa.int64()), pa.array(cols[3], pa.string()),
-             pa.array(cols[4], pa.string())],
-            names=["file", "lines", "line", "raw", "error"])
+        for group in groups:
+            for name in group:
+                with open(os.path.join(feed, name), "rb") as f:
+                    files.append((name, f.read()))
+        return iter(stage_files(files, stage, token, task))
 
     return run
 
 
-__all__ = ["EVENTS", "RESULT_DDL", "stage_task", "stage_files", "escape", "messages_of"]
+__all__ = ["EVENTS", "QUARANTINE", "balance", "stage_partition", "stage_files", "escape",
+           "messages_of", "write_parquet", "write_partitioned"]

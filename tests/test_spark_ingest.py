@@ -23,7 +23,7 @@ pytest.importorskip("pyspark")
 
 from natsbroker.spark import feedgen as g  # noqa: E402
 from natsbroker.spark.commit import Committer  # noqa: E402
-from natsbroker.spark.ingest import Ingest, UsageError  # noqa: E402
+from natsbroker.spark.ingest import Ingest  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -390,9 +390,9 @@ def test_rerun_without_new_files_changes_nothing(spark, main_run, tmp_path):
     check_tables(spark, out, feed)
 
 
-def test_lost_checkpoint_reads_all_again_and_drops_everything(spark, main_run, tmp_path):
+def test_lost_commit_log_reads_all_again_and_drops_everything(spark, main_run, tmp_path):
     feed, feed_dir, out = copy_out(main_run, tmp_path)
-    shutil.rmtree(os.path.join(out, "_checkpoint"))
+    os.unlink(os.path.join(out, "_ingest", "commits.jsonl"))
     stats, _ = run_ingest(spark, feed_dir, out)
     assert stats.lines == feed.lines
     assert stats.new == 0 and stats.quarantined == 0
@@ -415,10 +415,9 @@ def test_new_file_with_repeats_and_kv_update(spark, main_run, tmp_path):
         g.kv_put("cfg", C, 11, "e", b"", C + 31, operation="DEL"),
         g.stream_event("KV_keep", C, "stream_delete", 3, C + 32),
     ])
-    with pytest.raises(UsageError, match="belongs to feed"):
-        run_ingest(spark, new_feed, out)  # the checkpoint is the old feed's
-    stats, _ = run_ingest(spark, new_feed, out, checkpoint=str(tmp_path / "ck"))
-    # A new checkpoint reads every file again: all but the 4 new records are dropped.
+    stats, _ = run_ingest(spark, new_feed, out)
+    # Another feed directory: every file is read again (the commit log names
+    # the old one's), all but the 4 new records are dropped.
     assert stats.lines == feed.lines and stats.quarantined == 0
     assert (stats.new, stats.duplicates) == (4, feed.lines - len(feed.bad) - 4)
     check_tables(spark, out, feed)
@@ -460,11 +459,11 @@ def test_crash_during_commit_then_rerun_is_exact(spark, tmp_path):
 
     stats, log = run_ingest(spark, feed_dir, out)
     assert "1 batch(es) completed, 0 discarded" in log
-    # Spark redoes its uncommitted batch: everything is already in.
-    assert stats.new == 0 and stats.duplicates == stats.valid == 10
+    # The rolled-forward commit names its files: they are not read again.
+    assert stats.lines == 0 and stats.new == 0
     check_tables(spark, out, feed)
     assert os.listdir(staging) == []
-    assert [c["new"] for c in Committer(out).commits()] == [8, 0]
+    assert [c["new"] for c in Committer(out).commits()] == [8]
 
 
 # -- the command line ---------------------------------------------------------------------------

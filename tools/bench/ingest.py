@@ -119,8 +119,8 @@ def lag_run(spark, feed, out, files, per_file, interval, trigger):
     c = 1_790_000_000_000_000_000
     done, seq = {}, 0
     try:
-        while ingest.query is None and not errors:
-            time.sleep(0.05)  # the stream is being set up
+        while ingest.started is None and not errors:
+            time.sleep(0.05)  # the ingest is starting
         time.sleep(2 * trigger)
         for _ in range(files):
             recs = []
