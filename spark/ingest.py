@@ -320,38 +320,40 @@ class Ingest:
         return drop
 
     def _rewrite_without(self, stage, token, dropped):
-        """Take the ``dropped`` (file, line) rows out of the staged events and
-        messages of the tasks that wrote them (rare: repeats only)."""
+        """Take the ``dropped`` rows (keys: file, line, task, stream) out of
+        the staged events and messages files of the tasks and streams that
+        wrote them (rare: repeats across two tasks or batches only)."""
         import glob
-        from urllib.parse import unquote
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
         from natsbroker.spark import stage as S
+
+        names = pc.unique(dropped["file"])
+
+        def row_keys(t):  # (file, line) as one int64
+            idx = pc.index_in(t["file"], value_set=names).cast(pa.int64())
+            return pc.add(pc.multiply(idx, 1 << 32), t["line"])
+
         for task in sorted(set(dropped["task"].to_pylist())):
             mine = dropped.filter(pc.equal(dropped["task"], task))
-            gone = set(zip(mine["file"].to_pylist(), mine["line"].to_pylist()))
-            pattern = "part-%05d-%s.parquet" % (task, token)
-            parts = []
-            for path in sorted(glob.glob(os.path.join(stage, "events", "stream=*", pattern))):
+            gone = row_keys(mine)
+            part = "part-%05d-%s.parquet" % (task, token)
+            for stream in sorted(set(mine["stream"].to_pylist())):
+                d = os.path.join(stage, "events", "stream=" + S.escape(stream))
+                path = os.path.join(d, part)
                 t = pq.read_table(path)
-                stream = unquote(os.path.basename(os.path.dirname(path))[len("stream="):])
-                parts.append(t.add_column(2, "stream", pa.array([stream] * t.num_rows,
-                                                                 pa.string())))
+                t = t.filter(pc.invert(pc.fill_null(pc.is_in(row_keys(t), value_set=gone),
+                                                    False)))
                 os.unlink(path)
-            for path in glob.glob(os.path.join(stage, "messages", "stream=*", "date=*",
-                                               pattern)):
-                os.unlink(path)
-            if not parts:
-                continue
-            events = pa.concat_tables(parts).sort_by([("file", "ascending"),
-                                                      ("line", "ascending")])
-            keep = [(f, ln) not in gone for f, ln in
-                    zip(events["file"].to_pylist(), events["line"].to_pylist())]
-            events = events.filter(pa.array(keep))
-            S.write_partitioned(events, os.path.join(stage, "events"), ["stream"], pattern)
-            S.write_partitioned(S.messages_of(events), os.path.join(stage, "messages"),
-                                ["stream", "date"], pattern)
+                if t.num_rows:
+                    S.write_parquet(t, path)
+                for old in glob.glob(os.path.join(stage, "messages", "stream=" + S.escape(stream),
+                                                  "date=*", part)):
+                    os.unlink(old)
+                full = t.add_column(2, "stream", pa.array([stream] * t.num_rows, pa.string()))
+                S.write_partitioned(S.messages_of(full), os.path.join(stage, "messages"),
+                                    ["stream", "date"], part)
 
     def _existing_quarantine(self, files):
         """(file, line) already quarantined for the batch's files."""

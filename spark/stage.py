@@ -67,6 +67,19 @@ def messages_of(events):
                            "time", "stream", "date"])
 
 
+def first_of_each_id(events):
+    """The rows of an EVENTS table (in feed order) whose id did not occur
+    before: a repeat is dropped here, the first occurrence kept."""
+    n = events.num_rows
+    firsts = events.select(["id"]).append_column("i", pa.array(np.arange(n))) \
+        .group_by("id", use_threads=False).aggregate([("i", "min")])["i_min"]
+    if len(firsts) == n:
+        return events
+    keep = np.zeros(n, bool)
+    keep[firsts.to_numpy()] = True
+    return events.filter(pa.array(keep))
+
+
 def write_partitioned(table, root, parts, name):
     """One file ``name`` per distinct value of the ``parts`` columns, in
     Spark's directory layout; returns the paths written."""
@@ -97,7 +110,7 @@ def stage_files(named_buffers, stage, token, task):
         rows.extend((name, None, line, raw, error) for line, raw, error in p.bad)
     tables = [p.events for _, p in parsed if p.events.num_rows]
     if tables:
-        events = pa.concat_tables(tables)
+        events = first_of_each_id(pa.concat_tables(tables))
         part = "part-%05d-%s.parquet" % (task, token)
         write_partitioned(events.drop_columns([]), os.path.join(stage, "events"),
                           ["stream"], part)
@@ -110,21 +123,30 @@ def stage_files(named_buffers, stage, token, task):
 
 
 def balance(feed, names, n):
-    """``names`` (files in ``feed``) in at most ``n`` groups of about equal
-    bytes, each group in name order (the largest file first to the least
-    loaded group)."""
+    """``names`` (files in ``feed``, in feed order) cut into at most ``n``
+    consecutive runs of about equal bytes. Consecutive, because a broker
+    that crashed repeats records of the file before in the next one: a task
+    drops the repeats among its own files before writing anything, and only
+    repeats across a cut need the driver to rewrite staged files."""
     sizes = []
     for name in names:
         try:
-            sizes.append((os.path.getsize(os.path.join(feed, name)), name))
+            sizes.append(os.path.getsize(os.path.join(feed, name)))
         except OSError:
-            sizes.append((0, name))
-    groups = [[0, []] for _ in range(max(1, min(n, len(names))))]
-    for size, name in sorted(sizes, reverse=True):
-        g = min(groups, key=lambda g: g[0])
-        g[0] += size
-        g[1].append(name)
-    return [sorted(g[1]) for g in groups if g[1]]
+            sizes.append(0)
+    n = max(1, min(n, len(names)))
+    total = float(sum(sizes)) or 1.0
+    groups, cur, acc = [], [], 0
+    for name, size in zip(names, sizes):
+        cur.append(name)
+        acc += size
+        # close the run when it reaches its share of the bytes
+        if len(groups) < n - 1 and acc >= total * (len(groups) + 1) / n:
+            groups.append(cur)
+            cur = []
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def stage_partition(feed, stage, token):

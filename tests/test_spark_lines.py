@@ -260,3 +260,36 @@ def test_b64decode_is_sparks():
              "eA\u00a0==": None, "eA  ==": b"x", "eA=  =": None, "YWJjZA= =": None}
     assert {k: L.b64decode(k) for k in cases} == cases
     assert L.b64decode(base64.b64encode(bytes(range(256))).decode()) == bytes(range(256))
+
+
+def test_a_task_drops_repeats_among_its_files_before_writing(tmp_path):
+    """spark/stage.py: the first occurrence of an id in feed order is staged,
+    its repeats (in the same file or a later one of the task) are not."""
+    import pyarrow.parquet as pq
+    from natsbroker.spark import stage as S
+
+    recs = good_records()
+    one = feed_text([g.dumps(r) for r in recs[:6]] + [g.dumps(recs[1])]).encode()
+    two = feed_text([g.dumps(r) for r in recs[2:5] + recs[6:]]).encode()
+    rows = S.stage_files([("f-2.jsonl", two), ("f-1.jsonl", one)], str(tmp_path), "tok", 3)
+    assert sorted(r[:2] for r in rows) == [("f-1.jsonl", 7), ("f-2.jsonl", 8)]
+    keys = pq.read_table(str(tmp_path / "_keys")).to_pylist()
+    assert [(k["file"], k["line"]) for k in keys] == (
+        [("f-1.jsonl", i) for i in range(1, 7)] + [("f-2.jsonl", i) for i in range(4, 9)])
+    assert {k["task"] for k in keys} == {3}
+    assert len({k["id"] for k in keys}) == len(keys) == len(recs)
+    staged = pq.read_table(str(tmp_path / "events")).num_rows
+    assert staged == len(recs)
+
+
+def test_balance_cuts_the_feed_into_consecutive_runs(tmp_path):
+    from natsbroker.spark.stage import balance
+    names = []
+    for i, size in enumerate([5, 1, 1, 1, 1, 1, 5, 5]):
+        name = "feed-%02d.jsonl" % i
+        (tmp_path / name).write_bytes(b"x" * size)
+        names.append(name)
+    groups = balance(str(tmp_path), names, 4)
+    assert [n for g in groups for n in g] == names
+    assert len(groups) == 4
+    assert balance(str(tmp_path), names[:2], 4) == [[names[0]], [names[1]]]
