@@ -75,9 +75,13 @@ def parse_file(buf, name):
 # -- the fast path ---------------------------------------------------------------------------
 
 def _fast(buf, name):
-    n = buf.count(b"\n")
-    if (n == 0 or not buf.endswith(b"\n") or not buf.startswith(b"{")
-            or buf.count(b"\n{") != n - 1 or buf.count(b"}\n") != n):
+    if not buf.endswith(b"}\n") or not buf.startswith(b"{"):
+        return None
+    a = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(a == 10)
+    n = len(ends)
+    # every line starts with '{' and ends with '}'
+    if not ((a[ends[:-1] + 1] == 123).all() and (a[ends - 1] == 125).all()):
         return None
     try:
         t = pj.read_json(

@@ -406,7 +406,11 @@ class Ingest:
         counts = {}
         keys_dir = os.path.join(stage, "_keys")
         if n_valid and os.path.isdir(keys_dir):
-            keys = pq.read_table(keys_dir).sort_by([("file", "ascending"), ("line", "ascending")])
+            # the tasks' keys files in task order are in feed order: the tasks
+            # hold consecutive runs of files (spark/stage.py: balance)
+            keys = pa.concat_tables([pq.read_table(os.path.join(keys_dir, n))
+                                     for n in sorted(os.listdir(keys_dir))
+                                     if n.endswith(".parquet")])
             drop = self._duplicates(keys)
             if drop.any():
                 self._rewrite_without(stage, token, keys.filter(pa.array(drop)))

@@ -46,11 +46,19 @@ def escape(value):
     return "".join("%%%02X" % ord(c) if c in _ESCAPE else c for c in value)
 
 
+# Dictionary encoding only where values repeat: on the all-different columns
+# (id, seq, ts, time, data, line) Parquet builds a dictionary until it
+# overflows and then falls back, for nothing.
+_DICTIONARY = ["feed", "stream_created", "op", "reason", "subject", "headers", "purge",
+               "config", "kv", "obj", "file", "error", "batch"]
+
+
 def write_parquet(table, path):
     """Write atomically (temp name, rename), the way Spark writes: snappy, INT96."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-    pq.write_table(table, tmp, compression="snappy", use_deprecated_int96_timestamps=True)
+    pq.write_table(table, tmp, compression="snappy", use_deprecated_int96_timestamps=True,
+                   use_dictionary=[c for c in _DICTIONARY if c in table.column_names])
     os.replace(tmp, path)
 
 
@@ -80,24 +88,62 @@ def first_of_each_id(events):
     return events.filter(pa.array(keep))
 
 
-def write_partitioned(table, root, parts, name):
-    """One file ``name`` per distinct value of the ``parts`` columns, in
-    Spark's directory layout; returns the paths written."""
+def partitions(table, parts):
+    """[(values of ``parts``, rows of ``table`` without the ``parts`` columns)]
+    for each distinct value, rows in their order: one stable sort and
+    zero-copy slices (a filter per partition would copy the table each time)."""
     if table.num_rows == 0:
         return []
-    keys = table.select(parts).group_by(parts).aggregate([]).to_pylist()
-    data_cols = [c for c in table.column_names if c not in parts]
+    codes = np.zeros(table.num_rows, np.int64)
+    values = []
+    for p in parts:
+        enc = pc.dictionary_encode(table[p]).combine_chunks()
+        codes = codes * len(enc.dictionary) + enc.indices.to_numpy(zero_copy_only=False)
+        values.append(enc.dictionary.to_pylist())
+    order = np.argsort(codes, kind="stable")
+    codes = codes[order]
+    data = table.select([c for c in table.column_names if c not in parts])
+    if codes[0] != codes[-1]:
+        data = data.take(pa.array(order))
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    bounds = list(starts) + [table.num_rows]
+    out = []
+    for i, start in enumerate(starts):
+        code = int(codes[start])
+        key = []
+        for vals in reversed(values):
+            key.append(vals[code % len(vals)])
+            code //= len(vals)
+        out.append((tuple(reversed(key)), data.slice(start, bounds[i + 1] - start)))
+    return out
+
+
+def _dir(root, parts, key):
+    return os.path.join(root, *["%s=%s" % (p, escape(str(v))) for p, v in zip(parts, key)])
+
+
+def write_partitioned(table, root, parts, name):
+    """One file ``name`` per distinct value of the ``parts`` columns, in
+    Spark's directory layout, rows in their order; returns the paths written."""
     written = []
-    for key in keys:
-        mask = None
-        for p in parts:
-            m = pc.equal(table[p], pa.scalar(key[p], table.schema.field(p).type))
-            mask = m if mask is None else pc.and_(mask, m)
-        sub = table.filter(mask).select(data_cols)
-        path = os.path.join(root, *["%s=%s" % (p, escape(str(key[p]))) for p in parts], name)
-        write_parquet(sub, path)
+    for key, rows in partitions(table, parts):
+        path = os.path.join(_dir(root, parts, key), name)
+        write_parquet(rows, path)
         written.append(path)
     return written
+
+
+def write_events(events, stage, name):
+    """An EVENTS table -> staged ``events`` (by stream) and ``messages`` (its
+    puts, by stream and date) files named ``name``."""
+    for (stream,), rows in partitions(events, ["stream"]):
+        write_parquet(rows, os.path.join(_dir(os.path.join(stage, "events"), ["stream"],
+                                              (stream,)), name))
+        puts = rows.filter(pc.equal(rows["op"], "put"))
+        if puts.num_rows:
+            full = puts.add_column(0, "stream", pa.array([stream] * puts.num_rows, pa.string()))
+            write_partitioned(messages_of(full), os.path.join(stage, "messages"),
+                              ["stream", "date"], name)
 
 
 def stage_files(named_buffers, stage, token, task):
@@ -111,11 +157,7 @@ def stage_files(named_buffers, stage, token, task):
     tables = [p.events for _, p in parsed if p.events.num_rows]
     if tables:
         events = first_of_each_id(pa.concat_tables(tables))
-        part = "part-%05d-%s.parquet" % (task, token)
-        write_partitioned(events.drop_columns([]), os.path.join(stage, "events"),
-                          ["stream"], part)
-        write_partitioned(messages_of(events), os.path.join(stage, "messages"),
-                          ["stream", "date"], part)
+        write_events(events, stage, "part-%05d-%s.parquet" % (task, token))
         write_parquet(events.select(list(KEYS)).append_column(
             "task", pa.array(np.full(events.num_rows, task, np.int32))),
             os.path.join(stage, "_keys", "part-%05d.parquet" % task))

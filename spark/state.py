@@ -55,9 +55,19 @@ def read_events(path, prefix):
     return scan.to_table()
 
 
-def _rows(table):
-    cols = {c: table[c].to_pylist() for c in table.column_names}
-    return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+def _columns(table, struct_fields=()):
+    """Python lists of the columns the rules need (``data`` is left in Arrow
+    until the few rows that are kept), struct members flattened as
+    ``struct.member``."""
+    cols = {c: table[c].to_pylist()
+            for c in ("stream", "stream_created", "seq", "op", "ts", "subject", "file", "line")}
+    for struct, members in struct_fields:
+        arr = table[struct].combine_chunks()
+        cols[struct] = arr.is_valid().to_pylist()
+        for m in members:
+            cols["%s.%s" % (struct, m)] = pc.struct_field(arr, m).to_pylist() \
+                if len(arr) else []
+    return cols
 
 
 def _filter_regex(f):
@@ -74,33 +84,36 @@ def _filter_regex(f):
     return re.compile(r"\.".join(out) + r"\Z", re.S)
 
 
-def surviving_puts(rows):
-    """``put`` rows of current incarnations whose message still exists."""
+def surviving_puts(c):
+    """Indices of the ``put`` rows of current incarnations whose message
+    still exists (``c``: the columns of :func:`_columns`)."""
+    stream, created, seq, op, subject = (c["stream"], c["stream_created"], c["seq"], c["op"],
+                                         c["subject"])
+    n = len(stream)
     latest, dropped = {}, set()
-    for r in rows:
-        s, c = r["stream"], r["stream_created"]
-        if c is not None and (s not in latest or c > latest[s]):
-            latest[s] = c
-        if r["op"] == "stream_delete":
-            dropped.add((s, c))
-    current = {(s, c) for s, c in latest.items() if (s, c) not in dropped}
-    ev = [r for r in rows if (r["stream"], r["stream_created"]) in current]
-    deleted = {(r["stream"], r["stream_created"], r["seq"]) for r in ev if r["op"] == "delete"}
-    alive = [r for r in ev if r["op"] == "put"
-             and (r["stream"], r["stream_created"], r["seq"]) not in deleted]
+    for i in range(n):
+        s, cr = stream[i], created[i]
+        if cr is not None and (s not in latest or cr > latest[s]):
+            latest[s] = cr
+        if op[i] == "stream_delete":
+            dropped.add((s, cr))
+    current = {(s, cr) for s, cr in latest.items() if (s, cr) not in dropped}
+    ev = [i for i in range(n) if (stream[i], created[i]) in current]
+    deleted = {(stream[i], created[i], seq[i]) for i in ev if op[i] == "delete"}
+    alive = [i for i in ev if op[i] == "put" and (stream[i], created[i], seq[i]) not in deleted]
     # per incarnation, newest first (a purge's keep counts from the newest)
     by_inc, by_subject = {}, {}
-    for r in sorted(alive, key=lambda r: r["seq"], reverse=True):
-        inc = (r["stream"], r["stream_created"])
-        by_inc.setdefault(inc, []).append(r)
-        by_subject.setdefault(inc + (r["subject"],), []).append(r)
+    for i in sorted(alive, key=seq.__getitem__, reverse=True):
+        inc = (stream[i], created[i])
+        by_inc.setdefault(inc, []).append(i)
+        by_subject.setdefault(inc + (subject[i],), []).append(i)
     removed = set()
     for p in ev:
-        if p["op"] != "purge":
+        if op[p] != "purge":
             continue
-        inc = (p["stream"], p["stream_created"])
-        spec = p["purge"] or {}
-        f, upto, keep = spec.get("filter"), spec.get("upto_seq"), spec.get("keep") or 0
+        inc = (stream[p], created[p])
+        f, upto = c["purge.filter"][p], c["purge.upto_seq"][p]
+        keep = c["purge.keep"][p] or 0
         if f and "*" not in f and ">" not in f:
             cands = by_subject.get(inc + (f,), ())
             match = None
@@ -109,14 +122,14 @@ def surviving_puts(rows):
             match = _filter_regex(f).match if f else None
         rank = 0
         for m in cands:
-            if m["seq"] > p["seq"] or (upto is not None and m["seq"] >= upto):
+            if seq[m] > seq[p] or (upto is not None and seq[m] >= upto):
                 continue
-            if match is not None and (m["subject"] is None or not match(m["subject"])):
+            if match is not None and (subject[m] is None or not match(subject[m])):
                 continue
             rank += 1
             if rank > keep:
-                removed.add((m["stream"], m["stream_created"], m["seq"]))
-    return [r for r in alive if (r["stream"], r["stream_created"], r["seq"]) not in removed]
+                removed.add(m)
+    return [i for i in alive if i not in removed]
 
 
 def _time(ts):
@@ -126,62 +139,71 @@ def _time(ts):
     return ts // 1000 if ts >= 0 else -(-ts // 1000)
 
 
+_PURGE = ("purge", ("filter", "upto_seq", "keep"))
+
+
 def kv_state(events):
     """``events`` rows of KV_ streams -> the kv table."""
+    c = _columns(events, [_PURGE, ("kv", ("bucket", "key", "operation", "revision"))])
+    stream, key, bucket, rev = c["stream"], c["kv.key"], c["kv.bucket"], c["kv.revision"]
     newest = {}
-    for r in surviving_puts(_rows(events)):
-        kv = r["kv"]
-        if kv is None or kv["key"] is None:
+    for i in surviving_puts(c):
+        if key[i] is None:  # also: no kv object at all
             continue
-        bucket = kv["bucket"] if kv["bucket"] is not None else r["stream"][3:]
-        rev = kv["revision"]
-        rank = (rev is not None, rev if rev is not None else 0, r["file"], r["line"])
-        k = (bucket, kv["key"])
+        b = bucket[i] if bucket[i] is not None else stream[i][3:]
+        rank = (rev[i] is not None, rev[i] if rev[i] is not None else 0, c["file"][i], c["line"][i])
+        k = (b, key[i])
         if k not in newest or rank > newest[k][0]:
-            newest[k] = (rank, bucket, r)
-    out = []
-    for (bucket, key), (_, _, r) in sorted(newest.items()):
-        op = r["kv"]["operation"]
+            newest[k] = (rank, i)
+    out, rows = [], []
+    for (b, k), (_, i) in sorted(newest.items()):
+        op = c["kv.operation"][i]
         if op is None or op.upper() != "PUT":
             continue
-        rev = r["kv"]["revision"]
-        out.append({"bucket": bucket, "key": key, "value": r["data"],
-                    "revision": rev if rev is not None else r["seq"], "ts": r["ts"],
-                    "time": _time(r["ts"]), "stream": r["stream"],
-                    "stream_created": r["stream_created"], "seq": r["seq"]})
+        rows.append(i)
+        out.append({"bucket": b, "key": k,
+                    "revision": rev[i] if rev[i] is not None else c["seq"][i], "ts": c["ts"][i],
+                    "time": _time(c["ts"][i]), "stream": stream[i],
+                    "stream_created": c["stream_created"][i], "seq": c["seq"][i]})
+    values = events["data"].take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+    for row, v in zip(out, values):
+        row["value"] = v
     return _table(out, KV_SCHEMA)
 
 
 def object_catalog(events):
     """``events`` rows of OBJ_ streams -> the objects table."""
+    c = _columns(events, [_PURGE, ("obj", ("bucket", "object", "event", "nuid", "size",
+                                           "digest"))])
+    stream, bucket, event, name = c["stream"], c["obj.bucket"], c["obj.event"], c["obj.object"]
+    nuid, size = c["obj.nuid"], c["obj.size"]
     newest, chunks = {}, {}
-    for r in surviving_puts(_rows(events)):
-        o = r["obj"]
-        if o is None:
-            continue
-        bucket = o["bucket"] if o["bucket"] is not None else r["stream"][4:]
-        if o["event"] in ("put", "delete") and o["object"] is not None:
-            k = (bucket, o["object"])
-            rank = (r["seq"], r["file"], r["line"])
+    for i in surviving_puts(c):
+        if not c["obj"][i]:
+            continue  # not an object-store record
+        b = bucket[i] if bucket[i] is not None else stream[i][4:]
+        if event[i] in ("put", "delete") and name[i] is not None:
+            k = (b, name[i])
+            rank = (c["seq"][i], c["file"][i], c["line"][i])
             if k not in newest or rank > newest[k][0]:
-                newest[k] = (rank, r)
-        elif o["event"] == "chunk":
-            n, size = chunks.get((bucket, o["nuid"]), (0, None))
-            if o["size"] is not None:
-                size = o["size"] if size is None else size + o["size"]
-            chunks[(bucket, o["nuid"])] = (n + 1, size)
-    out = []
-    for (bucket, name), (_, r) in sorted(newest.items()):
-        o = r["obj"]
-        n, size = chunks.get((bucket, o["nuid"]), (0, None)) if o["nuid"] is not None \
-            else (0, None)
-        data = r["data"]
-        out.append({"bucket": bucket, "object": name, "nuid": o["nuid"], "size": o["size"],
-                    "digest": o["digest"], "deleted": o["event"] == "delete", "chunks": n,
-                    "chunk_bytes": size or 0, "revision": r["seq"], "ts": r["ts"],
-                    "time": _time(r["ts"]),
-                    "meta": None if data is None else data.decode("utf-8", "replace"),
-                    "stream": r["stream"], "stream_created": r["stream_created"]})
+                newest[k] = (rank, i)
+        elif event[i] == "chunk":
+            count, total = chunks.get((b, nuid[i]), (0, None))
+            if size[i] is not None:
+                total = size[i] if total is None else total + size[i]
+            chunks[(b, nuid[i])] = (count + 1, total)
+    out, rows = [], []
+    for (b, obj), (_, i) in sorted(newest.items()):
+        count, total = chunks.get((b, nuid[i]), (0, None)) if nuid[i] is not None else (0, None)
+        rows.append(i)
+        out.append({"bucket": b, "object": obj, "nuid": nuid[i], "size": size[i],
+                    "digest": c["obj.digest"][i], "deleted": event[i] == "delete",
+                    "chunks": count, "chunk_bytes": total or 0, "revision": c["seq"][i],
+                    "ts": c["ts"][i], "time": _time(c["ts"][i]), "stream": stream[i],
+                    "stream_created": c["stream_created"][i]})
+    metas = events["data"].take(pa.array(rows, pa.int64())).to_pylist() if rows else []
+    for row, data in zip(out, metas):
+        row["meta"] = None if data is None else data.decode("utf-8", "replace")
     return _table(out, OBJECTS_SCHEMA)
 
 
