@@ -62,23 +62,26 @@ def write_parquet(table, path):
     os.replace(tmp, path)
 
 
+MESSAGE_COLUMNS = ("id", "stream_created", "seq", "subject", "headers", "data", "ts", "time")
+
+
 def messages_of(events):
     """The puts of an EVENTS table, as the messages table's columns plus
     ``stream`` and ``date`` (both partition columns)."""
     puts = events.filter(pc.equal(events["op"], "put"))
     ts = puts["ts"].to_numpy()
     days = np.floor_divide(ts, DAY_NS).astype(np.int32)  # floor: Spark's pmod / div
-    cols = [puts[c] for c in ("id", "stream_created", "seq", "subject", "headers", "data",
-                              "ts", "time", "stream")]
+    cols = [puts[c] for c in MESSAGE_COLUMNS + ("stream",)]
     return pa.table(cols + [pa.array(days, pa.date32())],
-                    names=["id", "stream_created", "seq", "subject", "headers", "data", "ts",
-                           "time", "stream", "date"])
+                    names=list(MESSAGE_COLUMNS) + ["stream", "date"])
 
 
 def first_of_each_id(events):
     """The rows of an EVENTS table (in feed order) whose id did not occur
     before: a repeat is dropped here, the first occurrence kept."""
     n = events.num_rows
+    if len(pc.unique(events["id"])) == n:
+        return events  # the usual case, and a cheaper test than the grouping
     firsts = events.select(["id"]).append_column("i", pa.array(np.arange(n))) \
         .group_by("id", use_threads=False).aggregate([("i", "min")])["i_min"]
     if len(firsts) == n:
@@ -140,10 +143,19 @@ def write_events(events, stage, name):
         write_parquet(rows, os.path.join(_dir(os.path.join(stage, "events"), ["stream"],
                                               (stream,)), name))
         puts = rows.filter(pc.equal(rows["op"], "put"))
-        if puts.num_rows:
-            full = puts.add_column(0, "stream", pa.array([stream] * puts.num_rows, pa.string()))
-            write_partitioned(messages_of(full), os.path.join(stage, "messages"),
-                              ["stream", "date"], name)
+        if not puts.num_rows:
+            continue
+        days = np.floor_divide(puts["ts"].to_numpy(), DAY_NS).astype(np.int32)
+        msgs = puts.select(list(MESSAGE_COLUMNS))
+        root = _dir(os.path.join(stage, "messages"), ["stream"], (stream,))
+        if days[0] == days[-1] and (days == days[0]).all():
+            groups = [(days[0], msgs)]  # the usual case: one day
+        else:
+            groups = [(d, m) for (d,), m in partitions(
+                msgs.append_column("date", pa.array(days, pa.int32())), ["date"])]
+        for day, m in groups:
+            date = pa.scalar(int(day), pa.date32()).as_py()
+            write_parquet(m, os.path.join(_dir(root, ["date"], (date,)), name))
 
 
 def stage_files(named_buffers, stage, token, task):
