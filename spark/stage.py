@@ -19,6 +19,7 @@ would write: snappy, timestamps as INT96 (Spark's default), the partition
 columns only in the directory names.
 """
 
+import functools
 import os
 
 import numpy as np
@@ -159,9 +160,10 @@ def write_events(events, stage, name):
 
 
 def stage_files(named_buffers, stage, token, task):
-    """Parse and stage ``[(file name, bytes)]``; returns the result rows."""
-    parsed = sorted(((name, parse_file(buf, name)) for name, buf in named_buffers),
-                    key=lambda x: x[0])
+    """Parse and stage ``[(file name, bytes or a function returning them)]``;
+    returns the result rows."""
+    parsed = sorted(((name, parse_file(buf() if callable(buf) else buf, name))
+                     for name, buf in named_buffers), key=lambda x: x[0])
     rows = []
     for name, p in parsed:
         rows.append((name, p.lines, None, None, None))
@@ -203,6 +205,11 @@ def balance(feed, names, n):
     return groups
 
 
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def stage_partition(feed, stage, token):
     """The function for ``RDD.mapPartitions`` over groups of file names:
     each task reads its files from ``feed`` and stages them; yields the
@@ -212,13 +219,15 @@ def stage_partition(feed, stage, token):
         from pyspark import TaskContext
         pa.set_cpu_count(1)  # a task is one of Spark's cores
         pa.set_io_thread_count(1)
+        # glibc's malloc, not pyarrow's mimalloc: staging 25 files in one
+        # process, alternated three times each, used 0.6-0.7 s of system CPU
+        # against 0.85-1.13 s, and ~15% less CPU in all
+        pa.set_memory_pool(pa.system_memory_pool())
         ctx = TaskContext.get()
         task = ctx.partitionId() if ctx is not None else 0
-        files = []
-        for group in groups:
-            for name in group:
-                with open(os.path.join(feed, name), "rb") as f:
-                    files.append((name, f.read()))
+        # each file read when it is parsed: only one file's text in memory
+        files = [(name, functools.partial(_read, os.path.join(feed, name)))
+                 for group in groups for name in group]
         return iter(stage_files(files, stage, token, task))
 
     return run

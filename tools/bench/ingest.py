@@ -13,9 +13,10 @@ store traffic, deletes, a purge, crash-style repeats, malformed lines):
   SparkSession (started beforehand; its start-up is reported apart), with
   the tables checked afterwards (every unique id once in ``events``, every
   put in ``messages``, the malformed lines in ``quarantine``). Reported:
-  records/s over wall time, and the JVM's CPU seconds (user + system, from
-  /proc) -- on a shared machine CPU time moves much less with other load
-  than wall time does.
+  records/s over wall time, the JVM's CPU seconds and those of its Python
+  workers, where the per-record work runs (user + system, from /proc) -- on
+  a shared machine CPU time moves much less with other load than wall time
+  does. The driver's own CPU (this process) is not counted.
 * **lag** (follow mode, ``--trigger-seconds``): after the backfill the ingest
   keeps following the feed; ``--lag-files`` new files of ``--per-file``
   records are completed one by one (``--lag-interval`` apart), and the lag of
