@@ -9,9 +9,12 @@ microsecond or more per record, which the reactor waited for).
 
 A batch is a list of items, in feed order:
 
-* a put: seven items in a row, ``stream`` (a ``str``, which is how a put
-  is told apart), ``stream_created, seq, ts, subject, hdr, data`` (what
-  crosses the pipe: no tuple per message), or a ``StreamEvent``: formatted here;
+* puts as a run: ``stream`` (a ``str``, which is how a run is told apart),
+  ``stream_created, seq, count``, then ``ts, subject, hdr, data`` for each of
+  ``count`` puts of that stream, their sequences ``seq``, ``seq + 1``, ...
+  (what crosses the pipe: no tuple per message, and the stream, its
+  creation time and the sequence once a run); or a ``StreamEvent``;
+  formatted here;
 * ``bytes``: a record already formatted (removals, purges, stream events);
 * ``(REPLAY_POS, stream, seq)``: the start-up replay of ``stream`` has
   written everything before ``seq`` (``None``: all of it); the checkpoint
@@ -89,46 +92,59 @@ class FeedWriter:
         b2a = binascii.b2a_base64
         i = 0
         n = len(batch)
+        left = 0  # puts still to come in the current run
+        stream = created = tpl = None
+        seq = 0
         while i < n:
-            item = batch[i]
-            i += 1
-            cls = item.__class__
-            if cls is str:
-                stream = item
-                created = batch[i]
-                seq = batch[i + 1]
-                ts = batch[i + 2]
-                subject = batch[i + 3]
-                hdr = batch[i + 4]
-                data = batch[i + 5]
-                i += 6
-                tpl = templates.get((stream, created))
+            if left:
+                ts = batch[i]
+                subject = batch[i + 1]
+                hdr = batch[i + 2]
+                data = batch[i + 3]
+                i += 4
+                left -= 1
+                if tpl is None:
+                    tpl = templates.get((stream, created))
                 subj = subjects.get(subject)
                 if tpl is not None and subj is not None and not hdr:
                     line = tpl % (seq, seq, ts, subj, b"null", b2a(data, newline=False))
                 else:
                     line = lines.put(StreamEvent(stream, created, "put", seq, ts,
                                                  msg=StoredMsg(seq, subject, hdr, data, ts)))
+                    tpl = None  # the first put of a stream makes its template
                 puts[stream] = (created, seq)
-            elif cls is StreamEvent:
-                line = lines.put(item)
-                puts[item.stream] = (item.stream_created, item.seq)
-            elif cls is bytes:
-                line = item
+                seq += 1
             else:
-                if item[0] == REPLAY_POS:
-                    if item[2] is None:
-                        self.replay_pos.pop(item[1], None)
-                    else:
-                        self.replay_pos[item[1]] = item[2]
-                elif item[0] == AGE and item[1] == self.file_no and self._fd is not None:
-                    self._size = size
-                    self._append(out)
-                    out = []
-                    self.complete()
-                    size = 0
-                    puts = self._puts
-                continue
+                item = batch[i]
+                i += 1
+                cls = item.__class__
+                if cls is str:
+                    stream = item
+                    created = batch[i]
+                    seq = batch[i + 1]
+                    left = batch[i + 2]
+                    i += 3
+                    tpl = None
+                    continue
+                if cls is StreamEvent:
+                    line = lines.put(item)
+                    puts[item.stream] = (item.stream_created, item.seq)
+                elif cls is bytes:
+                    line = item
+                else:
+                    if item[0] == REPLAY_POS:
+                        if item[2] is None:
+                            self.replay_pos.pop(item[1], None)
+                        else:
+                            self.replay_pos[item[1]] = item[2]
+                    elif item[0] == AGE and item[1] == self.file_no and self._fd is not None:
+                        self._size = size
+                        self._append(out)
+                        out = []
+                        self.complete()
+                        size = 0
+                        puts = self._puts
+                    continue
             if self._fd is None:
                 self._open()
             out.append(line)

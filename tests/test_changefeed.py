@@ -174,11 +174,16 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
     submitted = []
     submit = feed.writer.submit
 
-    def records(batch):  # a put is seven items, starting with its stream name
+    def records(batch):  # puts come in runs: stream, created, seq, count, 4 items each
         n = i = 0
         while i < len(batch):
-            i += 7 if isinstance(batch[i], str) else 1
-            n += 1
+            if isinstance(batch[i], str):
+                count = batch[i + 3]
+                n += count
+                i += 4 + 4 * count
+            else:
+                n += 1
+                i += 1
         return n
     feed.writer.submit = lambda batch: (submitted.append(records(batch)), submit(batch))
     try:

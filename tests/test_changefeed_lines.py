@@ -62,6 +62,28 @@ def _completed(tmp_path):
     return out
 
 
+def _pipe_batch(records):
+    """Records as the broker's feed sends a batch: consecutive puts of one
+    stream with consecutive sequences as one run (stream, created, first seq,
+    count, then ts, subject, hdr, data each), anything else as it is."""
+    out = []
+    run = None  # (stream, created, next seq, index of the count)
+    for r in records:
+        if isinstance(r, tuple) and r[0] == "put":
+            _, stream, created, seq, fields = r
+            if run is not None and run[:3] == (stream, created, seq):
+                out[run[3]] += 1
+            else:
+                out += [stream, created, seq, 1]
+                run = (stream, created, seq, len(out) - 1)
+            run = run[:2] + (seq + 1, run[3])
+            out += fields
+        else:
+            out += r
+            run = None
+    return out
+
+
 @settings(max_examples=60, deadline=None)
 @given(subjects=st.lists(SUBJECT, min_size=1, max_size=6),
        hdrs=st.lists(HEADERS, min_size=6, max_size=6), data=st.binary(max_size=32),
@@ -69,7 +91,7 @@ def _completed(tmp_path):
 def test_writer_fast_and_slow_paths_agree(tmp_path_factory, subjects, hdrs, data, cut):
     """Whatever path each put takes (first of a stream, repeated subject,
     headers, a recreated stream, a KV stream, lines given formatted, puts
-    given as StreamEvents or as the seven items of the pipe), and
+    given as StreamEvents or as runs of the pipe), and
     however the batches are cut, the files hold the reference lines."""
     tmp_path = tmp_path_factory.mktemp("feed")
     w, opened = _writer(tmp_path)
@@ -83,16 +105,18 @@ def test_writer_fast_and_slow_paths_agree(tmp_path_factory, subjects, hdrs, data
             line = _reference(ev)
             if i % 5 == 4:
                 items.append([line])  # as other records come: already formatted
-            elif i % 5 in (1, 3):
-                # As the broker sends puts to the writer process: seven items.
-                items.append([stream, created, seq, 1000 + seq, msg.subject, msg.hdr, msg.data])
+            elif i % 5 in (1, 2, 3):
+                # As the broker sends puts to the writer process: in runs
+                # (made below, per batch).
+                items.append(("put", stream, created, seq, [1000 + seq, msg.subject, msg.hdr,
+                                                            msg.data]))
                 last[stream] = {"created": created, "seq": seq}
             else:
                 items.append([ev])
                 last[stream] = {"created": created, "seq": seq}
             expected.append(line)
     for i in range(0, len(items), cut):
-        w.write([x for record in items[i:i + cut] for x in record])
+        w.write(_pipe_batch(items[i:i + cut]))
     w.complete()
     assert _completed(tmp_path) == b"".join(expected)
     assert w.records == len(expected) and opened == [1]

@@ -452,10 +452,17 @@ class Stream:
                 last = store.load_last(subject)
                 last_seq = last.seq if last is not None else 0
         seq = store.append(subject, hdr, data, ts)
-        if self.observers:
-            # The store's own record of it (staged): no copy per observer event.
+        observers = self.observers
+        if observers:
+            # The store's own record of it (staged): no copy per observer
+            # event. emit() inlined: on the hot path of every stored message
+            # while the change feed runs, the method call was ~10% of it.
             msg = store.last_appended
-            self.emit("put", seq, ts, None, msg if msg is not None else store.load(seq))
+            event = _tuple_new(StreamEvent, (self.name, self.created, "put", seq, ts, None,
+                                             msg if msg is not None else store.load(seq),
+                                             None, None))
+            for observer in observers:
+                observer(event)
         if republish is not None and dest is not None and self.publish is not None:
             self._republish_msg(dest, subject, hdr, data, seq, ts, last_seq)
         if msg_id is not None:
