@@ -111,7 +111,7 @@ class WriterProcess:
 
     def submit(self, batch):
         """Queue a batch: a list of the items ``changefeed_writer`` takes,
-        puts as their seven fields (not ``StreamEvent``s, which marshal
+        puts as runs of their fields (not ``StreamEvent``s, which marshal
         cannot carry)."""
         if batch:
             self._queue.put(frame(batch))
