@@ -351,9 +351,7 @@ class Ingest:
                 for old in glob.glob(os.path.join(stage, "messages", "stream=" + S.escape(stream),
                                                   "date=*", part)):
                     os.unlink(old)
-                full = t.add_column(2, "stream", pa.array([stream] * t.num_rows, pa.string()))
-                S.write_partitioned(S.messages_of(full), os.path.join(stage, "messages"),
-                                    ["stream", "date"], part)
+                S.write_messages(t, stage, stream, part)
 
     def _existing_quarantine(self, files):
         """(file, line) already quarantined for the batch's files."""

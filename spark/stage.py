@@ -35,6 +35,7 @@ QUARANTINE = pa.schema([
 ])
 KEYS = ("id", "stream", "seq", "op", "file", "line")
 DAY_NS = 86400 * 10 ** 9
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Spark's ExternalCatalogUtils.escapePathName: these become %XX in a partition
 # directory's name.
@@ -64,17 +65,6 @@ def write_parquet(table, path):
 
 
 MESSAGE_COLUMNS = ("id", "stream_created", "seq", "subject", "headers", "data", "ts", "time")
-
-
-def messages_of(events):
-    """The puts of an EVENTS table, as the messages table's columns plus
-    ``stream`` and ``date`` (both partition columns)."""
-    puts = events.filter(pc.equal(events["op"], "put"))
-    ts = puts["ts"].to_numpy()
-    days = np.floor_divide(ts, DAY_NS).astype(np.int32)  # floor: Spark's pmod / div
-    cols = [puts[c] for c in MESSAGE_COLUMNS + ("stream",)]
-    return pa.table(cols + [pa.array(days, pa.date32())],
-                    names=list(MESSAGE_COLUMNS) + ["stream", "date"])
 
 
 def first_of_each_id(events):
@@ -143,20 +133,35 @@ def write_events(events, stage, name):
     for (stream,), rows in partitions(events, ["stream"]):
         write_parquet(rows, os.path.join(_dir(os.path.join(stage, "events"), ["stream"],
                                               (stream,)), name))
-        puts = rows.filter(pc.equal(rows["op"], "put"))
-        if not puts.num_rows:
-            continue
-        days = np.floor_divide(puts["ts"].to_numpy(), DAY_NS).astype(np.int32)
-        msgs = puts.select(list(MESSAGE_COLUMNS))
-        root = _dir(os.path.join(stage, "messages"), ["stream"], (stream,))
-        if days[0] == days[-1] and (days == days[0]).all():
-            groups = [(days[0], msgs)]  # the usual case: one day
-        else:
-            groups = [(d, m) for (d,), m in partitions(
-                msgs.append_column("date", pa.array(days, pa.int32())), ["date"])]
-        for day, m in groups:
-            date = pa.scalar(int(day), pa.date32()).as_py()
-            write_parquet(m, os.path.join(_dir(root, ["date"], (date,)), name))
+        write_messages(rows, stage, stream, name)
+
+
+def write_messages(rows, stage, stream, name):
+    """The puts among one stream's event ``rows`` (without the stream column)
+    -> its staged ``messages`` files, by UTC date of ``ts``; a put without
+    ``ts`` under ``date=__HIVE_DEFAULT_PARTITION__``, as Spark puts it."""
+    puts = rows.filter(pc.equal(rows["op"], "put"))
+    if not puts.num_rows:
+        return
+    msgs = puts.select(list(MESSAGE_COLUMNS))
+    root = _dir(os.path.join(stage, "messages"), ["stream"], (stream,))
+    ts = puts["ts"]
+    if ts.null_count:
+        valid = pc.is_valid(ts)
+        write_parquet(msgs.filter(pc.invert(valid)),
+                      os.path.join(root, "date=" + NULL_PARTITION, name))
+        msgs, ts = msgs.filter(valid), ts.filter(valid)
+        if not msgs.num_rows:
+            return
+    days = np.floor_divide(ts.to_numpy(), DAY_NS).astype(np.int32)  # floor: Spark's pmod/div
+    if days[0] == days[-1] and (days == days[0]).all():
+        groups = [(days[0], msgs)]  # the usual case: one day
+    else:
+        groups = [(d, m) for (d,), m in partitions(
+            msgs.append_column("date", pa.array(days, pa.int32())), ["date"])]
+    for day, m in groups:
+        date = pa.scalar(int(day), pa.date32()).as_py()
+        write_parquet(m, os.path.join(_dir(root, ["date"], (date,)), name))
 
 
 def stage_files(named_buffers, stage, token, task):
@@ -234,4 +239,4 @@ def stage_partition(feed, stage, token):
 
 
 __all__ = ["EVENTS", "QUARANTINE", "balance", "stage_partition", "stage_files", "escape",
-           "messages_of", "write_parquet", "write_partitioned"]
+           "write_events", "write_messages", "write_parquet", "write_partitioned"]

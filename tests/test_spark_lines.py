@@ -8,6 +8,7 @@ by mutating good records at random (fixed seed), all run through both.
 
 import base64
 import json
+import os
 import random
 
 import pytest
@@ -293,3 +294,24 @@ def test_balance_cuts_the_feed_into_consecutive_runs(tmp_path):
     assert [n for g in groups for n in g] == names
     assert len(groups) == 4
     assert balance(str(tmp_path), names[:2], 4) == [[names[0]], [names[1]]]
+
+
+def test_messages_partitioned_by_day_and_a_put_without_ts(spark, tmp_path):
+    """Staged messages go under date=<UTC day of ts>, a put without ts under
+    date=__HIVE_DEFAULT_PARTITION__, as Spark lays them out; Spark reads the
+    date back (null for the latter)."""
+    import datetime
+    from natsbroker.spark import stage as S
+
+    day = 86400 * 10 ** 9
+    recs = [g.put("S", C, 1, "s.a", b"a", C), g.put("S", C, 2, "s.b", b"b", C + day),
+            g.put("S", C, 3, "s.c", b"c", C)]
+    recs[2].pop("ts")
+    S.stage_files([("f.jsonl", feed_text([g.dumps(r) for r in recs]).encode())],
+                  str(tmp_path), "tok", 0)
+    root = tmp_path / "messages" / "stream=S"
+    assert sorted(os.listdir(root)) == ["date=2023-11-14", "date=2023-11-15",
+                                        "date=__HIVE_DEFAULT_PARTITION__"]
+    rows = spark.read.parquet(str(tmp_path / "messages")).collect()
+    assert sorted((r["seq"], r["date"]) for r in rows) == [
+        (1, datetime.date(2023, 11, 14)), (2, datetime.date(2023, 11, 15)), (3, None)]
