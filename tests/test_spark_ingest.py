@@ -277,6 +277,24 @@ def test_object_catalog(spark, main_run):
     assert json.loads(file1["meta"])["nuid"] == "N3"
 
 
+def test_derived_tables_in_spark_above_max_rows(spark, main_run, tmp_path, monkeypatch):
+    """Above state.MAX_ROWS KV/object events the derived tables are Spark's
+    (spark/derive.py): the same rows."""
+    from natsbroker.spark import state
+    feed, feed_dir, out = copy_out(main_run, tmp_path)
+    for table in ("kv", "objects"):
+        shutil.rmtree(os.path.join(out, table))
+    monkeypatch.setattr(state, "MAX_ROWS", 0)
+    assert state.read_events(os.path.join(out, "events"), "KV_") is None
+    stats, _ = run_ingest(spark, feed_dir, out)
+    assert stats.lines == 0
+    kv = rows(spark, out, "kv")
+    assert {(r["bucket"], r["key"], bytes(r["value"]), r["revision"]) for r in kv} == EXPECTED_KV
+    objs = rows(spark, out, "objects")
+    assert {(r["bucket"], r["object"], r["nuid"], r["size"], r["deleted"], r["chunks"],
+             r["chunk_bytes"], r["revision"]) for r in objs} == EXPECTED_OBJECTS
+
+
 def random_kv_obj_feed(directory, seed, n=400):
     """KV and object-store traffic with every kind of removal, at random."""
     import random
