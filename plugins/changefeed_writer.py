@@ -50,10 +50,12 @@ AGE = "age"
 
 def keep_mtime_order(prev_path, fd):
     """Give the file open as ``fd`` a modification time at least 1 ms after
-    the previous feed file's. Spark's file source takes files oldest first by
-    modification time in milliseconds, ties in directory order; two files
-    completed within one millisecond could be read out of name order, and
-    then a record repeated after a crash keeps the later file's position."""
+    the previous feed file's. natsbroker-ingest takes files in name order,
+    but a reader using Spark's file source (or anything else that sorts by
+    age) takes them oldest first by modification time in milliseconds, ties
+    in directory order; two files completed within one millisecond could be
+    read out of name order, and then a record repeated after a crash keeps
+    the later file's position."""
     try:
         prev = os.stat(prev_path).st_mtime_ns // 1_000_000
     except OSError:
