@@ -106,7 +106,8 @@ class UsageError(Exception):
 
 # -- table schemas ---------------------------------------------------------------------
 
-def _schemas():
+def _events_schema():
+    """``events`` as Spark reads it (the derived tables computed in Spark)."""
     from pyspark.sql import types as T
     from natsbroker.spark.records import RECORD_SCHEMA
 
@@ -114,27 +115,7 @@ def _schemas():
     events = T.StructType(
         fields[:8] + [T.StructField("time", T.TimestampType())] + fields[8:]
         + [T.StructField("file", T.StringType()), T.StructField("line", T.LongType())])
-    messages = T.StructType([
-        T.StructField("id", T.StringType()),
-        T.StructField("stream_created", T.LongType()),
-        T.StructField("seq", T.LongType()),
-        T.StructField("subject", T.StringType()),
-        T.StructField("headers", RECORD_SCHEMA["headers"].dataType),
-        T.StructField("data", T.BinaryType()),
-        T.StructField("ts", T.LongType()),
-        T.StructField("time", T.TimestampType()),
-        T.StructField("stream", T.StringType()),
-        T.StructField("date", T.DateType()),
-    ])
-    quarantine = T.StructType([
-        T.StructField("file", T.StringType()),
-        T.StructField("line", T.LongType()),
-        T.StructField("raw", T.StringType()),
-        T.StructField("error", T.StringType()),
-        T.StructField("batch", T.StringType()),
-        T.StructField("ingested_at", T.TimestampType()),
-    ])
-    return events, messages, quarantine
+    return events
 
 
 def check_feed_dir(path):
@@ -198,7 +179,7 @@ class Ingest:
         self.log = log
         self.fault = fault
         self.committer = Committer(self.out)
-        self.events_schema, self.messages_schema, self.quarantine_schema = _schemas()
+        self.events_schema = _events_schema()
         self.stats = Stats()
         self.done_files = set()
         self.batch_error = None
@@ -303,14 +284,9 @@ class Ingest:
         """A bool array over ``keys`` (sorted in feed order): the records not
         to keep, i.e. repeats of an id within the batch (all but the first in
         feed order) and ids already in ``events``."""
-        import numpy as np
-        import pyarrow as pa
         import pyarrow.compute as pc
-        n = keys.num_rows
-        firsts = keys.select(["id"]).append_column("i", pa.array(np.arange(n))) \
-            .group_by("id").aggregate([("i", "min")])["i_min"].to_numpy()
-        drop = np.ones(n, bool)
-        drop[firsts] = False
+        from natsbroker.spark.stage import repeats
+        drop = repeats(keys["id"])
         ranges = {r["stream"]: (r["seq_min"], r["seq_max"]) for r in
                   keys.group_by("stream").aggregate([("seq", "min"), ("seq", "max")]).to_pylist()}
         existing = self._existing_ids(ranges)

@@ -67,19 +67,24 @@ def write_parquet(table, path):
 MESSAGE_COLUMNS = ("id", "stream_created", "seq", "subject", "headers", "data", "ts", "time")
 
 
+def repeats(ids):
+    """A bool array over ``ids`` (in feed order): True where the id occurred
+    earlier, i.e. every occurrence but the first."""
+    n = len(ids)
+    if len(pc.unique(ids)) == n:
+        return np.zeros(n, bool)  # the usual case, and a cheaper test than the grouping
+    firsts = pa.table({"id": ids, "i": np.arange(n)}) \
+        .group_by("id", use_threads=False).aggregate([("i", "min")])["i_min"]
+    out = np.ones(n, bool)
+    out[firsts.to_numpy()] = False
+    return out
+
+
 def first_of_each_id(events):
     """The rows of an EVENTS table (in feed order) whose id did not occur
     before: a repeat is dropped here, the first occurrence kept."""
-    n = events.num_rows
-    if len(pc.unique(events["id"])) == n:
-        return events  # the usual case, and a cheaper test than the grouping
-    firsts = events.select(["id"]).append_column("i", pa.array(np.arange(n))) \
-        .group_by("id", use_threads=False).aggregate([("i", "min")])["i_min"]
-    if len(firsts) == n:
-        return events
-    keep = np.zeros(n, bool)
-    keep[firsts.to_numpy()] = True
-    return events.filter(pa.array(keep))
+    again = repeats(events["id"])
+    return events.filter(pa.array(~again)) if again.any() else events
 
 
 def partitions(table, parts):
@@ -114,17 +119,6 @@ def partitions(table, parts):
 
 def _dir(root, parts, key):
     return os.path.join(root, *["%s=%s" % (p, escape(str(v))) for p, v in zip(parts, key)])
-
-
-def write_partitioned(table, root, parts, name):
-    """One file ``name`` per distinct value of the ``parts`` columns, in
-    Spark's directory layout, rows in their order; returns the paths written."""
-    written = []
-    for key, rows in partitions(table, parts):
-        path = os.path.join(_dir(root, parts, key), name)
-        write_parquet(rows, path)
-        written.append(path)
-    return written
 
 
 def write_events(events, stage, name):
@@ -239,4 +233,4 @@ def stage_partition(feed, stage, token):
 
 
 __all__ = ["EVENTS", "QUARANTINE", "balance", "stage_partition", "stage_files", "escape",
-           "write_events", "write_messages", "write_parquet", "write_partitioned"]
+           "repeats", "write_events", "write_messages", "write_parquet"]
