@@ -18,6 +18,7 @@ pytest.importorskip("pyarrow")
 
 from natsbroker.spark import feedgen as g  # noqa: E402
 from natsbroker.spark import lines as L  # noqa: E402
+from natsbroker.spark import fileparse  # noqa: E402
 from natsbroker.spark.fileparse import _exact, _fast, parse_file  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -249,6 +250,38 @@ def test_one_bad_line_sends_the_file_to_the_exact_path():
     assert not parsed.fast
     assert parsed.bad == [(4, lines[3], "field 'seq' must be an integer, got string")]
     assert parsed.events.num_rows == len(lines) - 1
+
+
+def test_base64_that_python_takes_and_spark_refuses(spark):
+    # a2b_base64(strict_mode=True) decodes "=" past a complete group; Spark
+    # gives null. The fast path must not take such a file as good.
+    goods = [g.dumps(r) for r in good_records()]
+    for data in ("wzZs=", "AAAA====", "jIxzr5Ng2Mcx0IWw==", "eA===", "AA=A"):
+        lines = goods + [json.dumps(_rec(data=data))]
+        jvm = _compare(spark, lines)
+        assert jvm[len(lines)][0] == "bad", data
+
+
+def test_a_bad_line_costs_only_its_piece(monkeypatch):
+    lines = [g.dumps(r) for r in good_records()] * 60  # 660 lines
+    lines[500] = json.dumps(_rec(seq="five"))
+    lines[501] = "{not json"
+    lines.insert(100, "")
+    buf = feed_text(lines).encode()
+    whole = _exact(buf, "f.jsonl")
+    monkeypatch.setattr(fileparse, "MIN_PIECE", 16)
+    parsed = parse_file(buf, "f.jsonl")
+    assert 0 < parsed.exact <= 3 * 16  # the blank line's piece and the bad lines' pieces
+    assert parsed.events.equals(whole.events)
+    assert parsed.bad == whole.bad and parsed.lines == whole.lines == 660
+    assert [b[0] for b in parsed.bad] == [502, 503]
+
+
+@pytest.mark.parametrize("piece", [1, 3, 40])
+def test_pieces_same_as_the_jvm_parse(spark, monkeypatch, piece):
+    monkeypatch.setattr(fileparse, "MIN_PIECE", piece)
+    _compare(spark, [g.dumps(r) for r in good_records()] * 5 + mutated(200, seed=piece)
+             + [g.dumps(r) for r in good_records()] * 5 + crafted())
 
 
 def test_b64decode_is_sparks():
