@@ -385,9 +385,12 @@ class Ingest:
             keys = pa.concat_tables([pq.read_table(os.path.join(keys_dir, n))
                                      for n in sorted(os.listdir(keys_dir))
                                      if n.endswith(".parquet")])
+            self.mark("keys read")
             drop = self._duplicates(keys)
+            self.mark("duplicates")
             if drop.any():
                 self._rewrite_without(stage, token, keys.filter(pa.array(drop)))
+                self.mark("rewrite")
                 keys = keys.filter(pa.array(~drop))
             for r in keys.group_by(["stream", "op"]).aggregate([("id", "count")]).to_pylist():
                 counts[(r["stream"], r["op"])] = r["id_count"]
