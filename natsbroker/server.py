@@ -477,7 +477,10 @@ def run(config):
 
     from natsbroker.signals import install
 
+    from natsbroker.gctune import tune
+
     reactor.callWhenRunning(top.startService)
+    reactor.callWhenRunning(tune)  # this process is a broker: see natsbroker/gctune.py
     reactor.addSystemEventTrigger("before", "shutdown", top.stopService)
     install(reactor, svc)
     reactor.run(installSignalHandlers=False)

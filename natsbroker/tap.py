@@ -107,4 +107,6 @@ def makeService(options):
         logs.TwistdLogFilter(options.config).setServiceParent(top)
     # twistd traps SIGINT/SIGTERM (and SIGUSR1 for its --logfile) itself.
     reactor.callWhenRunning(install_twistd, reactor, top)
+    from natsbroker.gctune import tune
+    reactor.callWhenRunning(tune)
     return top
