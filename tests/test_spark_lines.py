@@ -262,6 +262,36 @@ def test_base64_that_python_takes_and_spark_refuses(spark):
         assert jvm[len(lines)][0] == "bad", data
 
 
+def test_header_order_and_null_values_as_the_jvm(spark):
+    # read_json's struct has one field per header name in the order first
+    # seen in the file; the fast path must not hand on that order, or drop
+    # a null value, where the line has another (the JVM's map keeps both)
+    from pyspark.sql import functions as F
+    from natsbroker.spark import records
+
+    hs = [{"A": ["1"], "B": ["2"]}, {"B": ["3"], "A": ["4"]}, {"C": None, "A": ["5"]},
+          {"A": ["6"], "B": None}, None, {}, {"A": []}]
+    for sep in ((",", ":"), (", ", ": ")):
+        lines = [json.dumps(_rec(seq=i, id="S@1:put:%d" % i, headers=h), separators=sep)
+                 for i, h in enumerate(hs * 3, 1)]
+        text = feed_text(lines)
+        df = spark.createDataFrame([("f.jsonl", text)], "file string, value string")
+        # map_keys/map_values: arrays keep the map's order, which collect()'s
+        # dict (from a Java HashMap) does not
+        rows = records.parse(records.split_lines(df, F.col("file"))) \
+            .where(~F.col("bad") & ~F.col("blank")) \
+            .select("line", F.map_keys("headers").alias("k"), F.map_values("headers").alias("v")) \
+            .collect()
+        jvm = {r["line"]: None if r["k"] is None else list(zip(r["k"], r["v"])) for r in rows}
+        py = {d["line"]: d["headers"] for d in parse_file(text.encode(), "f.jsonl")
+              .events.to_pylist()}
+        assert len(jvm) == len(lines) and py == jvm
+    # in order and without nulls, the fast path takes the file
+    lines = [json.dumps(_rec(seq=i, headers=h), separators=(",", ":"))
+             for i, h in enumerate([{"A": ["1"], "B": ["2"]}, {"B": ["3"]}, None], 1)]
+    assert parse_file(feed_text(lines).encode(), "f.jsonl").fast
+
+
 def test_a_bad_line_costs_only_its_piece(monkeypatch):
     lines = [g.dumps(r) for r in good_records()] * 60  # 660 lines
     lines[500] = json.dumps(_rec(seq="five"))
