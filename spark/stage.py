@@ -71,26 +71,29 @@ def repeats(ids):
     """A bool array over ``ids`` (in feed order): True where the id occurred
     earlier, i.e. every occurrence but the first."""
     n = len(ids)
-    if len(pc.unique(ids)) == n:
-        return np.zeros(n, bool)  # the usual case, and a cheaper test than the grouping
-    firsts = pa.table({"id": ids, "i": np.arange(n)}) \
-        .group_by("id", use_threads=False).aggregate([("i", "min")])["i_min"]
-    out = np.ones(n, bool)
-    out[firsts.to_numpy()] = False
-    return out
+    if n == 0:
+        return np.zeros(0, bool)
+    # dictionary_encode numbers the distinct ids in order of first appearance
+    # (one dictionary across chunks), so a row is an id's first occurrence
+    # exactly when its number is above every number before it. One hashing
+    # pass and a running maximum: 0.2 us an id, where unique() and, when some
+    # repeat, a min-per-id grouping took ~1 us.
+    enc = pc.dictionary_encode(ids, null_encoding="encode")
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]
+                           ).astype(np.int64)
+    before = np.empty(n, np.int64)
+    before[0] = -1
+    np.maximum.accumulate(codes[:-1], out=before[1:])
+    return codes <= before
 
 
-def first_of_each_id(events):
-    """The rows of an EVENTS table (in feed order) whose id did not occur
-    before: a repeat is dropped here, the first occurrence kept."""
-    again = repeats(events["id"])
-    return events.filter(pa.array(~again)) if again.any() else events
-
-
-def partitions(table, parts):
+def partitions(table, parts, keep=None):
     """[(values of ``parts``, rows of ``table`` without the ``parts`` columns)]
     for each distinct value, rows in their order: one stable sort and
-    zero-copy slices (a filter per partition would copy the table each time)."""
+    zero-copy slices (a filter per partition would copy the table each time).
+    ``keep`` (a bool array), if given: only those rows, in the same one
+    ``take`` (a filter first would copy the table once more)."""
     if table.num_rows == 0:
         return []
     codes = np.zeros(table.num_rows, np.int64)
@@ -99,13 +102,20 @@ def partitions(table, parts):
         enc = pc.dictionary_encode(table[p]).combine_chunks()
         codes = codes * len(enc.dictionary) + enc.indices.to_numpy(zero_copy_only=False)
         values.append(enc.dictionary.to_pylist())
+    rows = None if keep is None or keep.all() else np.flatnonzero(keep)
+    if rows is not None:
+        if not len(rows):
+            return []
+        codes = codes[rows]
     order = np.argsort(codes, kind="stable")
     codes = codes[order]
     data = table.select([c for c in table.column_names if c not in parts])
-    if codes[0] != codes[-1]:
+    if rows is not None:
+        data = data.take(pa.array(rows[order]))
+    elif codes[0] != codes[-1]:
         data = data.take(pa.array(order))
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-    bounds = list(starts) + [table.num_rows]
+    bounds = list(starts) + [len(codes)]
     out = []
     for i, start in enumerate(starts):
         code = int(codes[start])
@@ -121,10 +131,11 @@ def _dir(root, parts, key):
     return os.path.join(root, *["%s=%s" % (p, escape(str(v))) for p, v in zip(parts, key)])
 
 
-def write_events(events, stage, name):
-    """An EVENTS table -> staged ``events`` (by stream) and ``messages`` (its
-    puts, by stream and date) files named ``name``."""
-    for (stream,), rows in partitions(events, ["stream"]):
+def write_events(events, stage, name, keep=None):
+    """An EVENTS table (its ``keep`` rows, if given) -> staged ``events`` (by
+    stream) and ``messages`` (its puts, by stream and date) files named
+    ``name``."""
+    for (stream,), rows in partitions(events, ["stream"], keep):
         write_parquet(rows, os.path.join(_dir(os.path.join(stage, "events"), ["stream"],
                                               (stream,)), name))
         write_messages(rows, stage, stream, name)
@@ -169,9 +180,15 @@ def stage_files(named_buffers, stage, token, task):
         rows.extend((name, None, line, raw, error) for line, raw, error in p.bad)
     tables = [p.events for _, p in parsed if p.events.num_rows]
     if tables:
-        events = first_of_each_id(pa.concat_tables(tables))
-        write_events(events, stage, "part-%05d-%s.parquet" % (task, token))
-        write_parquet(events.select(list(KEYS)).append_column(
+        events = pa.concat_tables(tables)
+        # a repeat is dropped here, the first occurrence of its id kept
+        again = repeats(events["id"])
+        keep = ~again if again.any() else None
+        write_events(events, stage, "part-%05d-%s.parquet" % (task, token), keep)
+        events = events.select(list(KEYS))
+        if keep is not None:
+            events = events.filter(pa.array(keep))
+        write_parquet(events.append_column(
             "task", pa.array(np.full(events.num_rows, task, np.int32))),
             os.path.join(stage, "_keys", "part-%05d.parquet" % task))
     return rows

@@ -12,6 +12,8 @@ import os
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
@@ -344,6 +346,24 @@ def test_a_task_drops_repeats_among_its_files_before_writing(tmp_path):
     assert len({k["id"] for k in keys}) == len(keys) == len(recs)
     staged = pq.read_table(str(tmp_path / "events")).num_rows
     assert staged == len(recs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), max_size=60),
+       st.data())
+def test_repeats_are_all_but_the_first_occurrence(ids, data):
+    """stage.repeats on one array and on chunks (one dictionary across
+    them): True exactly where the id occurred before."""
+    import pyarrow as pa
+    from natsbroker.spark.stage import repeats
+    seen, expected = set(), []
+    for i in ids:
+        expected.append(i in seen)
+        seen.add(i)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ids)), max_size=3)))
+    chunks = [ids[a:b] for a, b in zip([0] + cuts, cuts + [len(ids)])]
+    assert repeats(pa.array(ids, pa.string())).tolist() == expected
+    assert repeats(pa.chunked_array(chunks, pa.string())).tolist() == expected
 
 
 def test_balance_cuts_the_feed_into_consecutive_runs(tmp_path):
