@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
+import pybase64
 
 from natsbroker.spark import lines as L
 
@@ -230,25 +231,67 @@ def _headers_as_written(buf, ends, headers):
     return True
 
 
+_EQ, _A = ord("="), ord("A")
+
+
 def _b64(col):
     """The data column decoded; None if a value is not base64 that Spark
     reads the same way (the exact path then decides, with Spark's leniency
-    for spaces and left-out padding). ``a2b_base64(strict_mode=True)``
-    alone is not enough: it takes "=" past a complete group ("wzZs=",
-    "AAAA===="), which Spark refuses; the length a multiple of 4 and at most
-    two "=" are checked first, for the whole column at once."""
-    if len(col) and (pc.any(pc.not_equal(pc.bit_wise_and(pc.binary_length(col), 3), 0)).as_py()
-                     or pc.any(pc.ends_with(col, "===")).as_py()):
+    for spaces and left-out padding).
+
+    Every value must be whole groups of four (length a multiple of 4) with
+    "=" only as its last one or two characters -- ``a2b_base64(strict_mode=
+    True)`` alone was not enough, it takes "=" past a complete group
+    ("wzZs=", "AAAA====") which Spark refuses. The column's text is then
+    decoded in one call: each value's padding is replaced by "A" (so the
+    values, all whole groups, can be decoded back to back), the text decoded
+    by pybase64 with ``validate=True`` (any character outside the alphabet,
+    or an "=" left, refuses the column), and the bytes that stood for the
+    padding cut out.
+    What a padded group decodes to does not depend on the bits under its
+    "=" -- nor on an "A" there -- so each value comes out as alone.
+    binascii ran at ~180 MB/s, 1.3 us a value on the bench feed; pybase64
+    (SIMD) decodes at >1 GB/s."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(col)
+    if n == 0:
+        return pa.array([], pa.binary())
+    validity, offsets, chars = col.buffers()
+    off = np.frombuffer(offsets, np.int32, n + 1, col.offset * 4).astype(np.int64)
+    lens = np.diff(off)
+    if (lens & 3).any():
         return None
-    out = []
-    append = out.append
-    a2b = binascii.a2b_base64
+    base = int(off[0])
+    text = bytearray(memoryview(chars)[base:int(off[-1])]) if chars is not None else bytearray()
+    raw = np.frombuffer(text, np.uint8)
+    ends = off[1:][lens > 0] - base
+    last = raw[ends - 1] == _EQ
+    second = last & (raw[ends - 2] == _EQ)
+    raw[ends[last] - 1] = _A
+    raw[ends[second] - 2] = _A
     try:
-        for v in col.to_pylist():
-            append(None if v is None else a2b(v, strict_mode=True))
+        # an "=" left (not in the last two places of a value) is refused here
+        # too: validate=True takes "=" only as the padding at the end of it all
+        decoded = np.frombuffer(pybase64.b64decode(text, validate=True), np.uint8)
     except (binascii.Error, ValueError):
         return None
-    return pa.array(out, pa.binary())
+    full = lens // 4 * 3
+    pad = np.zeros(n, np.int64)
+    pad[lens > 0] = last.astype(np.int64) + second
+    if pad.any():
+        dend = np.cumsum(full)
+        keep = np.ones(len(decoded), bool)
+        keep[dend[pad > 0] - 1] = False
+        keep[dend[pad > 1] - 2] = False
+        decoded = decoded[keep]
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(full - pad, out=out[1:])
+    if out[-1] >= 2 ** 31:
+        return None  # more than a binary array holds: the exact path builds it in parts
+    if validity is not None:
+        validity = col.is_valid().buffers()[1]  # realigned at offset 0
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(out.astype(np.int32)),
+                                                  pa.py_buffer(decoded)])
 
 
 def _assemble(t, headers, data, name, lines):

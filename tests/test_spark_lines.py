@@ -328,6 +328,37 @@ def test_b64decode_is_sparks():
     assert L.b64decode(base64.b64encode(bytes(range(256))).decode()) == bytes(range(256))
 
 
+_B64_TEXT = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                            "= \t\n-_\u00e9", max_size=16)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.one_of(st.none(), _B64_TEXT,
+                          st.binary(max_size=40).map(lambda b: base64.b64encode(b).decode())),
+                max_size=6),
+       st.integers(0, 2))
+def test_fast_base64_is_the_exact_decode_or_refuses(values, skip):
+    """fileparse._b64 (the whole column in one decode) either gives each
+    value exactly what the exact path's b64decode (Spark's rules) gives, or
+    refuses the column; a column of well-formed base64 is never refused."""
+    import pyarrow as pa
+    col = pa.array(values, pa.string()).slice(min(skip, len(values)))
+    expect = [None if v is None else L.b64decode(v) for v in col.to_pylist()]
+    got = fileparse._b64(col)
+    if got is not None:
+        assert got.to_pylist() == expect
+        assert got.null_count == sum(v is None for v in col.to_pylist())
+    if all(v is None or _canonical_base64(v) for v in col.to_pylist()):
+        assert got is not None
+
+
+def _canonical_base64(v):
+    try:
+        return base64.b64encode(base64.b64decode(v, validate=True)).decode() == v
+    except ValueError:
+        return False
+
+
 def test_a_task_drops_repeats_among_its_files_before_writing(tmp_path):
     """spark/stage.py: the first occurrence of an id in feed order is staged,
     its repeats (in the same file or a later one of the task) are not."""
