@@ -9,8 +9,9 @@ batch's staging directory:
   order, ``stream`` as the partition directory (as Spark's ``partitionBy``
   lays it out, escaped the same way);
 * ``messages/stream=S/date=D/part-<task>-<token>.parquet``: the puts;
-* ``_keys/part-<task>.parquet``: thin columns (id, stream, seq, op, file,
-  line) from which the driver finds the duplicates.
+* ``_keys/part-<task>.parquet``: thin columns (a hash of the id, task,
+  stream, seq, op, file, line, id) from which the driver finds the
+  duplicates.
 
 and returns one row per file (its non-blank line count) and one per bad
 line (line, raw text, reason). A task that is run again (a retry) writes
@@ -33,7 +34,10 @@ QUARANTINE = pa.schema([
     ("file", pa.string()), ("line", pa.int64()), ("raw", pa.string()), ("error", pa.string()),
     ("batch", pa.string()), ("ingested_at", pa.timestamp("us", tz="UTC")),
 ])
-KEYS = ("id", "stream", "seq", "op", "file", "line")
+KEYS = ("stream", "seq", "op", "file", "line", "id")
+# Rows in a row group of a keys file: the driver reads the ids of only the
+# groups that hold a row whose id hash is not unique.
+KEYS_ROW_GROUP = 16384
 DAY_NS = 86400 * 10 ** 9
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -55,12 +59,13 @@ _DICTIONARY = ["feed", "stream_created", "op", "reason", "subject", "headers", "
                "config", "kv", "obj", "file", "error", "batch"]
 
 
-def write_parquet(table, path):
+def write_parquet(table, path, **options):
     """Write atomically (temp name, rename), the way Spark writes: snappy, INT96."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
     pq.write_table(table, tmp, compression="snappy", use_deprecated_int96_timestamps=True,
-                   use_dictionary=[c for c in _DICTIONARY if c in table.column_names])
+                   use_dictionary=[c for c in _DICTIONARY if c in table.column_names],
+                   **options)
     os.replace(tmp, path)
 
 
@@ -86,6 +91,45 @@ def repeats(ids):
     before[0] = -1
     np.maximum.accumulate(codes[:-1], out=before[1:])
     return codes <= before
+
+
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)
+
+
+def id_hashes(ids):
+    """A 64-bit hash of each id (a string column), the same in every process
+    and whatever else is in the column: the driver looks for repeats across
+    the tasks among the rows whose hash is not unique, and compares only
+    their ids (spark/ingest.py). An id is read as little-endian 8-byte words
+    (the last one zero-filled), folded by xor-multiply from its length on,
+    then avalanched with splitmix64's finalizer; ~40 ns an id."""
+    a = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    n = len(a)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    _, offsets, chars = a.buffers()
+    off = np.frombuffer(offsets, np.int32, n + 1, a.offset * 4).astype(np.int64)
+    lens = off[1:] - off[:-1]
+    start = off[:-1] - off[0]
+    size = int(off[-1] - off[0])
+    padded = np.zeros(size + 8, np.uint8)
+    if size:
+        padded[:size] = np.frombuffer(chars, np.uint8, size, int(off[0]))
+    # the 8 bytes from every position, as one (unaligned) uint64 each
+    words = np.ndarray((size + 1,), "<u8", padded, 0, (1,))
+    h = lens.astype(np.uint64) * _MULTIPLIER
+    for w in range(0, int(lens.max()), 8):
+        left = lens - w
+        live = left > 0
+        word = words[np.minimum(start + w, size)] & _LOW_BYTES[np.clip(left, 0, 8)]
+        h = np.where(live, (h ^ word) * _MULTIPLIER, h)
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
 
 
 def partitions(table, parts, keep=None):
@@ -188,9 +232,10 @@ def stage_files(named_buffers, stage, token, task):
         events = events.select(list(KEYS))
         if keep is not None:
             events = events.filter(pa.array(keep))
-        write_parquet(events.append_column(
-            "task", pa.array(np.full(events.num_rows, task, np.int32))),
-            os.path.join(stage, "_keys", "part-%05d.parquet" % task))
+        keys = events.add_column(0, "hash", pa.array(id_hashes(events["id"]))) \
+            .add_column(1, "task", pa.array(np.full(events.num_rows, task, np.int32)))
+        write_parquet(keys, os.path.join(stage, "_keys", "part-%05d.parquet" % task),
+                      row_group_size=KEYS_ROW_GROUP)
     return rows
 
 

@@ -457,6 +457,48 @@ def test_derived_tables_edge_cases_equal_sparks(spark, tmp_path):
         assert len(ours) == 4
 
 
+@pytest.mark.parametrize("hashing", ["real", "colliding"])
+def test_duplicates_across_tasks_read_only_shared_hashes(spark, tmp_path, hashing):
+    """The driver's repeat check (Ingest._duplicates): ids are compared
+    only where a hash is shared, read from those rows' row groups; with
+    real hashes and with hashes made to collide (three values for all the
+    ids) the rows dropped are every occurrence of an id but the first, in
+    feed order (task 0's rows, then task 1's)."""
+    import random
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from natsbroker.spark import stage as S
+    from natsbroker.spark.ingest import _ids_at
+    rnd = random.Random(7)
+    files, all_ids = [], []
+    for task in (0, 1):
+        ids = ["S@1:put:%d" % rnd.randint(0, 60) for _ in range(rnd.randint(40, 70))]
+        ids = [i for k, i in enumerate(ids) if i not in ids[:k]]  # a task's own repeats are gone
+        # colliding: a function of the id still, with three values
+        h = S.id_hashes(pa.array(ids)) if hashing == "real" else \
+            np.array([int(i.rsplit(":", 1)[1]) % 3 for i in ids], np.uint64)
+        t = pa.table({"hash": h, "task": np.full(len(ids), task, np.int32),
+                      "stream": ["S"] * len(ids), "seq": np.arange(len(ids)),
+                      "op": ["put"] * len(ids), "file": ["f%d" % task] * len(ids),
+                      "line": np.arange(len(ids)), "id": ids})
+        path = str(tmp_path / ("part-%05d.parquet" % task))
+        S.write_parquet(t, path, row_group_size=5)
+        files.append(path)
+        all_ids += ids
+    keys = pa.concat_tables([pq.read_table(f, columns=[
+        "hash", "task", "stream", "seq", "op", "file", "line"]) for f in files])
+    seen, expected = set(), []
+    for i in all_ids:
+        expected.append(i in seen)
+        seen.add(i)
+    assert any(expected)
+    ingest = Ingest(spark, str(tmp_path / "feed"), str(tmp_path / "out"), log=None)
+    assert ingest._duplicates(keys, files).tolist() == expected
+    rows = np.array(sorted(rnd.sample(range(len(all_ids)), 25)))
+    assert _ids_at(files, rows).to_pylist() == [all_ids[r] for r in rows]
+
+
 # -- exactly once across runs ----------------------------------------------------------------
 
 def copy_out(main_run, tmp_path):

@@ -397,6 +397,20 @@ def test_repeats_are_all_but_the_first_occurrence(ids, data):
     assert repeats(pa.chunked_array(chunks, pa.string())).tolist() == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=12), st.integers(0, 3))
+def test_id_hashes_depend_on_the_id_only(ids, skip):
+    """stage.id_hashes: an id's hash is the same alone, among other ids of
+    any length, and at any offset of the array (the tasks hash their own
+    ids; the driver compares hashes across tasks)."""
+    import pyarrow as pa
+    from natsbroker.spark.stage import id_hashes
+    col = pa.array(["x" * 40] * skip + ids, pa.string()).slice(skip)
+    together = id_hashes(col).tolist()
+    assert together == [id_hashes(pa.array([i], pa.string()))[0] for i in ids]
+    assert len(set(together)) == len(set(ids))  # no collision among a few
+
+
 def test_balance_cuts_the_feed_into_consecutive_runs(tmp_path):
     from natsbroker.spark.stage import balance
     names = []
