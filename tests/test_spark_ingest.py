@@ -499,6 +499,30 @@ def test_duplicates_across_tasks_read_only_shared_hashes(spark, tmp_path, hashin
     assert _ids_at(files, rows).to_pylist() == [all_ids[r] for r in rows]
 
 
+def test_workers_run_the_installed_pyspark_not_the_zip(spark):
+    """spark/daemon.py, in a session of spark/session.py: the Python workers
+    are forked by our daemon and import pyspark and py4j from the installed
+    packages (compiled bytecode), not from Spark's zips (compiled at every
+    start)."""
+    def where(it):
+        import sys
+        import py4j
+        import pyspark
+        import pyspark.worker
+        list(it)
+        main = sys.modules["__main__"]
+        yield (pyspark.__file__, py4j.__file__, pyspark.worker.__file__,
+               [p for p in sys.path if p.endswith(("pyspark.zip", "-src.zip"))],
+               main.__spec__.name if main.__spec__ else None)
+    import py4j
+    import pyspark
+    for files in spark.sparkContext.parallelize([1, 2], 2).mapPartitions(where).collect():
+        assert files[0] == pyspark.__file__ and files[1] == py4j.__file__
+        assert ".zip" not in files[2]
+        assert files[3] == []
+        assert files[4] == "natsbroker.spark.daemon"
+
+
 # -- exactly once across runs ----------------------------------------------------------------
 
 def copy_out(main_run, tmp_path):
