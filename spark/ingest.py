@@ -146,6 +146,7 @@ def _n(x):
 class Stats:
     def __init__(self):
         self.files = self.lines = self.valid = self.new = self.quarantined = self.batches = 0
+        self.gone = 0  # feed files removed before their batch read them
         self.busy = 0.0  # seconds spent in batches
 
     @property
@@ -211,6 +212,7 @@ class Ingest:
         self.batch_error = None
         self.started = None
         self.next_batch = 0
+        self._reading = None  # the staging directory while the batch's tasks read the feed
         self._finished = True
         self.query = None
         self.once = True
@@ -387,12 +389,28 @@ class Ingest:
         """Ingest one micro-batch: the feed files ``files`` (names)."""
         batch_id = self.next_batch
         self.next_batch += 1
+        self._reading = None
         try:
             self._process_files(files, batch_id)
         except Exception:
             if stop is not None and stop.is_set():
                 return  # cancelled: the staging is discarded, the batch redone next time
-            raise
+            stage, self._reading = self._reading, None
+            gone = [n for n in files if not os.path.exists(os.path.join(self.feed, n))]
+            if stage is None or not gone:
+                raise
+            # Removed (by hand, or by a retention job) between the listing and
+            # the tasks' reading: its records cannot be ingested any more, the
+            # rest of the batch can. Nothing of it was committed.
+            shutil.rmtree(stage, ignore_errors=True)
+            self.stats.gone += len(gone)
+            self.say("warning: feed file%s %s removed before batch %d read %s: not ingested;"
+                     " the batch is done again without %s"
+                     % ("s" if len(gone) > 1 else "", ", ".join(gone), batch_id,
+                        "them" if len(gone) > 1 else "it", "them" if len(gone) > 1 else "it"))
+            rest = [n for n in files if n not in gone]
+            if rest:
+                self.process_files(rest, stop)
 
     def _process_files(self, names, batch_id):
         import datetime
@@ -411,8 +429,10 @@ class Ingest:
         # One task per group of files, the groups balanced by size.
         sc = self.spark.sparkContext
         groups = S.balance(self.feed, names, 2 * sc.defaultParallelism)
+        self._reading = stage  # a failure from here to the end of the job: see process_files
         result = sc.parallelize(groups, len(groups)) \
             .mapPartitions(S.stage_partition(self.feed, stage, token)).collect()
+        self._reading = None
         self.mark("parse")
         files = sorted({r[0] for r in result})
         n_lines = sum(r[1] for r in result if r[1] is not None)
@@ -624,6 +644,9 @@ class Ingest:
         if st.quarantined:
             lines.append("%s: quarantined lines: SELECT file, line, error FROM parquet.`%s`"
                          % (PROG, self.table("quarantine")))
+        if st.gone:
+            lines.append("%s: %s feed file(s) removed before they were read: not ingested"
+                         % (PROG, _n(st.gone)))
         return "\n".join(lines)
 
 

@@ -523,6 +523,36 @@ def test_workers_run_the_installed_pyspark_not_the_zip(spark):
         assert files[4] == "natsbroker.spark.daemon"
 
 
+def test_a_feed_file_removed_before_its_batch_reads_it(spark, tmp_path):
+    """A file listed for a batch but removed before the tasks read it (by
+    hand, or a retention job): the batch is done again without it, with a
+    warning naming it; the other files' records are committed once."""
+    feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
+    w = g.FeedWriter(feed_dir)
+    c = 1_790_000_000_000_000_000
+    names = [os.path.basename(w.write([g.put("S", c, 10 * f + i, "s.x", b"x", c + i)
+                                       for i in range(1, 4)])) for f in range(3)]
+    log = io.StringIO()
+    ingest = Ingest(spark, feed_dir, out, log=log)
+    plan = ingest.plan
+
+    def plan_then_remove(pending):
+        batches = plan(pending)
+        if os.path.exists(os.path.join(feed_dir, names[1])):
+            os.unlink(os.path.join(feed_dir, names[1]))
+        return batches
+    ingest.plan = plan_then_remove
+    ingest.run(once=True)
+    text = log.getvalue()
+    assert "warning: feed file %s removed before batch 0 read it: not ingested" % names[1] in text
+    assert ingest.stats.gone == 1
+    assert sorted(r["seq"] for r in rows(spark, out, "events")) == [1, 2, 3, 21, 22, 23]
+    commits = list(Committer(out).commits())
+    assert [c["files"] for c in commits] == [[names[0], names[2]]]
+    assert os.listdir(os.path.join(out, "_ingest", "staging")) == []
+    assert "1 feed file(s) removed before they were read" in ingest.summary()
+
+
 # -- exactly once across runs ----------------------------------------------------------------
 
 def copy_out(main_run, tmp_path):
