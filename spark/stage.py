@@ -223,6 +223,12 @@ def stage_files(named_buffers, stage, token, task):
         rows.append((name, p.lines, None, None, None))
         rows.extend((name, None, line, raw, error) for line, raw, error in p.bad)
     tables = [p.events for _, p in parsed if p.events.num_rows]
+    if tables and not os.path.isdir(stage):
+        # The driver creates the staging directory before the tasks start; gone
+        # means the batch was discarded (a restarted ingest's recovery after a
+        # kill -9 of this one, whose worker this is): write nothing, or the
+        # directories below would make it again.
+        raise RuntimeError("staging directory %s is gone: the batch was discarded" % stage)
     if tables:
         events = pa.concat_tables(tables)
         # a repeat is dropped here, the first occurrence of its id kept

@@ -747,6 +747,54 @@ def kv_expected(feed):
     return {("k", k, g.base64.b64decode(r["data"]), r["seq"]) for k, r in latest.items()}
 
 
+def _tree(pid):
+    """``pid`` and its descendants (from /proc)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def kill_run(proc):
+    """SIGKILL an ingest process, its JVM and the JVM's Python workers, and
+    wait until all are gone. PySpark's daemon puts itself (and the workers
+    it forks) in a process group of its own, so killing the ingest's group
+    leaves them to die when the daemon sees its JVM go; a worker of the
+    killed run could otherwise still write into a staging directory that
+    the next run's recovery has just removed."""
+    tree = _tree(proc.pid)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole group: python and its JVM
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait(30)
+    deadline = time.time() + 30
+    while any(os.path.exists("/proc/%d" % p) and not _zombie(p) for p in tree) \
+            and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def test_kill_9_mid_run_then_catch_up(spark, tmp_path):
     feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
     feed = kill_feed(feed_dir, files=24, per_file=30)  # 12 batches of 2 files
@@ -768,8 +816,7 @@ def test_kill_9_mid_run_then_catch_up(spark, tmp_path):
         feed.write(extra + list(feed.records.values())[:4])
         time.sleep(0.3)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: python and its JVM
-        proc.wait(30)
+        kill_run(proc)
     done_before = len(committer.commits())
     assert done_before < 13, "the run finished before it could be killed"
 
@@ -806,8 +853,7 @@ def test_kill_9_during_once_then_restarted_process_finishes(spark, tmp_path):
             assert time.time() < deadline, "no progress:\n" + open(log.name).read()
             time.sleep(0.1)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        kill_run(proc)
     killed_after = len(committer.commits())
     assert killed_after < 8, "the run finished before it could be killed"
 

@@ -411,6 +411,17 @@ def test_id_hashes_depend_on_the_id_only(ids, skip):
     assert len(set(together)) == len(set(ids))  # no collision among a few
 
 
+def test_a_task_writes_nothing_when_its_staging_is_gone(tmp_path):
+    """A worker of a killed ingest, still running after the next run's
+    recovery removed its staging directory, must not make it again."""
+    from natsbroker.spark import stage as S
+    gone = tmp_path / "staging" / "0000000001-abc"
+    with pytest.raises(RuntimeError, match="staging directory .* is gone"):
+        S.stage_files([("f.jsonl", feed_text([g.dumps(r) for r in good_records()]).encode())],
+                      str(gone), "tok", 0)
+    assert not (tmp_path / "staging").exists()
+
+
 def test_balance_cuts_the_feed_into_consecutive_runs(tmp_path):
     from natsbroker.spark.stage import balance
     names = []
