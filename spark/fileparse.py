@@ -258,6 +258,13 @@ def _headers_as_written(buf, ends, headers):
 _EQ, _A = ord("="), ord("A")
 
 
+def value_offsets(arr):
+    """A string or binary array's value offsets (n + 1 of them, int64), read
+    from its offsets buffer where the array starts in it."""
+    return np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1,
+                         arr.offset * 4).astype(np.int64)
+
+
 def _b64(col):
     """The data column decoded; None if a value is not base64 that Spark
     reads the same way (the exact path then decides, with Spark's leniency
@@ -280,8 +287,8 @@ def _b64(col):
     n = len(col)
     if n == 0:
         return pa.array([], pa.binary())
-    validity, offsets, chars = col.buffers()
-    off = np.frombuffer(offsets, np.int32, n + 1, col.offset * 4).astype(np.int64)
+    validity, _, chars = col.buffers()
+    off = value_offsets(col)
     lens = np.diff(off)
     if (lens & 3).any():
         return None

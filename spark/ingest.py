@@ -404,10 +404,10 @@ class Ingest:
             # rest of the batch can. Nothing of it was committed.
             shutil.rmtree(stage, ignore_errors=True)
             self.stats.gone += len(gone)
+            s, them = ("s", "them") if len(gone) > 1 else ("", "it")
             self.say("warning: feed file%s %s removed before batch %d read %s: not ingested;"
                      " the batch is done again without %s"
-                     % ("s" if len(gone) > 1 else "", ", ".join(gone), batch_id,
-                        "them" if len(gone) > 1 else "it", "them" if len(gone) > 1 else "it"))
+                     % (s, ", ".join(gone), batch_id, them, them))
             rest = [n for n in files if n not in gone]
             if rest:
                 self.process_files(rest, stop)
@@ -449,8 +449,8 @@ class Ingest:
             key_files = [os.path.join(keys_dir, n) for n in sorted(os.listdir(keys_dir))
                          if n.endswith(".parquet")]
             # all but the ids: those are read where a hash is shared (_duplicates)
-            keys = pa.concat_tables([pq.read_table(f, columns=[
-                c for c in pq.read_schema(f).names if c != "id"]) for f in key_files])
+            keys = pa.concat_tables([pq.read_table(f, columns=list(S.KEYS_BUT_ID))
+                                     for f in key_files])
             self.mark("keys read")
             drop = self._duplicates(keys, key_files)
             self.mark("duplicates")

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from natsbroker.spark.fileparse import EVENTS, parse_file
+from natsbroker.spark.fileparse import EVENTS, parse_file, value_offsets
 
 QUARANTINE = pa.schema([
     ("file", pa.string()), ("line", pa.int64()), ("raw", pa.string()), ("error", pa.string()),
@@ -38,6 +38,8 @@ KEYS = ("stream", "seq", "op", "file", "line", "id")
 # Rows in a row group of a keys file: the driver reads the ids of only the
 # groups that hold a row whose id hash is not unique.
 KEYS_ROW_GROUP = 16384
+# A keys file's columns but the ids: what the driver reads of every row.
+KEYS_BUT_ID = ("hash", "task") + KEYS[:-1]
 DAY_NS = 86400 * 10 ** 9
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -72,6 +74,19 @@ def write_parquet(table, path, **options):
 MESSAGE_COLUMNS = ("id", "stream_created", "seq", "subject", "headers", "data", "ts", "time")
 
 
+def dictionary_codes(col):
+    """A column's dictionary codes (int64 numpy, a null a value of its own)
+    and its dictionary: the values numbered in order of first appearance,
+    one dictionary across the chunks (the hashing is shared; the last
+    chunk's dictionary is the whole)."""
+    enc = pc.dictionary_encode(col, null_encoding="encode")
+    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
+    if not chunks:
+        return np.zeros(0, np.int64), pa.array([], col.type)
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
+    return codes.astype(np.int64), chunks[-1].dictionary
+
+
 def repeats(ids):
     """A bool array over ``ids`` (in feed order): True where the id occurred
     earlier, i.e. every occurrence but the first."""
@@ -83,10 +98,7 @@ def repeats(ids):
     # exactly when its number is above every number before it. One hashing
     # pass and a running maximum: 0.2 us an id, where unique() and, when some
     # repeat, a min-per-id grouping took ~1 us.
-    enc = pc.dictionary_encode(ids, null_encoding="encode")
-    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
-    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks]
-                           ).astype(np.int64)
+    codes, _ = dictionary_codes(ids)
     before = np.empty(n, np.int64)
     before[0] = -1
     np.maximum.accumulate(codes[:-1], out=before[1:])
@@ -108,8 +120,8 @@ def id_hashes(ids):
     n = len(a)
     if n == 0:
         return np.zeros(0, np.uint64)
-    _, offsets, chars = a.buffers()
-    off = np.frombuffer(offsets, np.int32, n + 1, a.offset * 4).astype(np.int64)
+    chars = a.buffers()[2]
+    off = value_offsets(a)
     lens = off[1:] - off[:-1]
     start = off[:-1] - off[0]
     size = int(off[-1] - off[0])

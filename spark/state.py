@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from natsbroker.spark.fileparse import EVENTS
+from natsbroker.spark.stage import dictionary_codes
 
 # Above this many KV_ (or OBJ_) event rows the table is derived in Spark.
 MAX_ROWS = 5_000_000
@@ -76,13 +77,8 @@ def _filter_regex(f):
 def _codes(col):
     """A string column -> (int64 numpy codes, the dictionary as a list);
     a null is a value of its own (None in the list)."""
-    enc = pc.dictionary_encode(col, null_encoding="encode")
-    chunks = enc.chunks if isinstance(enc, pa.ChunkedArray) else [enc]
-    if not chunks:
-        return np.zeros(0, np.int64), []
-    # one dictionary across the chunks (the hashing is shared), the last one the whole
-    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in chunks])
-    return codes.astype(np.int64), chunks[-1].dictionary.to_pylist()
+    codes, dictionary = dictionary_codes(col)
+    return codes, dictionary.to_pylist()
 
 
 def _ints(col):
