@@ -153,24 +153,14 @@ def scenario(server, keys, client):
 
 
 def raw(data, quiet=1.5):
-    """A raw-socket client: sends ``data`` after INFO; ``(reply, closed)``.
-
-    It reads until there is a PONG for every PING sent: the first PONG can
-    arrive on its own, before the service has answered (nats-server's does
-    when the machine is busy)."""
-    pings = data.count(b"PING\r\n")
-
+    """A raw-socket client: sends ``data`` after INFO; ``(reply, closed)``,
+    read until a PONG for every PING sent."""
     async def client(port):
         def talk():
             c = Conversation(port)
             try:
                 c.send(data)
-                out = c.read_until(b"PONG\r\n", quiet=quiet)
-                while out.count(b"PONG\r\n") < pings and not c.closed:
-                    more = c.read_until(b"PONG\r\n", quiet=quiet)
-                    if not more:
-                        break
-                    out += more
+                out = c.read_pongs(data.count(b"PING\r\n"), quiet=quiet)
                 return out, c.closed
             finally:
                 c.close()

@@ -57,6 +57,20 @@ class Conversation:
         out, self.buf = self.buf, b""
         return out
 
+    def read_pongs(self, pings, quiet=2.0):
+        """Read until there is a PONG for each of ``pings`` PINGs, EOF or silence.
+
+        A PONG can arrive on its own before the rest of a reply (a server
+        answers a PING sent with a CONNECT held for an auth callout at once),
+        so ending at the first one that ends the buffer would cut the reply."""
+        out = self.read_until(b"PONG\r\n", quiet=quiet)
+        while out.count(b"PONG\r\n") < pings and not self.closed:
+            more = self.read_until(b"PONG\r\n", quiet=quiet)
+            if not more:
+                break
+            out += more
+        return out
+
     def close(self):
         self.sock.close()
 
