@@ -149,15 +149,17 @@ def partitions(table, parts, keep=None):
     for each distinct value, rows in their order: one stable sort and
     zero-copy slices (a filter per partition would copy the table each time).
     ``keep`` (a bool array), if given: only those rows, in the same one
-    ``take`` (a filter first would copy the table once more)."""
+    ``take`` (a filter first would copy the table once more). A null would
+    be a partition value of its own; the callers leave none (a stream is
+    never empty, a put without ``ts`` is written apart)."""
     if table.num_rows == 0:
         return []
     codes = np.zeros(table.num_rows, np.int64)
     values = []
     for p in parts:
-        enc = pc.dictionary_encode(table[p]).combine_chunks()
-        codes = codes * len(enc.dictionary) + enc.indices.to_numpy(zero_copy_only=False)
-        values.append(enc.dictionary.to_pylist())
+        part_codes, dictionary = dictionary_codes(table[p])
+        codes = codes * len(dictionary) + part_codes
+        values.append(dictionary.to_pylist())
     rows = None if keep is None or keep.all() else np.flatnonzero(keep)
     if rows is not None:
         if not len(rows):

@@ -411,6 +411,37 @@ def test_id_hashes_depend_on_the_id_only(ids, skip):
     assert len(set(together)) == len(set(ids))  # no collision among a few
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3"]), st.integers(0, 2), st.booleans()),
+                max_size=40), st.integers(0, 3))
+def test_partitions_are_a_stable_group_by(rows, cut):
+    """stage.partitions on one or two columns, with and without ``keep``,
+    on one array or chunks: each distinct key once, its rows in their
+    order, the partition columns left out."""
+    import numpy as np
+    import pyarrow as pa
+    from natsbroker.spark.stage import partitions
+    n = len(rows)
+    cut = min(cut, n)
+    col = lambda vals, t: pa.chunked_array([vals[:cut], vals[cut:]], t)  # noqa: E731
+    table = pa.table({"stream": col([r[0] for r in rows], pa.string()),
+                      "day": col([r[1] for r in rows], pa.int32()),
+                      "row": col(list(range(n)), pa.int64())})
+    keep = np.array([r[2] for r in rows], bool)
+    for parts in (["stream"], ["stream", "day"]):
+        for kept in (None, keep):
+            expected = {}
+            for i, r in enumerate(rows):
+                if kept is None or kept[i]:
+                    expected.setdefault(tuple(r[:len(parts)]), []).append(i)
+            got = partitions(table, parts, kept)
+            assert len(got) == len(expected)  # each key once
+            rest = [c for c in table.column_names if c not in parts]
+            for key, part in got:
+                assert part.column_names == rest
+                assert part["row"].to_pylist() == expected[key]
+
+
 def test_a_task_writes_nothing_when_its_staging_is_gone(tmp_path):
     """A worker of a killed ingest, still running after the next run's
     recovery removed its staging directory, must not make it again."""
