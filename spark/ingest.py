@@ -321,8 +321,21 @@ class Ingest:
         import numpy as np
         import pyarrow.compute as pc
         from natsbroker.spark.stage import repeats
+        import pyarrow as pa
+        import pyarrow.parquet as pq
         n = keys.num_rows
         drop = np.zeros(n, bool)
+        ranges = {r["stream"]: (r["seq_min"], r["seq_max"]) for r in
+                  keys.group_by("stream").aggregate([("seq", "min"), ("seq", "max")]).to_pylist()}
+        existing = self._existing_ids(ranges)
+        ids = None
+        if existing is not None and len(existing):
+            # a batch overlapping earlier ones (rare): every id is compared
+            ids = pa.chunked_array([c for f in files
+                                    for c in pq.read_table(f, columns=["id"])["id"].chunks],
+                                   pa.string())
+            drop |= pc.is_in(ids, value_set=existing.combine_chunks()) \
+                .to_numpy(zero_copy_only=False)
         h = keys["hash"].combine_chunks().to_numpy(zero_copy_only=False)
         order = np.argsort(h, kind="stable")
         same = h[order[1:]] == h[order[:-1]]
@@ -331,14 +344,8 @@ class Ingest:
             shared[order[1:][same]] = True
             shared[order[:-1][same]] = True
             rows = np.flatnonzero(shared)
-            drop[rows] = repeats(_ids_at(files, rows))
-        ranges = {r["stream"]: (r["seq_min"], r["seq_max"]) for r in
-                  keys.group_by("stream").aggregate([("seq", "min"), ("seq", "max")]).to_pylist()}
-        existing = self._existing_ids(ranges)
-        if existing is not None and len(existing):
-            ids = _ids_at(files, np.arange(n))
-            drop |= pc.is_in(ids, value_set=existing.combine_chunks()) \
-                .to_numpy(zero_copy_only=False)
+            drop[rows] |= repeats(_ids_at(files, rows) if ids is None
+                                  else ids.take(pa.array(rows)))
         return drop
 
     def _rewrite_without(self, stage, token, dropped):

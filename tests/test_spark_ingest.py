@@ -495,6 +495,11 @@ def test_duplicates_across_tasks_read_only_shared_hashes(spark, tmp_path, hashin
     assert any(expected)
     ingest = Ingest(spark, str(tmp_path / "feed"), str(tmp_path / "out"), log=None)
     assert ingest._duplicates(keys, files).tolist() == expected
+    # with ids already in events (a batch overlapping earlier ones), those go too
+    before = set(rnd.sample(sorted(seen), 10))
+    ingest._existing_ids = lambda ranges: pa.chunked_array([sorted(before)], pa.string())
+    assert ingest._duplicates(keys, files).tolist() == [
+        e or i in before for e, i in zip(expected, all_ids)]
     rows = np.array(sorted(rnd.sample(range(len(all_ids)), 25)))
     assert _ids_at(files, rows).to_pylist() == [all_ids[r] for r in rows]
 
