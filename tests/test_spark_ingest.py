@@ -24,6 +24,7 @@ pytest.importorskip("pyspark")
 from natsbroker.spark import feedgen as g  # noqa: E402
 from natsbroker.spark.commit import Committer  # noqa: E402
 from natsbroker.spark.ingest import Ingest  # noqa: E402
+from tools.proctree import descendants, stat  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -752,25 +753,6 @@ def kv_expected(feed):
     return {("k", k, g.base64.b64decode(r["data"]), r["seq"]) for k, r in latest.items()}
 
 
-def _tree(pid):
-    """``pid`` and its descendants (from /proc)."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
 def kill_run(proc):
     """SIGKILL an ingest process, its JVM and the JVM's Python workers, and
     wait until all are gone. PySpark's daemon puts itself (and the workers
@@ -778,7 +760,7 @@ def kill_run(proc):
     leaves them to die when the daemon sees its JVM go; a worker of the
     killed run could otherwise still write into a staging directory that
     the next run's recovery has just removed."""
-    tree = _tree(proc.pid)
+    tree = [proc.pid] + [pid for pid, _ in descendants(proc.pid)]
     os.killpg(proc.pid, signal.SIGKILL)  # the whole group: python and its JVM
     for pid in tree:
         try:
@@ -793,11 +775,8 @@ def kill_run(proc):
 
 
 def _zombie(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    fields = stat(pid)
+    return fields is None or fields[0] == "Z"
 
 
 def test_kill_9_mid_run_then_catch_up(spark, tmp_path):

@@ -37,20 +37,14 @@ import tempfile
 import threading
 import time
 
+from tools.proctree import descendants, stat
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _stat(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
 
 
 def jvm_cpu(spark):
     """CPU seconds (user + system) of the session's JVM so far."""
-    fields = _stat(spark._jvm.java.lang.ProcessHandle.current().pid())
+    fields = stat(spark._jvm.java.lang.ProcessHandle.current().pid())
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -58,18 +52,8 @@ def worker_cpu(spark):
     """CPU seconds of the JVM's descendants: Spark's Python workers (the
     per-record work of the ingest), living ones and reaped ones."""
     root = spark._jvm.java.lang.ProcessHandle.current().pid()
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            f = _stat(int(d))
-            if f is not None:
-                children.setdefault(int(f[1]), []).append((int(d), f))
-    total, todo = 0, [root]
-    while todo:
-        for pid, f in children.get(todo.pop(), []):
-            total += int(f[11]) + int(f[12])
-            todo.append(pid)
-    f = _stat(root)
+    total = sum(int(f[11]) + int(f[12]) for _, f in descendants(root))
+    f = stat(root)
     total += int(f[13]) + int(f[14])  # reaped children
     return total / os.sysconf("SC_CLK_TCK")
 
