@@ -140,29 +140,29 @@ class FeedWriter:
                         else:
                             self.replay_pos[item[1]] = item[2]
                     elif item[0] == AGE and item[1] == self.file_no and self._fd is not None:
-                        self._size = size
-                        self._append(out)
-                        out = []
-                        self.complete()
-                        size = 0
-                        puts = self._puts
+                        self._finish(out, size)
+                        out, size, puts = [], 0, self._puts
                     continue
             if self._fd is None:
                 self._open()
             out.append(line)
             size += len(line)
             if size >= limit:
-                self._size = size
-                self._append(out)
-                out = []
-                self.complete()
-                size = 0
-                puts = self._puts
+                self._finish(out, size)
+                out, size, puts = [], 0, self._puts
             elif len(out) >= CHUNK:
                 self._append(out)
                 out = []
         self._size = size
         self._append(out)
+
+    def _finish(self, out, size):
+        """Write ``out``, the open file's last lines (``size`` bytes in all),
+        and complete the file; a new one opens with the next line. (``puts``
+        is then a new dict: write() takes it again.)"""
+        self._size = size
+        self._append(out)
+        self.complete()
 
     def _append(self, out):
         if out:
