@@ -38,8 +38,8 @@ accounts {
       {stream: "secret.>", accounts: [C]}
       {stream: "q.>"}
       {service: "svc.>"}
-      {service: "stream.svc", response_type: stream, response_threshold: "1s"}
-      {service: "chunk.svc", response_type: chunked, response_threshold: "1s"}
+      {service: "stream.svc", response_type: stream, response_threshold: "2s"}
+      {service: "chunk.svc", response_type: chunked, response_threshold: "2s"}
       {service: "single.svc", response_threshold: "1s"}
       {service: "wild.*.*"}
       {service: "share.svc"}
@@ -191,9 +191,16 @@ def test_stream_import_follows_subscription_lifetime(servers):
         b.sub("from_a.>", 2)
         b.wait_pong()
         b.close()
-        time.sleep(0.3)
-        a.pub("feed.life", b"4", reply="_INBOX.a.4")
-        out.append(_sorted(a.wait_pong()))
+        # B's subscriptions go when the server has read its close: until
+        # then a request is delivered to B (and lost), not answered 503.
+        deadline = time.time() + 10
+        while True:
+            a.pub("feed.life", b"4", reply="_INBOX.a.4")
+            last = _sorted(a.wait_pong())
+            if last or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        out.append(last)
         a.close()
         return out
 
@@ -336,7 +343,8 @@ def test_service_import_singleton_request_reply(servers):
                                                   ("b.chunk", "chunk.svc", "chunked")])
 def test_service_import_stream_responses(servers, local, remote, rtype):
     """Stream/Chunked: every response goes back until an empty message or the
-    export's response threshold (1s here) of silence."""
+    export's response threshold (2s here: "still" comes 0.4 s after the
+    last response, with room for a busy machine) of silence."""
     def run(port):
         a, b = Client(port, "a"), Client(port, "b")
         a.sub(remote, 1)
@@ -357,7 +365,7 @@ def test_service_import_stream_responses(servers, local, remote, rtype):
         a.pub(r1, b"still")
         a.wait_pong()
         mid = _sorted(b.wait_pong())
-        time.sleep(3.0)  # > 2 x the threshold without a response
+        time.sleep(5.0)  # > 2 x the threshold without a response
         a.pub(r1, b"too-late")
         a.wait_pong()
         late = _sorted(b.wait_pong())
@@ -1007,8 +1015,12 @@ def _js_across(kind, tmp_path):
         await js.add_consumer("ORDERS", durable_name="PUSH", deliver_subject="deliver.b",
                               ack_policy="explicit")
         await asyncio.wait_for(done.wait(), 10)
-        await asyncio.sleep(0.5)
+        # (m.ack() does not wait for the server; the acks are taken in turn)
+        deadline = time.time() + 10
         cinfo = await js.consumer_info("ORDERS", "PUSH")
+        while cinfo.num_ack_pending and time.time() < deadline:
+            await asyncio.sleep(0.05)
+            cinfo = await js.consumer_info("ORDERS", "PUSH")
         a = await _nc(url, "a")
         ajs = a.jetstream()
         ainfo = await ajs.stream_info("ORDERS")

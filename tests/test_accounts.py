@@ -157,6 +157,7 @@ def test_no_auth_user_in_an_account(tmp_path):
         await a1.publish("x", b"a")
         await anon.flush()
         await a1.flush()
+        await b1.flush()  # (its PONG follows anything delivered to it before)
         await asyncio.sleep(0.3)
         for nc in (anon, b1, a1):
             await nc.close()

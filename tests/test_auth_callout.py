@@ -160,7 +160,7 @@ def raw(data, quiet=1.5):
             c = Conversation(port)
             try:
                 c.send(data)
-                out = c.read_pongs(data.count(b"PING\r\n"), quiet=quiet)
+                out = c.read_pongs(data.count(b"PING\r\n"), quiet=quiet, info=True)
                 return out, c.closed
             finally:
                 c.close()

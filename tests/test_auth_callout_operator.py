@@ -202,7 +202,7 @@ def raw(data, quiet=1.5):
             c = Conversation(port)
             try:
                 c.send(data)
-                return c.read_pongs(data.count(b"PING\r\n"), quiet=quiet), c.closed
+                return c.read_pongs(data.count(b"PING\r\n"), quiet=quiet, info=True), c.closed
             finally:
                 c.close()
         return await asyncio.to_thread(talk)

@@ -392,6 +392,8 @@ def test_subscriptions_made_before_the_route_forms(kinds):
             try:
                 await asyncio.get_running_loop().run_in_executor(None, wait_mesh, [a, b])
                 nb = await nats.connect(b.url)
+                # (routez shows the route before the interest it carries is in)
+                await until_seen(nc, [nb])
                 await nb.publish("early.x", b"1")
                 await nb.publish("early.q", b"2")
                 await nb.flush()
@@ -431,6 +433,7 @@ def test_seed_killed_and_restarted_route_and_interest_come_back(kinds):
                 await asyncio.get_running_loop().run_in_executor(None, wait_mesh, [a2, b])
                 na = await nats.connect(a2.url)
                 # B's interest is back on A (sent again when the route formed).
+                await until_seen(nb, [na])
                 await na.publish("rs.x", b"after")
                 await na.flush()
                 assert (await sub.next_msg(10)).data == b"after"
@@ -692,7 +695,7 @@ def test_a_route_without_connect_urls_sends_clients_no_info():
         with ServerProcess(kind, node_args("lone")) as node:
             cli = Conversation(node.port)
             cli.send(b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')
-            got = cli.read_until(b"\r\n", quiet=1)
+            got = cli.read_pongs(1, quiet=1, info=True)  # the PONG and its INFO
             assert b"PONG\r\n" in got
             if b"PING\r\n" in got:
                 cli.send(b"PONG\r\n")  # (the server's RTT ping)

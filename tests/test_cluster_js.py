@@ -127,7 +127,7 @@ def _client(node, user=None, name="cliC"):
     cli.send(b'CONNECT {"verbose":false,"headers":true,"no_responders":true,"protocol":1,'
              b'"name":"%s","lang":"raw","version":"1.0"%s}\r\nSUB _INBOX.1 1\r\nSUB dlv.c 2\r\nPING\r\n'
              % (name.encode(), auth.encode()))
-    got = cli.read_until(b"\r\n", quiet=1)
+    got = cli.read_pongs(1, quiet=1, info=True)  # the PONG and its INFO
     assert b"PONG\r\n" in got
     if b"PING\r\n" in got:
         # (The server's RTT ping: answered, so later reads see only messages.)
@@ -188,7 +188,8 @@ def test_api_request_goes_through_sys_with_request_info_and_back(solo):
                    b"RMSG $SYS %s 5\r\nagain\r\n" % (replies[0], replies[1], replies[0]))
         back = _read_for(cli, lambda g: b"answer2\r\n" in g)
         back += cli.read_until(b"\r\n", quiet=1)
-        seen[kind] = ([_norm_request_info(h, kind) for h in hmsgs], back)
+        # (the servers' keepalive PING, 2 s after the connect, may come too)
+        seen[kind] = ([_norm_request_info(h, kind) for h in hmsgs], back.replace(b"PING\r\n", b""))
         route.close()
         cli.close()
     assert seen[NB] == seen[NS]
@@ -464,9 +465,9 @@ async def _scenario(url, spy_url):
         r4 = await kv.update("a", b"3", last=r2)
         e = await kv.get("a")
         out.append(("kv", r1, r2, r3, r4, e.key, e.value, e.revision, e.operation))
-        out.append(("kv-history", [(h.value, h.revision) for h in await kv.history("a")]))
+        out.append(("kv-history", [(h.value, h.revision) for h in await _kv_list(lambda: kv.history("a"))]))
         await kv.delete("b")
-        out.append(("kv-keys", sorted(await kv.keys())))
+        out.append(("kv-keys", sorted(await _kv_list(kv.keys))))
         w = await kv.watchall()
         seen = []
         async for entry in w:
@@ -504,6 +505,24 @@ def test_nats_py_jetstream_on_a_node_without_it_matches_nats_server(js_cluster):
     flat = dict((row[0], row[1:]) for row in nb)
     assert flat["flow-control-replies"] == (True,)
     assert flat["kv-keys"] == (["a"],)
+
+
+async def _kv_list(call, tries=3):
+    """``call()`` (kv.keys or kv.history), again after a NoKeysError.
+
+    nats-py reads a consumer info's num_pending of 0 with nothing received
+    yet as "no keys". On a node without JetStream the info's reply comes
+    over the route of the system account (the JS API is its service) and
+    the deliveries over the route of the client's account, so the reply can
+    overtake them (nats-server's routes alike: one connection per account
+    in a pool). Seen once in many runs, on a loaded machine."""
+    for attempt in range(tries):
+        try:
+            return await call()
+        except nats.js.errors.NoKeysError:
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def _fetch(psub, n, timeout=30):

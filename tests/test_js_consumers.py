@@ -530,9 +530,11 @@ def test_in_progress_holds_redelivery(srv):
         try:
             await js.add_stream(name="WP", subjects=["wp.>"])
             await js.publish("wp.x", b"slow")
-            psub = await js.pull_subscribe("wp.>", durable="WPC", config=ConsumerConfig(ack_wait=1))
+            psub = await js.pull_subscribe("wp.>", durable="WPC", config=ConsumerConfig(ack_wait=2))
             (m,) = await fetch_until(psub, 1)
-            for _ in range(6):  # 2.4 s of work, reporting progress every 0.4 s
+            # 3.2 s of work, over the ack wait of 2 s, reporting progress every
+            # 0.4 s: a stall of up to 1.6 s is not taken for a lapse
+            for _ in range(8):
                 await asyncio.sleep(0.4)
                 await m.in_progress()
             await nc.flush()

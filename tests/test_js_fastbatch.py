@@ -205,12 +205,14 @@ def run_script(kind, script):
             got.setdefault(m.subject, []).append(m.data.decode(errors="replace"))
             last[0] = loop.time()
 
-        async def quiet():
+        async def quiet(silence=0.25):
             # Every reply of the messages so far (nats-server sends them from
-            # the stream's own goroutine, natsbroker after its commit).
+            # the stream's own goroutine, natsbroker after its commit). A
+            # reply later than that still counts, unless it is after the last
+            # wait, which is the longer for it.
             await nc.flush()
             last[0] = loop.time()
-            while loop.time() - last[0] < 0.25:
+            while loop.time() - last[0] < silence:
                 await asyncio.sleep(0.05)
 
         await nc.subscribe("FB.>", cb=on_reply)
@@ -229,7 +231,7 @@ def run_script(kind, script):
                     await nc.publish(subject, body, reply=reply,
                                      headers=headers[0] if headers else None)
                     out.append(reply)
-            await quiet()
+            await quiet(1.5)
         finally:
             await nc.close()
         return [got.get(o, []) if o.startswith("FB.") else o for o in out]

@@ -192,26 +192,34 @@ def _frames(buf):
     return out
 
 
-def _exchange(port, script, settle=0.0):
+def _exchange(port, script, settle=0.0, want=0):
     """Send ``script`` (protocol bytes) on one connection, then PING; the
-    frames received before the PONG (everything, after ``settle`` seconds)."""
+    frames received before the PONG (everything, after ``settle`` seconds).
+    With ``want``: PING again until that many frames have come (a reply the
+    server sends in its own time), for up to 10 s."""
+    deadline = time.time() + 10
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         f = s.makefile("rb")
         f.readline()  # INFO
         s.sendall(_CONNECT + script)
         if settle:
             time.sleep(settle)
-        s.sendall(b"PING\r\n")
-        buf = b""
-        while not buf.endswith(b"PONG\r\n"):
-            line = f.readline()
-            assert line, buf
-            if line.startswith(b"INFO "):
-                continue
-            buf += line
-            if line.startswith((b"MSG ", b"HMSG ")):
-                buf += f.read(int(line.split()[-1]) + 2)
-        return _frames(buf[:-len(b"PONG\r\n")])
+        frames = []
+        while True:
+            s.sendall(b"PING\r\n")
+            buf = b""
+            while not buf.endswith(b"PONG\r\n"):
+                line = f.readline()
+                assert line, buf
+                if line.startswith(b"INFO "):
+                    continue
+                buf += line
+                if line.startswith((b"MSG ", b"HMSG ")):
+                    buf += f.read(int(line.split()[-1]) + 2)
+            frames += _frames(buf[:-len(b"PONG\r\n")])
+            if len(frames) >= want or time.time() > deadline:
+                return frames
+            time.sleep(0.05)
 
 
 def _both(conf_path, fn, args=()):
@@ -360,7 +368,11 @@ def test_jetstream_stream_captures_the_mapped_subject(tmp_path):
         ack = await js.publish("src.1", b"one")
         await nc.publish("src.2", b"two")
         await nc.flush()
-        await asyncio.sleep(0.2)
+        # (a plain publish is stored after the flush's PONG, in its own time)
+        for _ in range(200):
+            if (await js.stream_info("DEST")).state.messages >= 2:
+                break
+            await asyncio.sleep(0.05)
         msgs = [await js.get_msg("DEST", seq) for seq in (1, 2)]
         info = await js.stream_info("SRC")
         await nc.close()
@@ -375,7 +387,7 @@ def test_internal_publishes_are_mapped(tmp_path):
     # mapped reply subject), not what a consumer delivers to a pull request.
     conf = _conf(tmp_path, 'mappings { "inb.>": "zz.>" }\n')
     script = _sub("zz.>", "1") + _sub("inb.>", "2") + _pub("$JS.API.INFO", reply="inb.1")
-    for kind, frames in _both(conf, lambda s: _exchange(s.port, script, settle=0.5), ["-js"]).items():
+    for kind, frames in _both(conf, lambda s: _exchange(s.port, script, settle=0.5, want=1), ["-js"]).items():
         assert [(f[0], f[1]) for f in frames] == [("zz.1", "1")], (kind, frames)
         assert json.loads(frames[0][4])["type"] == "io.nats.jetstream.api.v1.account_info_response"
 

@@ -520,7 +520,7 @@ def test_requests_through_account_imports(ours, ref, user, acc):
             ("$SYS.REQ.SERVER.PING.VARZ", "")]
     results = {}
     for setup in (ours, ref):
-        info, connz, connz2, statz, varz = ask(setup, asks, user=user, wait=0.5)
+        info, connz, connz2, statz, varz = ask(setup, asks, user=user, wait=2.0)
         assert info["data"] == {"user": user, "account": acc, "account_name": acc}
         for doc in (connz, connz2):
             # The asking connection is one of them (a fresh one); a1/g the other.
@@ -560,27 +560,34 @@ async def _events(server):
         seen.append((m.subject, json.loads(m.data)))
     await sysnc.subscribe("$SYS.>", cb=on)
     await sysnc.flush()
+
+    async def until(events, seen=seen):
+        # One step's events in before the next step: nats-server's come from
+        # many goroutines, so steps that overlapped could swap theirs.
+        deadline = time.time() + 10
+        while len(seen) < events and time.time() < deadline:
+            await asyncio.sleep(0.02)
     a1 = await nats.connect(server.url, user="a1", password="p", name="a1name",
                             allow_reconnect=False)
-    await asyncio.sleep(0.2)  # (one event at a time: nats-server's come from many goroutines)
+    await until(3)
     g = await nats.connect(server.url, user="g", password="p", allow_reconnect=False)
+    await until(4)
     await a1.publish("x", b"12345")
     await a1.flush()
-    await asyncio.sleep(0.2)
     await a1.close()
-    await asyncio.sleep(0.3)
+    await until(7)
     await g.close()
-    await asyncio.sleep(0.3)
+    await until(8)
     # A failed login and a connection that never says CONNECT.
     bad = socket.create_connection(("127.0.0.1", server.port))
     bad.recv(4096)
     bad.sendall(connect_line("zz", name="bad", **{"pass": "x"}))
-    await asyncio.sleep(0.3)
+    await until(10)
     bad.close()
-    await asyncio.sleep(0.2)
     mute = socket.create_connection(("127.0.0.1", server.port))
     mute.recv(4096)
     mute.close()
+    await until(11)
     # A PING without a reply asks for a STATSZ broadcast.
     statsz = []
 
@@ -588,7 +595,8 @@ async def _events(server):
         statsz.append(json.loads(m.data))
     await sysnc.subscribe("$SYS.SERVER.*.STATSZ", cb=on_statsz)
     await sysnc.publish("$SYS.REQ.SERVER.PING", b"")
-    await asyncio.sleep(0.6)
+    await until(1, statsz)
+    await asyncio.sleep(0.2)  # (a second STATSZ would show here)
     await sysnc.close()
     return seen, statsz
 

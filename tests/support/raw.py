@@ -57,19 +57,34 @@ class Conversation:
         out, self.buf = self.buf, b""
         return out
 
-    def read_pongs(self, pings, quiet=2.0):
-        """Read until there is a PONG for each of ``pings`` PINGs, EOF or silence.
+    def read_pongs(self, pings, quiet=2.0, info=False, limit=10.0):
+        """Read until there is a PONG for each of ``pings`` PINGs, EOF or
+        ``quiet`` s of silence; with ``info``, until the INFO that confirms a
+        protocol-1 CONNECT after the first PONG has come too.
 
-        A PONG can arrive on its own before the rest of a reply (a server
-        answers a PING sent with a CONNECT held for an auth callout at once),
-        so ending at the first one that ends the buffer would cut the reply."""
-        out = self.read_until(b"PONG\r\n", quiet=quiet)
-        while out.count(b"PONG\r\n") < pings and not self.closed:
-            more = self.read_until(b"PONG\r\n", quiet=quiet)
-            if not more:
+        A PONG can arrive on its own before the rest of a reply: a server
+        answers a PING sent with a CONNECT held for an auth callout at once,
+        and nats-server writes the first PONG before it takes the lock under
+        which it queues that INFO. Ending at a PONG that ends the buffer
+        would cut the reply wherever the machine was busy."""
+        end = time.time() + limit
+        while time.time() < end and not self.closed:
+            if self._answered(pings, info):
                 break
-            out += more
+            if not self._recv(quiet):
+                break
+        out, self.buf = self.buf, b""
         return out
+
+    def _answered(self, pings, info):
+        buf = self.buf
+        if buf.count(b"PONG\r\n") < pings:
+            return False
+        if not info:
+            return buf.endswith(b"PONG\r\n")
+        after = buf.split(b"PONG\r\n", 1)[1]
+        return buf.endswith(b"\r\n") and any(
+            line.startswith(b"INFO ") for line in after.split(b"\r\n"))
 
     def close(self):
         self.sock.close()
