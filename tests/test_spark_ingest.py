@@ -769,12 +769,12 @@ def kill_run(proc):
             pass
     proc.wait(30)
     deadline = time.time() + 30
-    while any(os.path.exists("/proc/%d" % p) and not _zombie(p) for p in tree) \
-            and time.time() < deadline:
+    while not all(_gone(p) for p in tree) and time.time() < deadline:
         time.sleep(0.05)
 
 
-def _zombie(pid):
+def _gone(pid):
+    """No such process, or a zombie (dead, not yet reaped)."""
     fields = stat(pid)
     return fields is None or fields[0] == "Z"
 

@@ -48,14 +48,7 @@ class Conversation:
         nothing more is coming, so it is long enough for a CPU stall on a busy
         machine not to pass for silence.
         """
-        end = time.time() + limit
-        while time.time() < end and not self.closed:
-            if marker and self.buf.endswith(marker):
-                break
-            if not self._recv(quiet):
-                break
-        out, self.buf = self.buf, b""
-        return out
+        return self._read(lambda buf: marker and buf.endswith(marker), quiet, limit)
 
     def read_pongs(self, pings, quiet=2.0, info=False, limit=10.0):
         """Read until there is a PONG for each of ``pings`` PINGs, EOF or
@@ -67,22 +60,27 @@ class Conversation:
         and nats-server writes the first PONG before it takes the lock under
         which it queues that INFO. Ending at a PONG that ends the buffer
         would cut the reply wherever the machine was busy."""
+        return self._read(lambda buf: self._answered(buf, pings, info), quiet, limit)
+
+    def _read(self, done, quiet, limit):
+        """Read until ``done(buffer)``, EOF, ``quiet`` s of silence or ``limit``
+        s in all; what was read."""
         end = time.time() + limit
         while time.time() < end and not self.closed:
-            if self._answered(pings, info):
+            if done(self.buf):
                 break
             if not self._recv(quiet):
                 break
         out, self.buf = self.buf, b""
         return out
 
-    def _answered(self, pings, info):
-        buf = self.buf
+    @staticmethod
+    def _answered(buf, pings, info):
         if buf.count(b"PONG\r\n") < pings:
             return False
         if not info:
             return buf.endswith(b"PONG\r\n")
-        after = buf.split(b"PONG\r\n", 1)[1]
+        after = buf.partition(b"PONG\r\n")[2]
         return buf.endswith(b"\r\n") and any(
             line.startswith(b"INFO ") for line in after.split(b"\r\n"))
 
