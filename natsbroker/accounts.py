@@ -295,7 +295,9 @@ class Account:
     # -- internal pub/sub (the plugin API, in this account) ------------------
 
     def publish(self, subject, payload, reply=None, headers=None):
-        self.broker.internal_publishes += 1
+        broker = self.broker
+        broker.internal_publishes += 1
+        broker.route_request = False  # a response, an advisory: never a request
         subject = _b(subject)
         reply = _b(reply) if reply else None
         payload = _b(payload)
@@ -305,6 +307,27 @@ class Account:
             block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
             hdr_len, raw = len(block), block + payload
         return self.route(None, subject, reply, hdr_len, raw)
+
+    def request(self, subject, payload, reply=None, headers=None):
+        """An internal request to a server-side service (IBroker.request)."""
+        broker = self.broker
+        broker.internal_publishes += 1
+        subject = _b(subject)
+        payload = _b(payload)
+        if headers is None:
+            hdr_len, raw = 0, payload
+        else:
+            block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
+            hdr_len, raw = len(block), block + payload
+        broker.route_request = True
+        try:
+            return self.route(None, subject, _b(reply) if reply else None, hdr_len, raw)
+        finally:
+            broker.route_request = False
+
+    def serving_request(self):
+        broker = self.broker
+        return broker.route_source is not None or broker.route_request
 
     def deliver(self, dest, subject, payload, reply=None, headers=None):
         """Publish internally to the subscribers of ``dest``, with ``subject``
@@ -316,6 +339,7 @@ class Account:
         else:
             hdr_len, raw = len(headers), headers + payload
         self.broker.route_source = None
+        self.broker.route_request = False
         r = self._match_cache.get(dest)
         if r is None:
             r = self.sublist.match(dest)

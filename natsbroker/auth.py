@@ -105,6 +105,18 @@ class ResolvedPermissions:
             return True
         return bool(self._replies) and self._reply_allowed(subject)
 
+    def allows_publish(self, subject):
+        """Do the allow and deny lists let this client publish to ``subject``
+        (bytes)? Reply grants play no part (what a plugin acting for the
+        client asks: IClient.may_publish)."""
+        ok = self.pub_cache.get(subject)
+        if ok is None:
+            ok = _pub_allowed(self.pub_allow, self.pub_deny, subject)
+            if len(self.pub_cache) >= _CACHE_MAX:
+                self.pub_cache.clear()
+            self.pub_cache[subject] = ok
+        return ok
+
     def grant_response(self, reply):
         """A message with ``reply`` was delivered to this client
         (allow_responses). As nats-server: a fresh grant, or, while the

@@ -117,6 +117,8 @@ class Broker:
         self.shutting_down = False
         # The client whose message is being routed right now (None: internal).
         self.route_source = None
+        # True while an internal request() is routed (IBroker.serving_request).
+        self.route_request = False
         # Recently closed connections for /connz?state=closed (nats-server keeps 10k).
         self.closed_clients = collections.deque(maxlen=10000)
         # Where clients reach us; filled in by the server once listening.
@@ -153,6 +155,8 @@ class Broker:
         self.sublist = gacc.sublist
         self.mappings = gacc.mappings
         self.publish = gacc.publish
+        self.request = gacc.request
+        self.serving_request = gacc.serving_request
         self.deliver = gacc.deliver
         self.subscribe = gacc.subscribe
         self.unsubscribe = gacc.unsubscribe

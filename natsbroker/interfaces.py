@@ -93,6 +93,17 @@ class IClient(IMessageSink):
     verbose = Attribute("True when the client asked for ``+OK`` acknowledgements.")
     host = Attribute("Peer address.")
     port = Attribute("Peer port.")
+    account = Attribute("The client's account, an :class:`IBroker` acting in it.")
+
+    def may_publish(subject):
+        """Could this client publish to ``subject`` (bytes) itself? Its
+        permissions' allow and deny lists decide (a reply grant of
+        allow_responses is not used up, and does not count). A plugin
+        acting for the client (a server-side API) asks this before every
+        request it makes and every subject it publishes to for the client."""
+
+    def may_subscribe(subject, queue=None):
+        """Could this client subscribe to ``subject`` (in ``queue``) itself?"""
 
     def send(data):
         """Queue raw protocol bytes for this client (flushed once per turn)."""
@@ -148,7 +159,32 @@ class IBroker(Interface):
 
         ``headers`` is ``None``, a ready ``NATS/1.0`` block (bytes), or a
         mapping / list of ``(name, value)`` pairs.
+
+        Such a message is not a request (see :meth:`serving_request`): use
+        it for responses, events and deliveries; use :meth:`request` to ask
+        another server-side service for something.
         """
+
+    def request(subject, payload, reply=None, headers=None):
+        """Send a request to a server-side service (another plugin's API, such
+        as ``$JS.API``) as this server, answered on ``reply`` (an inbox the
+        plugin subscribed to). Like :meth:`publish`, but the services it
+        reaches see :meth:`serving_request` true.
+
+        A plugin acting for a client must first check that the client could
+        have made the request itself (:meth:`IClient.may_publish`): the
+        service trusts the server."""
+
+    def serving_request():
+        """Is the message being delivered right now a request a service may
+        act on? True for a message a client (or a route) published and for
+        :meth:`request`; false for :meth:`publish` and :meth:`deliver`.
+
+        A service answers only requests: a response, an advisory or a
+        consumer's delivery that lands on its subject (a client chose it as a
+        reply or deliver subject) is ignored, as nats-server's APIs ignore a
+        message without a client's identity. Without this check a client
+        could make the server publish to ``$JS.API.STREAM.DELETE.X`` for it."""
 
     def deliver(dest, subject, payload, reply=None, headers=None):
         """Publish to the subscribers of ``dest`` with ``subject`` on the MSG line

@@ -30,6 +30,16 @@ new chunks and leaves any existing object of that name untouched.
 
 It is an ordinary plugin: it talks to JetStream only with messages (the
 ``$JS.API`` and stream subjects), through ``IBroker``.
+
+It acts for the client that asked, never as the server: a request is served
+only if the client could have made the JetStream requests and publishes
+behind it itself (``IClient.may_publish`` on each), only for a client of the
+account the plugin serves, and a ``get`` delivers only to a subject the
+client may publish to, never to a ``$``-prefixed one (``$JS.API``, ``$SYS``,
+``$O``...). A refused request gets ``403``. What the server publishes here
+itself (a response or delivery whose subject a client chose) is ignored
+(``IBroker.serving_request``), and an upload's chunks are taken only from the
+connection that sent its meta.
 """
 
 import base64
@@ -41,7 +51,7 @@ import os
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.interfaces import IBrokerPlugin, IClient
 from natsbroker.plugin import PluginFactory
 from natsbroker.subjects import is_valid_literal_subject
 
@@ -87,8 +97,9 @@ def info_json(meta, mtime=None):
 
 
 class Upload:
-    def __init__(self, bucket, name, meta, reply):
+    def __init__(self, bucket, name, meta, reply, client):
         self.bucket = bucket
+        self.client = client  # the connection that sent the meta: only its chunks count
         self.name = name
         self.meta = meta
         self.nuid = meta["nonce"]
@@ -145,8 +156,8 @@ class ObjectStoreAPI:
     def _send(self, subject, payload, callback, headers=None):
         inbox = self._inbox + b"%d" % next(self._ids)
         self._waiters[inbox] = callback
-        self.broker.publish(subject.encode() if isinstance(subject, str) else subject,
-                            payload, reply=inbox, headers=headers)
+        self.broker.request(subject.encode() if isinstance(subject, str) else subject,
+                            payload, inbox, headers=headers)
         return inbox
 
     def _call(self, subject, body):
@@ -181,9 +192,33 @@ class ObjectStoreAPI:
         if "error" in resp:
             raise ObjError(404, "bucket not found")
 
+    # -- acting for a client -----------------------------------------------------
+
+    def _requester(self):
+        """The client whose request is being delivered, or None when it is
+        none of this account's clients: the server's own publish (a response
+        or delivery whose subject a client chose), or a request imported from
+        another account, which must not act here."""
+        source = self.broker.route_source
+        if source is None or not IClient.providedBy(source):
+            return None
+        account = getattr(self.broker, "global_account", self.broker)
+        return source if source.account is account else None
+
+    @staticmethod
+    def _require(client, *subjects):
+        """Refuse (403) unless ``client`` may publish to every subject: the
+        requests and publishes it would make to do this itself."""
+        for subject in subjects:
+            if not client.may_publish(subject.encode()):
+                raise ObjError(403, 'Permissions Violation for Publish to "%s"' % subject)
+
     # -- requests ---------------------------------------------------------------
 
     def _on_request(self, sub, subject, reply, hdr_len, raw):
+        if not self.broker.serving_request():
+            return  # the server's own publish, not a client's request
+        client = self._requester()
         tokens = subject.decode(errors="replace").split(".")
         bucket = tokens[1]
         body = raw[hdr_len:]
@@ -200,9 +235,12 @@ class ObjectStoreAPI:
         handler = {"info": self._info, "get": self._get, "delete": self._delete,
                    "list": self._list}.get(op)
         try:
+            if client is None:
+                raise ObjError(403, "requests are served only for the account's own clients")
             if handler is None:
                 raise ObjError(400, "unknown operation %r" % op)
-            out = handler(bucket, req, reply)
+            self._require(client, *_NEEDS[op](bucket, req))
+            out = handler(bucket, req, reply, client)
         except ObjError as e:
             out = e.to_json()
         if out is not None:
@@ -224,11 +262,11 @@ class ObjectStoreAPI:
             raise ObjError(404, "object not found")
         return meta, mtime
 
-    def _info(self, bucket, req, reply):
+    def _info(self, bucket, req, reply, client):
         meta, mtime = self._live(bucket, self._name(req))
         return info_json(meta, mtime)
 
-    def _list(self, bucket, req, reply):
+    def _list(self, bucket, req, reply, client):
         resp = self._call("$JS.API.STREAM.INFO.OBJ_%s" % bucket,
                           json.dumps({"subjects_filter": "$O.%s.M.>" % bucket}).encode())
         if resp is None or "error" in resp:
@@ -244,7 +282,7 @@ class ObjectStoreAPI:
             objects.append(info_json(meta, mtime))
         return {"bucket": bucket, "objects": objects}
 
-    def _delete(self, bucket, req, reply):
+    def _delete(self, bucket, req, reply, client):
         name = self._name(req)
         meta, _ = self._live(bucket, name)
         dead = dict(meta, deleted=True, size=0, chunks=0, digest="", mtime="")
@@ -263,11 +301,16 @@ class ObjectStoreAPI:
                    headers=b"NATS/1.0\r\nNats-Rollup: sub\r\n\r\n")
         return None
 
-    def _get(self, bucket, req, reply):
+    def _get(self, bucket, req, reply, client):
         name = self._name(req)
         dest = req.get("deliver_subject")
         if not isinstance(dest, str) or not is_valid_literal_subject(dest.encode()):
             raise ObjError(400, "deliver_subject required")
+        if dest.startswith("$"):
+            # The server's own namespaces ($JS.API, $SYS, $O...): never a
+            # place for an object's bytes, whoever asks.
+            raise ObjError(400, "invalid deliver_subject")
+        self._require(client, dest)
         meta, mtime = self._live(bucket, name)
         if meta.get("options", {}) and meta["options"].get("link"):
             raise ObjError(400, "object is a link")
@@ -304,11 +347,14 @@ class ObjectStoreAPI:
     # -- uploads -------------------------------------------------------------------
 
     def _on_upload_meta(self, sub, subject, reply, hdr_len, raw):
-        if self.broker.route_source is None:
-            return  # our own ObjectInfo announcements
+        if not self.broker.serving_request():
+            return  # our own ObjectInfo announcements, or a response sent here
+        client = self._requester()
         tokens = subject.decode(errors="replace").split(".", 3)
         bucket, obj = tokens[1], tokens[3]
         try:
+            if client is None:
+                raise ObjError(403, "requests are served only for the account's own clients")
             meta = json.loads(raw[hdr_len:])
             if not isinstance(meta, dict):
                 raise ValueError("meta must be a JSON object")
@@ -320,6 +366,9 @@ class ObjectStoreAPI:
             chunks = meta.get("chunks")
             if not isinstance(chunks, int) or chunks < 0:
                 raise ValueError("chunks must be a non-negative integer")
+            if not isinstance(name, str) or not name:
+                raise ValueError("name must be a non-empty string")
+            self._require(client, *_upload_needs(bucket, name, nonce))
             self._check_bucket(bucket)
             # A nonce names the chunks' subject: one already holding chunks
             # belongs to another object, which must not be overwritten.
@@ -334,7 +383,7 @@ class ObjectStoreAPI:
             self._respond(reply, e.to_json())
             return
         meta = dict(meta, name=name, nonce=nonce)
-        up = Upload(bucket, name, meta, reply)
+        up = Upload(bucket, name, meta, reply, client)
         key = (bucket, nonce)
         old = self._uploads.pop(key, None)
         if old is not None and old.timer is not None and old.timer.active():
@@ -345,10 +394,14 @@ class ObjectStoreAPI:
             self._finish(key, up)
 
     def _on_chunk(self, sub, subject, reply, hdr_len, raw):
+        if not self.broker.serving_request():
+            return  # the server's own publish (a response or delivery sent here)
         tokens = subject.decode(errors="replace").split(".")
         key = (tokens[1], tokens[3])
         up = self._uploads.get(key)
-        if up is None:
+        if up is None or up.client is not self.broker.route_source:
+            # Another connection's upload is as good as none: a nonce seen on
+            # the wire must not let anyone else write into that object.
             self._respond(reply, ObjError(404, "no upload in progress for this nonce").to_json())
             return
         data = raw[hdr_len:]
@@ -427,6 +480,30 @@ class ObjectStoreAPI:
             log.warn("object upload {b}/{n} abandoned after {t}s", b=up.bucket, n=up.name,
                      t=UPLOAD_TIMEOUT)
             self._fail(key, up, "upload timed out", up.reply)
+
+
+def _api(verb, bucket):
+    return "$JS.API.STREAM.%s.OBJ_%s" % (verb, bucket)
+
+
+def _upload_needs(bucket, name, nonce):
+    """What a client library publishes to store an object: the stream's info,
+    the chunks, the meta (a rollup), the old object's meta and chunks purged."""
+    return (_api("INFO", bucket), chunk_subject(bucket, nonce), meta_subject(bucket, name),
+            _api("MSG.GET", bucket), _api("PURGE", bucket))
+
+
+# What each request needs the client to be allowed to publish (the JetStream
+# requests a client library would make for it).
+_NEEDS = {
+    "info": lambda bucket, req: (_api("MSG.GET", bucket),),
+    "get": lambda bucket, req: (_api("MSG.GET", bucket),),
+    "list": lambda bucket, req: (_api("INFO", bucket), _api("MSG.GET", bucket)),
+    "delete": lambda bucket, req: (
+        _api("MSG.GET", bucket), _api("PURGE", bucket),
+        meta_subject(bucket, req["name"]) if isinstance(req.get("name"), str)
+        else _api("MSG.GET", bucket)),
+}
 
 
 objstore = PluginFactory("objstore", ObjectStoreAPI, order=20,

@@ -466,6 +466,8 @@ class SystemAccount:
 
     def _subscribe(self, acc, subject, handler):
         def callback(sub, subject, reply, hdr_len, raw):
+            if not acc.serving_request():
+                return  # the server's own publish (a response sent here), not a request
             handler(acc, subject.decode("utf-8", "replace"),
                     reply.decode("utf-8", "replace") if reply else "",
                     bytes(raw[:hdr_len]), bytes(raw[hdr_len:]))

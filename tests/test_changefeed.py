@@ -187,7 +187,7 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
         return n
     feed.writer.submit = lambda batch: (submitted.append(records(batch)), submit(batch))
     try:
-        broker.publish(b"$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}', reply=b"_r")
+        broker.request(b"$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["s"]}', reply=b"_r")
         for i in range(3):
             broker.publish(b"s", b"m%d" % i, reply=b"_r")
         # The turn's group commit has not run: nothing goes to the writer yet.

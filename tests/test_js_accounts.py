@@ -561,7 +561,7 @@ def _req(broker, clock, account, subject, body=b""):
     sub = acc.subscribe(b"_IN", lambda s, subj, reply, hl, raw: got.append(raw[hl:]))
     if not isinstance(body, bytes):
         body = json.dumps(body).encode()
-    acc.publish(subject, body, reply=b"_IN")
+    acc.request(subject, body, reply=b"_IN")
     clock.advance(0)
     clock.advance(0)
     acc.unsubscribe(sub)

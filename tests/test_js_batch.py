@@ -283,7 +283,7 @@ class Harness:
     def req(self, subject, body=b"", headers=None):
         self.n += 1
         reply = b"_R.%d" % self.n
-        self.broker.publish(subject, body, reply=reply, headers=headers)
+        self.broker.request(subject, body, reply=reply, headers=headers)
         self.clock.advance(0)
         return [d for s, d in self.replies if s == reply]
 

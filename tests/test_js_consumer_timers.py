@@ -155,7 +155,7 @@ class Harness:
 
     def pub(self, subject, data=b"", reply=None):
         self._ensure_sub(reply)
-        self.broker.publish(subject, data, reply=reply)
+        self.broker.request(subject, data, reply=reply)
         self.advance(0)
 
     def api(self, subject, body=b""):
@@ -163,7 +163,7 @@ class Harness:
             body = json.dumps(body).encode()
         self._api_n += 1
         reply = b"_R.api.%d" % self._api_n
-        self.broker.publish(subject, body, reply=reply)
+        self.broker.request(subject, body, reply=reply)
         self.advance(0)
         got = [f for f in self.frames if f.dest == b"_R.api.>" and f.subject == reply]
         assert len(got) == 1, (subject, got)
@@ -191,7 +191,7 @@ class Harness:
     def pull(self, stream, name, reply, **req):
         body = json.dumps(req).encode() if req else b""
         self._ensure_sub(reply)
-        self.broker.publish(b"$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream.encode(), name.encode()),
+        self.broker.request(b"$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (stream.encode(), name.encode()),
                             body, reply=reply)
         self.advance(0)
 

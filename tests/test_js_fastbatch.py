@@ -313,7 +313,7 @@ class Harness:
     def pub(self, subject, body, tail, headers=None):
         reply = ("FB." + tail).encode()
         n = len(self.replies)
-        self.broker.publish(subject, body, reply=reply, headers=headers)
+        self.broker.request(subject, body, reply=reply, headers=headers)
         self.clock.advance(0)
         return [d for s, d in self.replies[n:] if s == reply]
 
@@ -324,7 +324,7 @@ class Harness:
 @pytest.fixture
 def h(tmp_path):
     harness = Harness(tmp_path)
-    harness.broker.publish(b"$JS.API.STREAM.CREATE.F",
+    harness.broker.request(b"$JS.API.STREAM.CREATE.F",
                            b'{"name":"F","subjects":["f.>"],"allow_batched":true}')
     harness.clock.advance(0)
     yield harness

@@ -816,9 +816,9 @@ def test_ping_without_reply_broadcasts_and_resets_the_limit():
     broker, plugin, clock = make()
     got = collect(broker.system_account, "$SYS.SERVER.*.STATSZ", clock)
     run_for(clock, 0.3)  # the 0.25 s one
-    broker.system_account.publish("$SYS.REQ.SERVER.PING", b"")
+    broker.system_account.request("$SYS.REQ.SERVER.PING", b"")
     assert [round(t, 2) for t, _, _ in got] == [0.25, 0.3]
-    broker.system_account.publish("$SYS.REQ.SERVER.PING", b"")
+    broker.system_account.request("$SYS.REQ.SERVER.PING", b"")
     assert len(got) == 3
 
 
@@ -893,11 +893,11 @@ def test_requests_in_process():
     broker, plugin, clock = make()
     sys_acc = broker.system_account
     got = collect(sys_acc, "reply.>", clock)
-    sys_acc.publish("$SYS.REQ.SERVER.PING.IDZ", b"", reply="reply.1")
-    sys_acc.publish("$SYS.REQ.ACCOUNT.A.INFO", b"", reply="reply.2")
-    sys_acc.publish("$SYS.REQ.SERVER.PING.CONNZ", b'{"auth":1}', reply="reply.3")
-    sys_acc.publish("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name":"nope"}', reply="reply.4")
-    sys_acc.publish("$SYS.REQ.SERVER.%s.VARZ" % broker.server_id,
+    sys_acc.request("$SYS.REQ.SERVER.PING.IDZ", b"", reply="reply.1")
+    sys_acc.request("$SYS.REQ.ACCOUNT.A.INFO", b"", reply="reply.2")
+    sys_acc.request("$SYS.REQ.SERVER.PING.CONNZ", b'{"auth":1}', reply="reply.3")
+    sys_acc.request("$SYS.REQ.SERVER.PING.VARZ", b'{"server_name":"nope"}', reply="reply.4")
+    sys_acc.request("$SYS.REQ.SERVER.%s.VARZ" % broker.server_id,
                     b'{"server_name":"%s"}' % broker.server_id[:4].encode(), reply="reply.5")
     answers = {s: m for _, s, m in got}
     assert answers["reply.1"] == {"name": broker.server_name, "host": broker.host,

@@ -672,6 +672,14 @@ class ClientProtocol(protocol.Protocol):
             prefix += ' - "%s/token"' % acc
         return prefix
 
+    def may_publish(self, subject):
+        perms = self.permissions
+        return perms is None or perms.allows_publish(subject)
+
+    def may_subscribe(self, subject, queue=None):
+        perms = self.permissions
+        return perms is None or perms.can_subscribe(subject, queue)
+
     def permission_violation(self, subject, sid=None, queue=None):
         """Refuse a publish (``sid`` None) or a subscription to ``subject``
         as nats-server does: the -ERR to the client and an ERR log line

@@ -1300,7 +1300,8 @@ class Consumer:
             msg = store.load_next(msg.seq + 1)
 
     def _on_reset(self, sub, subject, reply, hdr_len, raw):
-        if reply:
+        # An API request: a server's own publish here is none (IBroker.serving_request).
+        if reply and self.broker.serving_request():
             consumer_api.consumer_reset(self.js, self, reply, raw[hdr_len:], raw[:hdr_len])
 
     # -- advisories ----------------------------------------------------------------------------

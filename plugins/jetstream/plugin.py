@@ -200,7 +200,7 @@ class JetStreamAccount:
         self.sourcing = Sourcing(self)  # mirrors and sources
         self.sourcing.start()
         for p in self._api_prefixes():
-            self._api_subs.append(self.broker.subscribe(p + b">", self._on_api))
+            self._api_subs.append(self.broker.subscribe(p + b">", self._on_api_request))
 
     def stop(self):
         snapshot.stop(self)
@@ -559,6 +559,15 @@ class JetStreamAccount:
     def respond(self, reply, value):
         if reply:
             self.broker.publish(reply, gojson.go_json_dumps(value).encode())
+
+    def _on_api_request(self, sub, subject, reply, hdr_len, raw):
+        # Only a client's request (or a plugin's IBroker.request) is served:
+        # a response or delivery the server itself published here, because a
+        # client named this subject as its reply or deliver subject, would
+        # otherwise act with the server's authority (nats-server's API
+        # ignores a message that carries no client's identity).
+        if self.broker.serving_request():
+            self._on_api(sub, subject, reply, hdr_len, raw)
 
     # -- streams -------------------------------------------------------------------
 
