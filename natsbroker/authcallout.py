@@ -544,6 +544,7 @@ class PendingCallout:
         juser.account = target
         juser.log_tag = "%s/%s/jwt:%s" % (target.account.name, target.name_tag, user.subject)
         juser.valid_for = valid_for
+        juser.bearer = False  # (the service vouched for it; its JWT is forgotten)
         # (nats-server applies only the account's limits: the user JWT it
         # decodes for its own is the one just forgotten.)
         juser.claims_limits = {"subs": C.NO_LIMIT, "payload": C.NO_LIMIT}
