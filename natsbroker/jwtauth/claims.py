@@ -427,19 +427,34 @@ class AccountClaims(Claims):
         imports = nats.get("imports") or []
         validate_exports(exports, vr)
         validate_imports(imports, self.subject, vr)
-        n_imports = limits.get("imports", NO_LIMIT)
-        if n_imports is not None and n_imports != NO_LIMIT and len(imports) > n_imports and limits:
+        # jwt.Account.Validate's limit checks, an absent limit being Go's
+        # zero (no imports, no exports), not unlimited: an account JWT that
+        # imports or exports must say how many it may.
+        n_imports = int(limits.get("imports") or 0)
+        n_exports = int(limits.get("exports") or 0)
+        if not _limits_empty(limits) and n_imports >= 0 and len(imports) > n_imports:
             vr.add_error("the account contains more imports than allowed by the operator")
-        n_exports = limits.get("exports", NO_LIMIT)
-        if n_exports is not None and n_exports != NO_LIMIT and limits:
+        if n_imports != NO_LIMIT and len(imports) > n_imports:
+            vr.add_error("the account contains more imports than allowed by the operator")
+        if n_exports != NO_LIMIT:
             if len(exports) > n_exports:
                 vr.add_error("the account contains more exports than allowed by the operator")
+            if not limits.get("wildcards"):
+                for e in exports:
+                    if isinstance(e, dict) and _has_wildcards(e.get("subject") or ""):
+                        vr.add_error("the account contains wildcard exports that are not "
+                                     "allowed by the operator")
         for key, scope in self.signing_keys().items():
             if scope is None:
                 if not is_public_key(key, "A"):
                     vr.add_error("%s is not a valid account signing key" % json.dumps(key))
             elif not is_public_key(key, "A"):
                 vr.add_error("%s is not an account public key" % key)
+
+
+def _limits_empty(limits):
+    """jwt.OperatorLimits.IsEmpty: every limit 0 or false, no tiers."""
+    return not any(v for k, v in limits.items() if k in _OPERATOR_LIMITS or k == "tiered_limits")
 
 
 class ActivationClaims(Claims):
