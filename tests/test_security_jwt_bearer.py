@@ -14,7 +14,9 @@ Differential: both servers run the same MEMORY-resolver operator config
 with -D; each login is a raw CONNECT, with and without a nonce signature,
 for the account's own key, a plain signing key and scoped keys with and
 without a bearer template, in an account that forbids bearer tokens and
-one that does not. Same reply, same close, same debug reason.
+one that does not. Same reply, same close, same debug reason. A scoped
+key's template's ``allowed_connection_types`` had the same flaw (only the
+user JWT's own, always empty, were checked) and is covered here too.
 """
 
 import re
@@ -33,11 +35,13 @@ _REASON = re.compile(r"\[(?:DBG|ERR)\] 127\.0\.0\.1:\d+ - cid:\d+ - ((?!Client c
                      r"error|\"|Authenticated JWT|Slow)[^\n]*)")
 
 
-def _scope(kp, bearer):
+def _scope(kp, bearer, types=None):
     template = {"pub": {"allow": [">"]}, "sub": {"allow": [">"]}, "subs": -1, "data": -1,
                 "payload": -1}
     if bearer:
         template["bearer_token"] = True
+    if types:
+        template["allowed_connection_types"] = types
     return {"kind": "user_scope", "key": P(kp), "role": "r", "template": template}
 
 
@@ -56,11 +60,15 @@ class Keys:
         self.scoped_bearer = C.new_keypair("A")
         self.scoped_plain = C.new_keypair("A")
         self.ok_bearer = C.new_keypair("A")
+        self.ws_only = C.new_keypair("A")  # OK's scoped key for WEBSOCKET only
+        self.tcp_only = C.new_keypair("A")  # and one for STANDARD only
         self.operator_jwt = C.encode(C.OPERATOR, P(self.op), self.op, name="OP",
                                      nats={"system_account": P(self.sys)})
         self.sys_jwt = self.account(self.sys, "SYS")
         self.nb_jwt = self.nb_account()
-        self.ok_jwt = self.account(self.ok, "OK", signing_keys=[_scope(self.ok_bearer, True)])
+        self.ok_jwt = self.account(self.ok, "OK", signing_keys=[
+            _scope(self.ok_bearer, True), _scope(self.ws_only, False, ["WEBSOCKET"]),
+            _scope(self.tcp_only, False, ["STANDARD"])])
 
     def account(self, kp, name, **extra):
         return C.encode(C.ACCOUNT, P(kp), self.op, name=name, nats=C.account_nats(**extra))
@@ -128,6 +136,9 @@ def _cases(keys):
         "bearer allowed, scoped bearer template": unsigned(k.user(k.ok, k.ok_bearer, scoped=True)),
         "bearer allowed, scoped bearer template, bearer JWT": unsigned(
             k.user(k.ok, k.ok_bearer, scoped=True, bearer_token=True)),
+        # The template's connection types hold as its bearer flag does.
+        "scoped websocket-only template over TCP": k.user(k.ok, k.ws_only, scoped=True),
+        "scoped standard-only template over TCP": k.user(k.ok, k.tcp_only, scoped=True),
     }
 
 
@@ -161,12 +172,14 @@ def test_bearer_logins_match_nats_server(servers, keys):
     for name in ("scoped bearer template, no signature", "scoped bearer template, signed",
                  "plain signing key, bearer JWT", "plain signing key, bearer JWT, signed",
                  "account key, bearer JWT", "scoped plain template, bearer JWT",
-                 "scoped plain template, no signature"):
+                 "scoped plain template, no signature", "scoped websocket-only template over TCP"):
         assert g[name] == refused, name
-    for name in ("scoped plain template, signed", "bearer allowed, scoped bearer template"):
+    for name in ("scoped plain template, signed", "bearer allowed, scoped bearer template",
+                 "scoped standard-only template over TCP"):
         assert g[name] == (b"PONG", False), name
     assert reasons["natsbroker"].count("Account does not allow bearer tokens") == 5
     assert "Signature missing" in reasons["natsbroker"]
+    assert "Connection type not allowed" in reasons["natsbroker"]
     assert ("User JWT is not valid: scoped users require no permissions or limits set"
             in reasons["natsbroker"])
 
