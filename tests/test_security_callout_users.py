@@ -15,6 +15,7 @@ anyone else to APP); raw CONNECTs, the reply, the close and how many
 requests the service saw.
 """
 
+import asyncio
 import json
 
 import nkeys
@@ -87,8 +88,6 @@ def allowed_servers(keys, tmp_path_factory):
 def nkey_login(seed):
     """A raw nkey login (the INFO nonce signed): ``(reply, closed)``."""
     async def client(port):
-        import asyncio
-
         def talk():
             c = Conversation(port)
             try:
