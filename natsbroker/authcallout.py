@@ -132,11 +132,16 @@ class CalloutPolicy:
         self.auth_users = frozenset(self.callout.auth_users)
 
     def wanted(self, opts, ok, account):
-        """As nats-server: a client logged in to an account of its own is
-        in; one of the ``auth_users`` is decided by its own login; anyone
-        else (a failed login, a user of ``$G``) is the service's to decide."""
+        """As nats-server (processClientOrLeafAuthentication's deferred
+        check): one of the ``auth_users`` is decided by its own login; so
+        is a user of an account of its own that ``allowed_accounts`` leaves
+        out; anyone else (a failed login, a user of ``$G``, a user of any
+        account when ``allowed_accounts`` is empty, or of one it lists) is
+        the service's to decide, whatever its password said."""
         if ok and account not in (None, GLOBAL_ACCOUNT):
-            return False
+            allowed = self.callout.allowed_accounts
+            if allowed and account not in allowed:
+                return False
         return raw_auth_user(opts, self.config.no_auth_user) not in self.auth_users
 
     def admitted(self, perms, account):
@@ -544,6 +549,7 @@ class PendingCallout:
         juser.account = target
         juser.log_tag = "%s/%s/jwt:%s" % (target.account.name, target.name_tag, user.subject)
         juser.valid_for = valid_for
+        juser.bearer = False  # (the service vouched for it; its JWT is forgotten)
         # (nats-server applies only the account's limits: the user JWT it
         # decodes for its own is the one just forgotten.)
         juser.claims_limits = {"subs": C.NO_LIMIT, "payload": C.NO_LIMIT}

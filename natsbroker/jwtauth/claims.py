@@ -427,19 +427,34 @@ class AccountClaims(Claims):
         imports = nats.get("imports") or []
         validate_exports(exports, vr)
         validate_imports(imports, self.subject, vr)
-        n_imports = limits.get("imports", NO_LIMIT)
-        if n_imports is not None and n_imports != NO_LIMIT and len(imports) > n_imports and limits:
+        # jwt.Account.Validate's limit checks, an absent limit being Go's
+        # zero (no imports, no exports), not unlimited: an account JWT that
+        # imports or exports must say how many it may.
+        n_imports = int(limits.get("imports") or 0)
+        n_exports = int(limits.get("exports") or 0)
+        if not _limits_empty(limits) and n_imports >= 0 and len(imports) > n_imports:
             vr.add_error("the account contains more imports than allowed by the operator")
-        n_exports = limits.get("exports", NO_LIMIT)
-        if n_exports is not None and n_exports != NO_LIMIT and limits:
+        if n_imports != NO_LIMIT and len(imports) > n_imports:
+            vr.add_error("the account contains more imports than allowed by the operator")
+        if n_exports != NO_LIMIT:
             if len(exports) > n_exports:
                 vr.add_error("the account contains more exports than allowed by the operator")
+            if not limits.get("wildcards"):
+                for e in exports:
+                    if isinstance(e, dict) and _has_wildcards(e.get("subject") or ""):
+                        vr.add_error("the account contains wildcard exports that are not "
+                                     "allowed by the operator")
         for key, scope in self.signing_keys().items():
             if scope is None:
                 if not is_public_key(key, "A"):
                     vr.add_error("%s is not a valid account signing key" % json.dumps(key))
             elif not is_public_key(key, "A"):
                 vr.add_error("%s is not an account public key" % key)
+
+
+def _limits_empty(limits):
+    """jwt.OperatorLimits.IsEmpty: every limit 0 or false, no tiers."""
+    return not any(v for k, v in limits.items() if k in _OPERATOR_LIMITS or k == "tiered_limits")
 
 
 class ActivationClaims(Claims):
@@ -884,16 +899,99 @@ def _load(data, token):
         return -1, GenericClaims(payload, version, token)
     cls, spec, struct = entry
     if version == 1:
-        # A v1 JWT keeps its claims at the top level; read them as v2.
-        moved = dict(payload.get("nats") or {})
-        for k in ("tags", "type", "issuer_account"):
-            if k in payload and k not in moved:
-                moved[k] = payload[k]
-        payload = dict(payload, nats=moved)
+        payload = _migrate_v1(kind, payload)
     elif version != 2:
         raise JWTError("library supports version %d or less - received %d" % (LIB_VERSION, version))
     _Schema(struct).check(payload, spec, [])
     return version, cls(payload, version, token)
+
+
+# -- v1 claims, as jwt v2 migrates them ----------------------------------------------------
+#
+# A v1 JWT (a top-level "type", no "nats.version": what nsc wrote before
+# NATS 2.2, and what many fixtures still carry) keeps "type", "tags" and
+# "issuer_account" at the top level and fewer claims under "nats". jwt v2's
+# loadUser/loadAccount/loadOperator/loadActivation read it into their v1
+# structs and migrate it: only the claims v1 had survive (anything else
+# under "nats" is ignored), and what v1 left out means what the v1 struct's
+# preset says, not v2's zero value. A v1 user that says nothing of its
+# limits is unlimited (v2's zero would be no subscriptions at all).
+
+_V1_USER_KEYS = ("pub", "sub", "resp", "src", "times", "times_location", "subs", "data",
+                 "payload", "bearer_token")
+# (loadUser: v1a.Limits = NatsLimits{NoLimit, NoLimit, NoLimit} before Unmarshal.)
+_V1_USER_PRESET = {"subs": NO_LIMIT, "data": NO_LIMIT, "payload": NO_LIMIT}
+_V1_ACCOUNT_KEYS = ("imports", "exports", "limits", "signing_keys", "revocations")
+# (v1NatsAccount.Limits: NatsLimits and AccountLimits; JetStream limits are
+# zeroed by the migration: v1 accounts have no JetStream.)
+_V1_ACCOUNT_LIMITS = ("subs", "data", "payload", "imports", "exports", "wildcards",
+                      "disallow_bearer", "conn", "leaf")
+_V1_OPERATOR_KEYS = ("signing_keys", "account_server_url", "operator_service_urls",
+                     "system_account")
+
+
+def _migrate_v1(kind, payload):
+    """The payload of a v1 JWT of ``kind`` as jwt v2 sees it once migrated
+    (v2's layout, ``nats.version`` still 1)."""
+    old = payload.get("nats") or {}
+    if kind == USER:
+        _Schema("v1UserClaims").check(payload, {"nats": {"max": _S.INT}}, [])
+        nats = {k: old[k] for k in _V1_USER_KEYS if old.get(k) is not None}
+        for k, v in _V1_USER_PRESET.items():
+            nats.setdefault(k, v)
+        moved = ("type", "tags", "issuer_account")
+    elif kind == ACCOUNT:
+        keys = old.get("signing_keys")
+        if isinstance(keys, list):
+            for v in keys:
+                if v is not None and not isinstance(v, str):
+                    raise JWTError("json: cannot unmarshal %s into Go struct field "
+                                   "v1AccountClaims.nats.signing_keys of type string" % _json_kind(v))
+        nats = {k: old[k] for k in _V1_ACCOUNT_KEYS if old.get(k) is not None}
+        limits = nats.get("limits")
+        if isinstance(limits, dict):
+            nats["limits"] = {k: limits[k] for k in _V1_ACCOUNT_LIMITS if k in limits}
+        moved = ("type", "tags")
+    elif kind == OPERATOR:
+        nats = {k: old[k] for k in _V1_OPERATOR_KEYS if old.get(k) is not None}
+        moved = ("type", "tags")
+    else:  # ACTIVATION: v1's "nats.type" is the import's kind
+        _Schema("v1ActivationClaims").check(payload, {"nats": {"type": _S.STR, "max": _S.INT,
+                                                                "payload": _S.INT, "src": _S.STR,
+                                                                "times": [_TIME_RANGE]}}, [])
+        nats = {}
+        if old.get("subject") is not None:
+            nats["subject"] = old["subject"]
+        if old.get("type"):
+            nats["kind"] = old["type"]
+        moved = ("type", "tags", "issuer_account")
+    for k in moved:
+        if payload.get(k) is not None:
+            nats[k] = payload[k]
+    nats["version"] = 1
+    return dict(payload, nats=nats)
+
+
+def encode_v1(kind, subject, signer, nats=None, name="", expires=0, issued_at=None, tags=None,
+              issuer_account=""):
+    """A v1 JWT, as jwt v1 (nsc before NATS 2.2) encoded one: header
+    ``{"typ":"jwt","alg":"ed25519"}``, ``type``, ``tags`` and (users)
+    ``issuer_account`` at the top level, ``nats`` without type or version,
+    the signature over the payload alone. For tests and fixtures."""
+    issuer = public_key_of(signer)
+    data = {"exp": expires, "jti": "", "iat": int(time.time()) if issued_at is None else issued_at,
+            "iss": issuer, "name": name, "sub": subject, "tags": tags or None, "type": kind}
+    data = {k: v for k, v in data.items() if v}
+    digest = hashlib.new("sha512_256", json.dumps(data, separators=(",", ":")).encode()).digest()
+    data["jti"] = base64.b32encode(digest).rstrip(b"=").decode()
+    order = ("aud", "exp", "jti", "iat", "iss", "name", "nbf", "sub", "tags", "type")
+    ordered = {k: data[k] for k in order if k in data}
+    ordered["nats"] = dict(nats or {})
+    if issuer_account:
+        ordered["issuer_account"] = issuer_account
+    header = _b64encode(json.dumps({"typ": "jwt", "alg": _ALGORITHM_V1}, separators=(",", ":")).encode())
+    payload = _b64encode(json.dumps(ordered, separators=(",", ":")).encode())
+    return "%s.%s.%s" % (header, payload, _b64encode(signer.sign(payload.encode())))
 
 
 def _decode_kind(token, cls, what):

@@ -46,9 +46,11 @@ class OperatorError(Exception):
 
 class JwtUser(str):
     """The identity of a client logged in with a user JWT: its public key.
-    ``log_tag`` is nats-server's ``"<account>/<account name>/jwt:<user>"``."""
+    ``log_tag`` is nats-server's ``"<account>/<account name>/jwt:<user>"``;
+    ``bearer``: it logged in without signing the nonce (its JWT's own
+    ``bearer_token``, or its scoped signing key's template's)."""
 
-    __slots__ = ("claims", "account", "log_tag", "valid_for", "claims_limits")
+    __slots__ = ("claims", "account", "log_tag", "valid_for", "claims_limits", "bearer")
 
 
 # -- start-up checks ---------------------------------------------------------------
@@ -812,7 +814,10 @@ class OperatorMode:
             if not (revocations or jacc.disallow_bearer):
                 continue
             juc = user.claims
-            if juc.bearer_token and jacc.disallow_bearer:
+            # (The login's bearer flag, a scope's included: nats-server
+            # re-reads only the JWT's own, so keeps a scoped bearer user the
+            # account now forbids; a leaked JWT must not outlive that here.)
+            if getattr(user, "bearer", False) and jacc.disallow_bearer:
                 log.debug("{prefix} - Bearer User JWT not allowed", prefix=client.log_prefix())
                 client.send_err("Authorization Violation", close=True,
                                 reason="Authentication Failure")
@@ -895,18 +900,6 @@ class OperatorMode:
             debug("User JWT no longer valid: %s" % vr)
             return refused
         nats = juc.nats
-        types = nats.get("allowed_connection_types")
-        if types:
-            known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
-            unknown = [t for t in types if t.upper() not in CONNECTION_TYPES]
-            if unknown:
-                debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
-                if not known:
-                    return refused
-            kind = "WEBSOCKET" if getattr(client, "websocket", None) is not None else "STANDARD"
-            if kind not in known:
-                debug("Connection type not allowed")
-                return refused
         issuer = juc.issuer_account or juc.issuer
         if self.pinned and issuer not in self.pinned:
             debug("Account %s not listed as operator pinned account" % issuer)
@@ -943,11 +936,32 @@ class OperatorMode:
         if jacc.expired():
             debug("Account JWT has expired")
             return refused
-        bearer = bool(limits.get("bearer_token")) if scope is not None else juc.bearer_token
-        if juc.bearer_token and jacc.disallow_bearer:
+        # The bearer flag that counts is the one the login goes by: for a
+        # scoped signing key its template's (the user JWT may set none), as
+        # nats-server replaces the JWT's UserPermissionLimits by the template
+        # before both checks. (Reading the JWT's own flag here let a scope
+        # with "bearer_token": true skip the signature where the account
+        # disallows bearer tokens.)
+        bearer = bool(limits.get("bearer_token"))
+        if bearer and jacc.disallow_bearer:
             debug("Account does not allow bearer tokens")
             return refused
-        if not bearer and not juc.bearer_token:
+        # Connection types after the scope, as nats-server checks them: a
+        # scoped user's come from its signing key's template (its own JWT
+        # may set none, so checking only the JWT's let any type in).
+        types = limits.get("allowed_connection_types")
+        if types:
+            known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
+            unknown = [t for t in types if t.upper() not in CONNECTION_TYPES]
+            if unknown:
+                debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
+                if not known:
+                    return refused
+            kind = "WEBSOCKET" if getattr(client, "websocket", None) is not None else "STANDARD"
+            if kind not in known:
+                debug("Connection type not allowed")
+                return refused
+        if not bearer:
             why = _check_sig(juc.subject, opts.sig, nonce)
             if why is not None:
                 debug(why)
@@ -971,6 +985,7 @@ class OperatorMode:
         user.account = jacc
         user.log_tag = "%s/%s/jwt:%s" % (jacc.account.name, jacc.name_tag, juc.subject)
         user.valid_for = valid_for
+        user.bearer = bearer
         user_limits = {k: limits.get(k, 0) for k in ("subs", "payload")}
         user.claims_limits = user_limits
         return authcallout.operator_login(client, opts, jacc, juc, (True, user, perms, jacc.account.name))
