@@ -621,7 +621,7 @@ class ClientProtocol(protocol.Protocol):
         """With auth on, the first op must be CONNECT, as nats-server's parser
         decides from the very first byte; a configured no_auth_user lets a
         telnet-style client in without one. Returns True to go on."""
-        ok, user, perms, account = self.auth.authenticate(ConnectOptions())
+        ok, user, perms, account = self.auth.authenticate(ConnectOptions(), client=self)
         # (An nkey no_auth_user needs a CONNECT, as in nats-server.)
         if ok and self.broker.config.no_auth_user and not isinstance(user, NkeyName):
             self.user, self.permissions = user, perms
