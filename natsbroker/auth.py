@@ -6,14 +6,18 @@ else is compared in constant time. Nkey users sign their INFO nonce
 """
 
 import hmac
+import json
 import time
 
 import bcrypt
+from twisted.logger import Logger
 
 from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.config import Permission, Permissions, ResponsePermission
 from natsbroker.nkey import check_signature
 from natsbroker.subjects import is_literal
+
+log = Logger()
 
 
 class NkeyName(str):
@@ -354,19 +358,22 @@ class Authenticator:
                 return _REFUSED
             ok, user, perms, account = operator.authenticate(opts, nonce, client, note)
             return ok, user, _resolve(perms), account
+        kind = connection_type(client)
         if self.callout is not None:
-            ok, user, perms, account = self._authenticate(opts, tls_names, nonce, note)
+            ok, user, perms, account = self._authenticate(opts, tls_names, nonce, note, kind)
             if ok:
                 perms = self.callout.admitted(perms, account)
             return ok, user, perms, account
-        return self._authenticate(opts, tls_names, nonce, note)
+        return self._authenticate(opts, tls_names, nonce, note, kind)
 
     def wants_callout(self, opts, result):
         """Must the auth service decide this CONNECT, whatever ``result``
         (what :meth:`authenticate` said of it) is?"""
         return self.callout is not None and self.callout.wanted(opts, result[0], result[3])
 
-    def _authenticate(self, opts, tls_names, nonce, note):
+    def _authenticate(self, opts, tls_names, nonce, note, kind):
+        # ``kind``: the connection's type (CONNECTION_TYPES); a user whose
+        # allowed_connection_types leave it out is refused, as nats-server.
         a = self.config.authorization
         if self._nkeys:
             nk = opts.nkey
@@ -375,13 +382,9 @@ class Authenticator:
                     opts.user or opts.password or opts.auth_token):
                 nk = no_auth
             if nk:
-                return self._nkey_user(nk, opts.sig, nonce, nk == no_auth, note)
+                return self._nkey_user(nk, opts.sig, nonce, nk == no_auth, note, kind)
         if tls_names is not None:
-            for name in tls_names:
-                found = self._users.get(name)
-                if found is not None:
-                    return True, name, _resolve(found[0].permissions), found[1]
-            return _REFUSED
+            return self._tls_mapped_user(opts, tls_names, kind)
         if not self.required:
             return True, None, None, GLOBAL_ACCOUNT
         if a.token:
@@ -399,13 +402,36 @@ class Authenticator:
             # is the no_auth_user.
             name = self.config.no_auth_user
             found = self._users.get(name)
-            if found is not None:
+            if found is not None and type_allowed(found[0], kind):
                 return True, name, _resolve(found[0].permissions), found[1]
             return _REFUSED
         found = self._users.get(name)
-        if found is not None and _password_ok(found[0].password, opts.password):
+        if found is not None and type_allowed(found[0], kind) and _password_ok(
+                found[0].password, opts.password):
             return True, name, _resolve(found[0].permissions), found[1]
         return _REFUSED
+
+    def _tls_mapped_user(self, opts, tls_names, kind):
+        """verify_and_map: the first name of the certificate that is a
+        user's is the identity, whatever CONNECT says. As nats-server, the
+        connection's user name becomes that user's (logs, events, /connz,
+        $SYS.REQ.USER.INFO name it, never the CONNECT's), and the CONNECT's
+        password must still be that user's (none for a user without one).
+        A user not allowed on this kind of connection is no candidate."""
+        for name in tls_names:
+            found = self._users.get(name)
+            if found is not None and type_allowed(found[0], kind):
+                break
+        else:
+            return _REFUSED
+        user, account = found
+        if opts.user:
+            log.warn("User {user} found in connect proto, but user required from cert",
+                     user=_go_quote(opts.user))
+        opts.user = name
+        if not _password_ok(user.password or None, opts.password):
+            return _REFUSED
+        return True, name, _resolve(user.permissions), account
 
     def admit(self, client):
         """After a successful login: what the identity still asks of the
@@ -417,9 +443,9 @@ class Authenticator:
             return True
         return operator.admit(client)
 
-    def _nkey_user(self, nk, sig, nonce, is_no_auth_user, note):
+    def _nkey_user(self, nk, sig, nonce, is_no_auth_user, note, kind):
         found = self._nkeys.get(nk)
-        if found is None:
+        if found is None or not type_allowed(found[0], kind):
             return _REFUSED
         u, account = found
         # As nats-server 2.15: the no_auth_user's nkey is taken unsigned.
@@ -435,6 +461,20 @@ class Authenticator:
 _REFUSED = (False, None, None, None)
 
 
+def connection_type(client):
+    """nats-server's connection type (jwt.ConnectionType*) of a client
+    connection: WEBSOCKET over the websocket listener, else STANDARD."""
+    return "WEBSOCKET" if getattr(client, "websocket", None) is not None else "STANDARD"
+
+
+def type_allowed(user, kind):
+    """May ``user`` (a configured User or NkeyUser) log in over a connection
+    of type ``kind``? (nats-server's connectionTypeAllowed: an empty list
+    allows every type.)"""
+    types = user.allowed_connection_types
+    return not types or kind in types
+
+
 def deny_publish(perms, subjects):
     """``perms`` (ResolvedPermissions or None) with publishing to
     ``subjects`` denied as well (nats-server's mergeDenyPermissions)."""
@@ -443,6 +483,11 @@ def deny_publish(perms, subjects):
     perms.pub_deny = (perms.pub_deny or ()) + _compile(subjects, False)
     perms.pub_cache.clear()
     return perms
+
+
+def _go_quote(text):
+    """Go's %q for the usual (printable) names."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _resolve(perms):

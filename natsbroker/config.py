@@ -44,11 +44,19 @@ class Permissions:
     response: ResponsePermission | None = None
 
 
+# nats-server's connection types (jwt.ConnectionType*): what a user's
+# ``allowed_connection_types`` may name.
+CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS",
+                    "IN_PROCESS")
+
+
 @attrs.define
 class User:
     user: str
     password: str | None = None
     permissions: Permissions | None = None
+    # Upper case, from CONNECTION_TYPES; empty: any kind of connection.
+    allowed_connection_types: list = attrs.field(factory=list)
 
 
 @attrs.define
@@ -57,6 +65,7 @@ class NkeyUser:
 
     nkey: str
     permissions: Permissions | None = None
+    allowed_connection_types: list = attrs.field(factory=list)
 
 
 @attrs.define

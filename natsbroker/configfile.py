@@ -28,9 +28,9 @@ import cattrs
 
 from natsbroker import conf
 from natsbroker import tls as tls_module
-from natsbroker.config import (DEFAULT_PORT, AccountConfig, AccountJetStream, AuthCallout, MapDest, NkeyUser,
-                               Permissions, ResolverConfig, ServerConfig, ServiceExport, ServiceImport,
-                               StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
+from natsbroker.config import (CONNECTION_TYPES, DEFAULT_PORT, AccountConfig, AccountJetStream, AuthCallout,
+                               MapDest, NkeyUser, Permissions, ResolverConfig, ServerConfig, ServiceExport,
+                               ServiceImport, StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
 from natsbroker.godur import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
@@ -372,6 +372,29 @@ def _nkey_user(entry, fields, at):
     other = where("user", "username", "password", "pass")
     if other is not None:
         raise ConfigError(f"{other}: Nkey users do not take usernames or passwords")
+
+
+def _connection_types(v, at):
+    """A user's ``allowed_connection_types`` as nats-server reads it
+    (parseAllowedConnectionTypes): a string or an array of strings, upper
+    cased; a type it does not know refuses the file, in its words."""
+    where = _go_at((at.file, at.line, at.col))
+    what = "error parsing allowed connection types"
+    if isinstance(v, str):
+        v = [v]
+    elif not isinstance(v, list):
+        raise ConfigError(f"{where}: {what}: unsupported type {_go_type(v)}")
+    for item in v:
+        if not isinstance(item, str):
+            raise ConfigError(f"{where}: {what}: unsupported type in array {_go_type(item)}")
+    types = []
+    for item in v:
+        if item.upper() not in types:
+            types.append(item.upper())
+    unknown = [t for t in (item.upper() for item in v) if t not in CONNECTION_TYPES]
+    if unknown:
+        raise ConfigError(f"{where}: invalid connection types [{' '.join(go_quote(t) for t in unknown)}]")
+    return types
 
 
 def _authorization(ld, v, at, out):
@@ -1387,6 +1410,8 @@ _USER = _table(
         "password pass": _set("password", _string),
         "nkey": _set("nkey", _string),
         "permissions permission": _set_block("permissions", _permissions),
+        "allowed_connection_types connection_types clients": lambda ld, v, at, out: out.update(
+            allowed_connection_types=_connection_types(v, at)),
     }
 )
 

@@ -239,8 +239,16 @@ def spki_sha256(cert):
 
 def identities(cert):
     """The names ``verify_and_map`` tries for a client certificate, in
-    nats-server's order: email SANs, DNS SANs, URI SANs, then the subject
-    as an RFC 4514 string (Go's RDNSequence.String())."""
+    nats-server's order (its checkClientTLSCertSubject): email SANs, DNS
+    SANs, URI SANs; then the subject as a distinguished name (RFC 4514,
+    only when every attribute is one go-ldap knows, as nats-server's DN
+    match); then Go's ``Subject.ToRDNSequence().String()`` followed by the
+    subject's domain components, and without them.
+
+    Go's rendering keeps only the attributes pkix.Name has fields for, in
+    its fixed order: an ``emailAddress`` (or any other) attribute is not
+    part of it, so "CN=alice,O=Acme" names a certificate whose subject
+    also carries an email address."""
     c = cert.to_cryptography() if isinstance(cert, crypto.X509) else cert
     names = []
     try:
@@ -251,8 +259,67 @@ def identities(cert):
         names += san.get_values_for_type(x509.RFC822Name)
         names += san.get_values_for_type(x509.DNSName)
         names += san.get_values_for_type(x509.UniformResourceIdentifier)
-    names.append(c.subject.rfc4514_string())
-    return names
+    subject_name = c.subject
+    if all(a.oid.dotted_string in _LDAP_TYPES for a in subject_name):
+        names.append(subject_name.rfc4514_string())
+    rdn = go_rdn_string(subject_name)
+    dcs = ",".join("DC=" + a.value for a in subject_name
+                   if a.oid == x509.NameOID.DOMAIN_COMPONENT and isinstance(a.value, str))
+    if dcs:
+        names.append(rdn + "," + dcs)
+    names.append(rdn)
+    out = []
+    for n in names:
+        if n and n not in out:
+            out.append(n)
+    return out
+
+
+# The attribute types go-ldap's DN knows (nats-server's internal/ldap): a
+# subject with any other is not matched as a DN.
+_LDAP_TYPES = frozenset(("2.5.4.3", "2.5.4.5", "2.5.4.6", "2.5.4.7", "2.5.4.8", "2.5.4.9",
+                         "2.5.4.10", "2.5.4.11", "2.5.4.17", "0.9.2342.19200300.100.1.25"))
+
+# pkix.Name's fields in ToRDNSequence's order, with String()'s type names.
+_GO_NAME_FIELDS = (("2.5.4.6", "C"), ("2.5.4.8", "ST"), ("2.5.4.7", "L"), ("2.5.4.9", "STREET"),
+                   ("2.5.4.17", "POSTALCODE"), ("2.5.4.10", "O"), ("2.5.4.11", "OU"),
+                   ("2.5.4.3", "CN"), ("2.5.4.5", "SERIALNUMBER"))
+_GO_SINGLE = ("2.5.4.3", "2.5.4.5")  # CommonName and SerialNumber: the last one wins
+
+
+def go_rdn_string(name):
+    """Go's ``pkix.Name.ToRDNSequence().String()`` of a parsed subject
+    (``name``: a cryptography x509.Name): the values of the attributes
+    pkix.Name has fields for (FillFromRDNSequence), one RDN per type in
+    ToRDNSequence's order, written last RDN first, several values of a
+    type joined with "+"."""
+    values = {}
+    for attr in name:
+        oid = attr.oid.dotted_string
+        if not isinstance(attr.value, str):
+            continue
+        if oid in _GO_SINGLE:
+            values[oid] = [attr.value]
+        else:
+            values.setdefault(oid, []).append(attr.value)
+    rdns = [[(label, v) for v in values[oid]] for oid, label in _GO_NAME_FIELDS if values.get(oid)]
+    return ",".join("+".join("%s=%s" % (label, _go_escape(v)) for label, v in rdn)
+                    for rdn in reversed(rdns))
+
+
+def _go_escape(value):
+    # Go's RDNSequence.String() escaping: ,+"\<>; anywhere, a space first
+    # or last, a # first. (Go compares the byte index of each rune with the
+    # last byte's, which only a one-byte last rune can be.)
+    out = []
+    last = len(value.encode()) - 1
+    at = 0
+    for ch in value:
+        if ch in ',+"\\<>;' or (ch == " " and (at == 0 or at == last)) or (ch == "#" and at == 0):
+            out.append("\\")
+        out.append(ch)
+        at += len(ch.encode())
+    return "".join(out)
 
 
 def subject(cert):

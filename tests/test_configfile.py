@@ -251,7 +251,7 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
         }
         authorization {
           users: [
-            {user: a, password: b, allowed_connection_types: ["STANDARD"]}
+            {user: a, password: b, allowed_connection_types: ["standard"], lucky: 7}
           ]
         }
         """
@@ -260,9 +260,11 @@ def test_unknown_fields_warn_with_position(load, tmp_path):
     assert warnings == [
         f'{f}:2: unknown field "max_traced_msg_len"',
         f'{f}:4: unknown field "unique_tag"',
-        f'{f}:8: unknown field "allowed_connection_types"',
+        f'{f}:8: unknown field "lucky"',
     ]
     assert config.port == 4333 and config.jetstream.enabled  # the rest still applies
+    # (A user's allowed_connection_types is known, and upper cased as nats-server.)
+    assert config.authorization.users[0].allowed_connection_types == ["STANDARD"]
 
 
 @pytest.mark.parametrize(

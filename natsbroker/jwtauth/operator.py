@@ -17,7 +17,9 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.config import MapDest, Permission, Permissions, ResponsePermission, SubjectMapping
+from natsbroker.auth import connection_type
+from natsbroker.config import (CONNECTION_TYPES, MapDest, Permission, Permissions, ResponsePermission,
+                               SubjectMapping)
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.jwtauth import claims as C
@@ -33,11 +35,6 @@ ERR_MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
 ERR_EXPIRED = "User Authentication Expired"
 ACCOUNT_VALIDATION = "account validation failed"
-
-# nats-server's connection types (jwt.ConnectionType*), and which one a
-# client of ours is.
-CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS",
-                    "IN_PROCESS")
 
 
 class OperatorError(Exception):
@@ -336,6 +333,25 @@ def _mappings(claims):
 # -- scoped signing keys --------------------------------------------------------------
 
 _UPL_LISTS = ("src", "times", "allowed_connection_types")
+
+
+def _connection_type_allowed(limits, client, debug):
+    """nats-server's check of a JWT user's allowed_connection_types: the
+    types it knows (upper cased) must include this connection's; a list
+    naming only types it does not know refuses every connection."""
+    types = limits.get("allowed_connection_types")
+    if not types:
+        return True
+    known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
+    unknown = [t.upper() for t in types if t.upper() not in CONNECTION_TYPES]
+    if unknown:
+        debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
+        if not known:
+            return False
+    if connection_type(client) not in known:
+        debug("Connection type not allowed")
+        return False
+    return True
 
 
 def _permission_limits_empty(nats):
@@ -933,6 +949,10 @@ class OperatorMode:
             except ValueError:
                 debug("User JWT generated invalid permissions")
                 return refused
+        # As nats-server, after the scoped signer's template replaced the
+        # user's limits: its allowed_connection_types are the ones that count.
+        if not _connection_type_allowed(limits, client, debug):
+            return refused
         if jacc.expired():
             debug("Account JWT has expired")
             return refused

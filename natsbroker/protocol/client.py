@@ -10,7 +10,6 @@ routing belongs to the broker and to the plugins that provide the handlers.
 import functools
 import json
 import os
-import re
 import time
 
 import attrs
@@ -26,6 +25,7 @@ from natsbroker.interfaces import IClient, IClientObserver, IClientOps
 from natsbroker.nkey import new_nonce
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
+from natsbroker.protocol.redact import redact_secrets
 from natsbroker.tls import (GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities,
                             peer_certs)
 
@@ -621,7 +621,7 @@ class ClientProtocol(protocol.Protocol):
         """With auth on, the first op must be CONNECT, as nats-server's parser
         decides from the very first byte; a configured no_auth_user lets a
         telnet-style client in without one. Returns True to go on."""
-        ok, user, perms, account = self.auth.authenticate(ConnectOptions())
+        ok, user, perms, account = self.auth.authenticate(ConnectOptions(), client=self)
         # (An nkey no_auth_user needs a CONNECT, as in nats-server.)
         if ok and self.broker.config.no_auth_user and not isinstance(user, NkeyName):
             self.user, self.permissions = user, perms
@@ -1255,15 +1255,9 @@ def _tls_write_now(transport):
     return do_write
 
 
-# nats-server's trace shows CONNECT with these values replaced (by a plain
-# pattern: the value ends at the next quote, escaped or not).
-_SECRETS = [re.compile(rb'("%s"\s*:\s*")[^"]*(")' % k) for k in (b"pass", b"auth_token", b"nkey", b"sig")]
-
-
-def _redact_connect(args):
-    for pattern in _SECRETS:
-        args = pattern.sub(rb"\1[REDACTED]\2", args, count=1)
-    return args
+# A traced CONNECT: every secret value replaced, as nats-server's trace
+# (and whatever its patterns would leak too).
+_redact_connect = redact_secrets
 
 
 def _go_quote(text):

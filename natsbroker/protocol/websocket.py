@@ -27,7 +27,7 @@ from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
 from natsbroker.accounts import GLOBAL_ACCOUNT
-from natsbroker.auth import Authenticator, NkeyName, _password_ok, _resolve
+from natsbroker.auth import Authenticator, NkeyName, _password_ok, _resolve, type_allowed
 from natsbroker.protocol.client import PLAIN, ClientListener, ClientProtocol
 
 log = Logger()
@@ -156,11 +156,12 @@ class WebSocketAuthenticator:
         # (A client naming an nkey is that nkey user, signature checked.)
         if ws.no_auth_user and opts.user is None and not opts.auth_token and not (
                 opts.nkey and self._nkeys):
+            # (As nats-server: a user not allowed on WebSocket is refused.)
             found = self._users.get(ws.no_auth_user)
-            if found is not None:
+            if found is not None and type_allowed(found[0], "WEBSOCKET"):
                 return True, found[0].user, _resolve(found[0].permissions), found[1]
             found = self._nkeys.get(ws.no_auth_user)
-            if found is not None:
+            if found is not None and type_allowed(found[0], "WEBSOCKET"):
                 return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
             return False, None, None, None
         return self.base.authenticate(opts, tls_names, **kw)
