@@ -170,6 +170,8 @@ class Cluster:
         self.ping_interval = min(ccfg.ping_interval or cfg.ping_interval or MAX_ROUTE_PING_INTERVAL,
                                  MAX_ROUTE_PING_INTERVAL)
         self.ping_max = ccfg.ping_max if ccfg.ping_max > 0 else cfg.ping_max
+        # cluster permissions { import, export }, or None (nats-server's RoutePermissions).
+        self.permissions = ccfg.permissions
         self.server_tls = None
         if self.tls is not None:
             # Routes always require and verify the peer's certificate, whatever
@@ -555,13 +557,16 @@ class Cluster:
         else:
             line = b"RS- %s %s %s\r\n" % (accb, sub.subject, sub.queue)
         for route in self.routes.values():
-            route.send(line)
+            if route.can_import(sub.subject):
+                route.send(line)
 
     def _send_interest(self, route):
         out = []
         for acc_name, counts in self.interest.items():
             accb = acc_name.encode()
             for (subject, queue), n in counts.items():
+                if not route.can_import(subject):
+                    continue
                 if queue is None:
                     out.append(b"RS+ %s %s\r\n" % (accb, subject))
                 else:
@@ -576,6 +581,10 @@ class Cluster:
         acc = self._account(acc_name)
         if acc is None:
             log.debug("Unknown account {acc!r} for subject {subject!r}", acc=acc_name, subject=subject)
+            return
+        if not route.can_export(subject, queue):
+            log.debug("{peer} - rid:{rid} - Can not export {subject!r}, ignoring remote subscription "
+                      "request", peer=route._peer(), rid=route.cid, subject=subject.decode(errors="replace"))
             return
         route.set_interest(acc, subject, queue, weight if queue is not None else 1)
 

@@ -288,6 +288,10 @@ class ClusterConfig:
     # "compression":"off"), so nats-server peers use one plain connection.
     pool_size: int = 0
     compression: str = ""  # a mode as written ("" none given); checked at start
+    # permissions { import, export }: which subjects' interest is asked of the
+    # peers (import, a publish permission) and which is accepted from them,
+    # and so which messages are sent to them (export, a subscribe permission).
+    permissions: Permissions | None = None
 
 
 

@@ -541,10 +541,26 @@ def _cluster_authorization(ld, v, at, out):
         raise ConfigError(f"{where}: Cluster authorization does not support tokens")
     if "permissions" in auth:
         ld.warnings.append(f'{at.file}:{at.line}: setting "permissions" within cluster authorization '
-                           "block is deprecated (cluster permissions are not implemented: ignored)")
+                           "block is deprecated")
+        # As nats-server: used unless the cluster block has its own (which
+        # win whichever comes first in the file).
+        out.setdefault("permissions", _route_permissions(auth["permissions"], where))
     for key, field in (("user", "username"), ("password", "password"), ("timeout", "auth_timeout")):
         if key in auth:
             out[field] = auth[key]
+
+
+def _cluster_permissions(ld, v, at, out):
+    out["permissions"] = _route_permissions(_permissions(ld, v, at), _go_at((at.file, at.line, at.col)))
+
+
+def _route_permissions(fields, where):
+    """Cluster permissions: ``import`` (publish) is what we ask the peers
+    for, ``export`` (subscribe) what we send them (nats-server's
+    RoutePermissions). Replies are not granted on routes."""
+    if fields.get("allow_responses"):
+        raise ConfigError(f"{where}: Cluster permissions do not support dynamic responses")
+    return _converter.structure(fields, Permissions)
 
 
 def _websocket(ld, v, at, out):
@@ -1476,6 +1492,7 @@ _CLUSTER = _table(
         "connect_retries": _set("connect_retries", _integer),
         "advertise cluster_advertise": _set("advertise", _string),
         "authorization": _cluster_authorization,
+        "permissions": _cluster_permissions,
         "tls": _set_block("tls", _tls_block),
         "ping_interval": _interval("ping_interval"),
         "ping_max": _set("ping_max", _integer),

@@ -18,6 +18,7 @@ from twisted.internet.interfaces import IHandshakeListener
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker.auth import ResolvedPermissions
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
 from natsbroker.protocol.client import ConnectOptions, _redact_connect
@@ -30,6 +31,10 @@ ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_CLIENT_ON_ROUTE_PORT = "attempted to connect to route port"
 ERR_STALE = "Stale Connection"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
+
+# The most members a peer's queue group weight stands for here (a peer may
+# claim up to 999,999,999).
+MAX_QUEUE_MEMBERS = 1024
 
 # nats-server's firstPingInterval, and the cap on a route's ping interval.
 FIRST_PING_INTERVAL = 1.0
@@ -71,6 +76,9 @@ class RouteSink:
         else:
             key = (src, src.in_msgs, subject, reply)
         q = sub.queue
+        perms = route.route_perms
+        if perms is not None and sub.subject in perms.wildcard_subs and perms.delivery_denied(subject, q):
+            return False  # not exported to this peer (cluster permissions)
         out = route._out
         if key == self._key and out is self._out:
             # The same message again: another subscription of the peer, or
@@ -144,6 +152,12 @@ class RouteProtocol(protocol.Protocol):
         self.headers = True
         self.opts = ConnectOptions(verbose=False, pedantic=False)
         self.account = self.broker.global_account
+        # The cluster's import/export permissions, compiled for this route
+        # (its own caches and delivery filter); None: everything passes.
+        # (Not ``permissions``: that is what a routed message's publisher
+        # may do, and a route's messages are not checked here.)
+        perms = cluster.permissions
+        self.route_perms = ResolvedPermissions(perms) if perms is not None else None
         self.subs = {}
         # (account name, subject, queue) -> the subscriptions standing for
         # it: one for plain interest, ``weight`` copies for a queue group (so
@@ -417,6 +431,31 @@ class RouteProtocol(protocol.Protocol):
 
     # -- remote interest ----------------------------------------------------------
 
+    # -- cluster permissions (nats-server's canImport / canExport) ------------------
+
+    def can_import(self, subject):
+        """Is our interest in ``subject`` told to the peer (RS+/RS-)? The
+        import permission, checked as a publish."""
+        perms = self.route_perms
+        return perms is None or perms.can_publish(subject)
+
+    def can_export(self, subject, queue):
+        """Is the peer's RS+ for ``subject`` taken (and so are messages sent
+        to it)? The export permission, checked as a subscribe of the subject
+        alone. A wildcard interest overlapping an export deny entry has what
+        it receives filtered (see RouteSink.deliver)."""
+        perms = self.route_perms
+        if perms is None:
+            return True
+        if not perms.can_subscribe(subject):
+            return False
+        if perms.checks_deliveries(subject):
+            # Refusals must reach the router: a queue group then picks
+            # another member.
+            for acc in self.broker.accounts.values():
+                acc.count_deliveries()
+        return True
+
     def sink(self, account):
         s = self.sinks.get(account.name)
         if s is None:
@@ -426,6 +465,10 @@ class RouteProtocol(protocol.Protocol):
     def set_interest(self, account, subject, queue, weight):
         """The peer's interest in ``subject`` [``queue``] of ``account`` is
         now ``weight`` members (plain interest: 1); 0 removes it."""
+        # A member per unit of weight, up to a bound: nats-server keeps one
+        # sub and repeats it at match time, so a 9-digit weight costs it a
+        # big match result; here it would cost that many objects at once.
+        weight = min(weight, MAX_QUEUE_MEMBERS)
         key = (account.name, subject, queue)
         subs = self.remote_subs.get(key)
         if subs is None:

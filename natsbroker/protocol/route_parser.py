@@ -87,10 +87,15 @@ def _size(field):
     return int(field)
 
 
+# nats-server's parseSize reads at most 9 digits (a longer number is -1).
+MAX_WEIGHT_DIGITS = 9
+
+
 def _weight(field):
-    # nats-server takes parseSize's answer as is (-1 for junk, which then
-    # adds no member); a weight below 1 counts as no member here too.
-    return int(field) if field.isdigit() else 0
+    # nats-server takes parseSize's answer as is (-1 for junk or more than 9
+    # digits, which then adds no member); a weight below 1 counts as no
+    # member here too.
+    return int(field) if field.isdigit() and len(field) <= MAX_WEIGHT_DIGITS else 0
 
 
 def parse_msg_args(args, headers):

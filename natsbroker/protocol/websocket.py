@@ -14,6 +14,7 @@ import email.utils
 import hmac
 import re
 import urllib.parse
+import zlib
 
 import h11
 from twisted.internet import protocol
@@ -22,7 +23,7 @@ from twisted.logger import Logger
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Message, Ping, TextMessage
 from wsproto.extensions import PerMessageDeflate
-from wsproto.frame_protocol import Opcode
+from wsproto.frame_protocol import CloseReason, Opcode
 from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
@@ -39,6 +40,12 @@ COMPRESS_THRESHOLD = 64
 # Browsers get frames of at most this size (nats-server's wsFrameSizeForBrowsers).
 BROWSER_FRAME_SIZE = 4096
 MAX_CLOSE_REASON = 123  # a close frame's payload is 125 bytes, 2 of them the status
+# A compressed message may have max_payload times this many bytes, at most the
+# limit (nats-server's wsMaxMsgPayloadMultiple and wsMaxMsgPayloadLimit).
+MAX_COMPRESSED_MULTIPLE = 8
+MAX_COMPRESSED_LIMIT = 64 * 1024 * 1024
+MAX_PAYLOAD_DEFAULT = 1024 * 1024  # nats-server's MAX_PAYLOAD_SIZE
+LAST_BLOCK = b"\x00\x00\xff\xff\x01\x00\x00\xff\xff"  # nats-server's compressLastBlock
 
 # Why the client connection closed -> (close status, nats-server's reason text).
 # The texts are nats-server's ClosedState strings; ClientProtocol's own names
@@ -88,13 +95,81 @@ def _frame_error(text):
     return text
 
 
+def max_compressed_size(mpay):
+    """nats-server's wsMaxMessageSize: how many compressed bytes one message
+    may have (several max_payload operations, but bounded)."""
+    return min(mpay * MAX_COMPRESSED_MULTIPLE, MAX_COMPRESSED_LIMIT)
+
+
 class _Deflate(PerMessageDeflate):
-    """permessage-deflate that leaves small messages uncompressed, as nats-server."""
+    """permessage-deflate as nats-server does it: small outbound messages
+    left uncompressed; an inbound message is gathered compressed and inflated
+    once complete, to at most max_payload bytes.
+
+    A compressed message is a bomb until proven otherwise: 70 KB can inflate
+    to 48 MB. So, as nats-server's wsDecompressAndParse, its compressed size
+    is capped (``max_compressed_size``) and inflation stops one byte past
+    ``max_payload``: the first ``max_payload`` bytes are handed on, then
+    ``exceeded`` is set and the connection is to close ("maximum payload
+    exceeded", a read error)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.mpay = MAX_PAYLOAD_DEFAULT  # the client's max_payload, kept current by the protocol
+        self.exceeded = False
+        self._compressed = []  # the current message's compressed frames
+        self._compressed_size = 0
 
     def frame_outbound(self, proto, opcode, rsv, data, fin):
         if opcode is not Opcode.CONTINUATION and fin and len(data) <= COMPRESS_THRESHOLD:
             return rsv, data
         return super().frame_outbound(proto, opcode, rsv, data, fin)
+
+    def frame_inbound_payload_data(self, proto, data):
+        if not self._inbound_compressed or not self._inbound_is_compressible:
+            return data
+        if self.exceeded:
+            return b""
+        self._compressed_size += len(data)
+        if self._compressed_size > max_compressed_size(self.mpay):
+            self._exceed()
+        else:
+            self._compressed.append(bytes(data))
+        return b""
+
+    def frame_inbound_complete(self, proto, fin):
+        if not fin or not self._inbound_is_compressible or not self._inbound_compressed:
+            return super().frame_inbound_complete(proto, fin)
+        self._inbound_compressed = None
+        compressed, self._compressed, self._compressed_size = self._compressed, [], 0
+        if self.exceeded:
+            return None
+        # The sync flush the sender left off, and an empty final block.
+        compressed.append(LAST_BLOCK)
+        if sum(map(len, compressed)) > max_compressed_size(self.mpay):
+            self._exceed()
+            return None
+        # (Contexts are never taken over: nats-server's answer says so.)
+        inflate = zlib.decompressobj(-self.client_max_window_bits)
+        budget = self.mpay
+        out = []
+        try:
+            for chunk in compressed:
+                # One byte over the budget tells an exact fit from too much.
+                data = inflate.decompress(chunk, budget + 1)
+                if len(data) > budget:
+                    out.append(data[:budget])
+                    self._exceed()
+                    break
+                budget -= len(data)
+                out.append(data)
+        except zlib.error:
+            return CloseReason.INVALID_FRAME_PAYLOAD_DATA
+        return b"".join(out)
+
+    def _exceed(self):
+        self.exceeded = True
+        self._compressed, self._compressed_size = [], 0
 
 
 def _header_has(headers, name, token):
@@ -230,6 +305,7 @@ class WebSocketProtocol(protocol.Protocol):
         self.cfg = factory.config.websocket
         self.http = h11.Connection(h11.SERVER)
         self.ws = None  # wsproto Connection once upgraded
+        self._deflate = None  # its permessage-deflate, when negotiated
         self.client = None  # the ClientProtocol once upgraded
         self._tls_conn = None  # wss: the TLS session once its handshake is done
         self.browser = False
@@ -353,9 +429,9 @@ class WebSocketProtocol(protocol.Protocol):
         extensions = []
         if compress:
             headers.append((b"Sec-WebSocket-Extensions", PMC_RESPONSE))
-            deflate = _Deflate()
-            deflate.finalize(PMC_RESPONSE.decode())
-            extensions.append(deflate)
+            self._deflate = _Deflate()
+            self._deflate.finalize(PMC_RESPONSE.decode())
+            extensions.append(self._deflate)
         self.transport.write(self.http.send(h11.InformationalResponse(
             status_code=101, reason=b"Switching Protocols", headers=headers)))
         self._stop_timer()
@@ -417,14 +493,20 @@ class WebSocketProtocol(protocol.Protocol):
         ws = self.ws
         if ws.state is not ConnectionState.OPEN:
             return
+        deflate = self._deflate
+        if deflate is not None:
+            deflate.mpay = self.client.parser.max_payload
         ws.receive_data(data)
         chunks = []
         for event in ws.events():
-            if isinstance(event, BytesMessage):
-                chunks.append(event.data)
-            elif isinstance(event, TextMessage):
+            if isinstance(event, (BytesMessage, TextMessage)):
                 # nats-server reads text frames as bytes, like binary ones.
-                chunks.append(event.data.encode("utf-8"))
+                data = event.data if isinstance(event, BytesMessage) else event.data.encode("utf-8")
+                if data:
+                    chunks.append(data)
+                if deflate is not None and deflate.exceeded:
+                    self._too_big(chunks)
+                    return
             elif isinstance(event, Ping):
                 self.transport.write(ws.send(event.response()))
             elif isinstance(event, CloseConnection):
@@ -441,6 +523,16 @@ class WebSocketProtocol(protocol.Protocol):
                     self.client.close("Read Error")
                 return
         self._feed(chunks)
+
+    def _too_big(self, chunks):
+        """A compressed message over the limit: as nats-server, what fitted
+        is parsed, then the connection closes as a read error (no close
+        frame)."""
+        self._feed(chunks)
+        client = self.client
+        if not client.closed:
+            log.error("{prefix} - read error: maximum payload exceeded", prefix=client.log_prefix())
+            client.close("Read Error")
 
     def _feed(self, chunks):
         if chunks and not self.client.closed:
