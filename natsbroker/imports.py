@@ -37,6 +37,7 @@ import random
 
 from zope.interface import implementer
 
+from natsbroker import jsonbound
 from natsbroker.exports import SINGLETON, resolve
 from natsbroker.interfaces import IMessageSink
 from natsbroker.subjects import FWC, PWC, Subscription, is_literal, is_valid_subject, subset_of
@@ -706,7 +707,7 @@ def _read_client_info(block):
     start = at + len(CLIENT_INFO_HDR) + 3
     end = block.find(b"\r\n", start)
     try:
-        data = json.loads(block[start:end if end >= 0 else len(block)].strip())
+        data = jsonbound.loads(block[start:end if end >= 0 else len(block)].strip())
     except ValueError:
         return None
     if not isinstance(data, dict):

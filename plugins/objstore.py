@@ -41,6 +41,7 @@ import os
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker import jsonbound
 from natsbroker.interfaces import IBrokerPlugin
 from natsbroker.plugin import PluginFactory
 from natsbroker.subjects import is_valid_literal_subject
@@ -157,7 +158,7 @@ class ObjectStoreAPI:
         if not box:
             self._waiters.pop(inbox, None)
             return None
-        return json.loads(box[0])
+        return jsonbound.loads(box[0])
 
     def _last_meta(self, bucket, name):
         """``(meta dict, time)`` of an object, or raise ObjError."""
@@ -171,7 +172,8 @@ class ObjectStoreAPI:
                 raise ObjError(404, "bucket not found")
             raise ObjError(404, "object not found")
         msg = resp["message"]
-        meta = json.loads(base64.b64decode(msg.get("data", "")) or b"{}")
+        meta = jsonbound.loads(base64.b64decode(msg.get("data", "")) or b"{}",
+                               max_depth=jsonbound.REENCODE_DEPTH)
         return meta, msg["time"]
 
     def _check_bucket(self, bucket):
@@ -188,7 +190,7 @@ class ObjectStoreAPI:
         bucket = tokens[1]
         body = raw[hdr_len:]
         try:
-            req = json.loads(body) if body.strip() else {}
+            req = jsonbound.loads(body, max_depth=jsonbound.REENCODE_DEPTH) if body.strip() else {}
             if not isinstance(req, dict):
                 raise ValueError("request must be a JSON object")
         except ValueError as e:
@@ -309,7 +311,7 @@ class ObjectStoreAPI:
         tokens = subject.decode(errors="replace").split(".", 3)
         bucket, obj = tokens[1], tokens[3]
         try:
-            meta = json.loads(raw[hdr_len:])
+            meta = jsonbound.loads(raw[hdr_len:], max_depth=jsonbound.REENCODE_DEPTH)
             if not isinstance(meta, dict):
                 raise ValueError("meta must be a JSON object")
             name = meta.get("name") or obj
@@ -363,7 +365,7 @@ class ObjectStoreAPI:
 
         def acked(hdr, body, up=up):
             if b'"error"' in body:
-                up.failed = up.failed or json.loads(body)["error"].get("description", "store error")
+                up.failed = up.failed or jsonbound.loads(body)["error"].get("description", "store error")
             up.acked += 1
             if up.acked == up.expected and self._uploads.get(key) is up:
                 self._finish(key, up)
