@@ -37,6 +37,7 @@ import random
 
 from zope.interface import implementer
 
+from natsbroker import jsonbound
 from natsbroker.exports import SINGLETON, resolve
 from natsbroker.interfaces import IMessageSink
 from natsbroker.subjects import FWC, PWC, Subscription, is_literal, is_valid_subject, subset_of
@@ -680,22 +681,39 @@ def set_header(hdr_len, raw, key, value):
     return len(block), block + raw[hdr_len:]
 
 
+def _header_key_index(head, key):
+    # getHeaderKeyIndex: the first ``key`` (exact case) that starts a line
+    # (after "\r\n") and is followed by ':'; -1 if none.
+    offset = 0
+    while True:
+        index = head.find(key, offset)
+        if index < 2:
+            return -1
+        if index >= len(head) - 1 or head[index - 2:index] != b"\r\n":
+            offset = index + len(key)
+            continue
+        if index + len(key) >= len(head):
+            return -1
+        if head[index + len(key):index + len(key) + 1] != b":":
+            offset = index + len(key)
+            continue
+        return index
+
+
 def _remove_header(head, key):
-    # removeHeaderIfPresent: the first occurrence of key, only if it starts a
-    # line and is followed by ':'.
-    start = head.find(key)
-    if start < 1 or head[start - 1:start] != b"\n":
-        return head
-    index = start + len(key)
-    if index >= len(head) or head[index:index + 1] != b":":
-        return head
-    end = head.find(b"\r\n", start)
-    if end < 0:
-        return head
-    head = head[:start] + head[end + 2:]
-    if len(head) <= len(_HDR_LINE) + 2:
-        return None
-    return head
+    # removeHeaderIfPresent: every line of ``key``, so that a client cannot
+    # slip a second copy (say a forged Nats-Request-Info) past the one
+    # removed.  Exact case, as nats-server (it leaves "nats-request-info:").
+    while True:
+        start = _header_key_index(head, key)
+        if start < 1:
+            return head
+        end = head.find(b"\r\n", start)
+        if end < 0:
+            return head
+        head = head[:start] + head[end + 2:]
+        if len(head) <= len(_HDR_LINE) + 2:
+            return None
 
 
 def _read_client_info(block):
@@ -706,7 +724,7 @@ def _read_client_info(block):
     start = at + len(CLIENT_INFO_HDR) + 3
     end = block.find(b"\r\n", start)
     try:
-        data = json.loads(block[start:end if end >= 0 else len(block)].strip())
+        data = jsonbound.loads(block[start:end if end >= 0 else len(block)].strip())
     except ValueError:
         return None
     if not isinstance(data, dict):

@@ -9,6 +9,7 @@ import base64
 import binascii
 import json
 
+from natsbroker import jsonbound
 from natsbroker.protocol.wire import HeaderError, decode_headers
 
 FORMAT = 1
@@ -52,7 +53,7 @@ def _enrich(record, stream, msg):
         if len(parts) == 4 and parts[0] == "$O" and parts[1] == bucket:
             if parts[2] == "M":
                 try:
-                    meta = json.loads(msg.data)
+                    meta = jsonbound.loads(msg.data, max_depth=jsonbound.REENCODE_DEPTH)
                     name = base64.urlsafe_b64decode(parts[3]).decode()
                 except (ValueError, TypeError):
                     return

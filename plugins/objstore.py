@@ -51,6 +51,7 @@ import os
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker import jsonbound
 from natsbroker.interfaces import IBrokerPlugin, IClient
 from natsbroker.plugin import PluginFactory
 from natsbroker.subjects import is_valid_literal_subject
@@ -168,7 +169,7 @@ class ObjectStoreAPI:
         if not box:
             self._waiters.pop(inbox, None)
             return None
-        return json.loads(box[0])
+        return jsonbound.loads(box[0])
 
     def _last_meta(self, bucket, name):
         """``(meta dict, time)`` of an object, or raise ObjError."""
@@ -182,7 +183,8 @@ class ObjectStoreAPI:
                 raise ObjError(404, "bucket not found")
             raise ObjError(404, "object not found")
         msg = resp["message"]
-        meta = json.loads(base64.b64decode(msg.get("data", "")) or b"{}")
+        meta = jsonbound.loads(base64.b64decode(msg.get("data", "")) or b"{}",
+                               max_depth=jsonbound.REENCODE_DEPTH)
         return meta, msg["time"]
 
     def _check_bucket(self, bucket):
@@ -223,7 +225,7 @@ class ObjectStoreAPI:
         bucket = tokens[1]
         body = raw[hdr_len:]
         try:
-            req = json.loads(body) if body.strip() else {}
+            req = jsonbound.loads(body, max_depth=jsonbound.REENCODE_DEPTH) if body.strip() else {}
             if not isinstance(req, dict):
                 raise ValueError("request must be a JSON object")
         except ValueError as e:
@@ -355,7 +357,7 @@ class ObjectStoreAPI:
         try:
             if client is None:
                 raise ObjError(403, "requests are served only for the account's own clients")
-            meta = json.loads(raw[hdr_len:])
+            meta = jsonbound.loads(raw[hdr_len:], max_depth=jsonbound.REENCODE_DEPTH)
             if not isinstance(meta, dict):
                 raise ValueError("meta must be a JSON object")
             name = meta.get("name") or obj
@@ -416,7 +418,7 @@ class ObjectStoreAPI:
 
         def acked(hdr, body, up=up):
             if b'"error"' in body:
-                up.failed = up.failed or json.loads(body)["error"].get("description", "store error")
+                up.failed = up.failed or jsonbound.loads(body)["error"].get("description", "store error")
             up.acked += 1
             if up.acked == up.expected and self._uploads.get(key) is up:
                 self._finish(key, up)

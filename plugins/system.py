@@ -54,7 +54,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker import COMPAT_VERSION
+from natsbroker import COMPAT_VERSION, jsonbound
 from natsbroker import monitor as M
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.nuid import nuid
@@ -135,7 +135,7 @@ def decode_options(body, struct, fields):
         return opts
     text = body.decode("utf-8", "replace")
     _check_json_syntax(text)
-    value = json.loads(text)
+    value = jsonbound.loads(text)
     if not isinstance(value, dict):
         raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
                           % (_json_kind(value), struct))
@@ -206,7 +206,8 @@ def _go_number(v):
 def _check_json_syntax(text):
     """Raise GoJSONError with Go's scanner message if ``text`` is not JSON."""
     s = _Scanner(text)
-    s.value()
+    with jsonbound.room(jsonbound.MAX_DEPTH):  # the scanner's own depth check bounds it
+        s.value()
     s.ws()
     if s.i < len(text):
         raise GoJSONError("invalid character %s after top-level value" % _quote_char(text[s.i]))
@@ -234,8 +235,10 @@ class _Scanner:
     def fail(self, context):
         raise GoJSONError("invalid character %s %s" % (_quote_char(self.t[self.i]), context))
 
-    def value(self):
+    def value(self, depth=0):
         c = self.peek("looking for beginning of value")
+        if c in "{[" and depth >= jsonbound.MAX_DEPTH:
+            raise GoJSONError("exceeded max depth")
         if c == "{":
             self.i += 1
             if self.peek("") == "}":
@@ -248,7 +251,7 @@ class _Scanner:
                 if self.peek("") != ":":
                     self.fail("after object key")
                 self.i += 1
-                self.value()
+                self.value(depth + 1)
                 c = self.peek("")
                 if c == ",":
                     self.i += 1
@@ -263,7 +266,7 @@ class _Scanner:
                 self.i += 1
                 return
             while True:
-                self.value()
+                self.value(depth + 1)
                 c = self.peek("")
                 if c == ",":
                     self.i += 1
@@ -882,7 +885,7 @@ class SystemAccount:
         name = toks[3]
         if body:
             try:
-                req = json.loads(body)
+                req = jsonbound.loads(body)
             except ValueError:
                 return
             if not isinstance(req, dict) or req.get("acc", name) != name:

@@ -27,6 +27,8 @@ import nacl.exceptions
 import nacl.signing
 import nkeys
 
+from natsbroker import jsonbound
+
 OPERATOR = "operator"
 ACCOUNT = "account"
 USER = "user"
@@ -160,7 +162,9 @@ def _loads(data):
     if not text.strip():
         raise JWTError("unexpected end of JSON input")
     try:
-        return json.loads(text)
+        return jsonbound.loads(text)
+    except jsonbound.TooDeep as e:
+        raise JWTError(str(e)) from None
     except json.JSONDecodeError as e:
         if e.pos >= len(text):
             raise JWTError("unexpected end of JSON input") from None

@@ -20,6 +20,7 @@ from zope.interface import implementer
 
 from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.auth import NkeyName
+from natsbroker import jsonbound
 from natsbroker.godur import format_duration
 from natsbroker.interfaces import IClient, IClientObserver, IClientOps
 from natsbroker.nkey import new_nonce
@@ -103,7 +104,7 @@ class BadConnect(ValueError):
 def parse_connect(arg, opts=None):
     """CONNECT JSON -> ConnectOptions (updating ``opts`` as a second CONNECT does)."""
     try:
-        data = json.loads(arg)
+        data = jsonbound.loads(arg)
     except ValueError as e:
         raise BadConnect(str(e))
     if not isinstance(data, dict):

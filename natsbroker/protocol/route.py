@@ -18,6 +18,7 @@ from twisted.internet.interfaces import IHandshakeListener
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker import jsonbound
 from natsbroker.auth import ResolvedPermissions
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
@@ -352,7 +353,7 @@ class RouteProtocol(protocol.Protocol):
         if self.did_solicit:
             return
         try:
-            data = json.loads(op[1])
+            data = jsonbound.loads(op[1])
         except ValueError:
             self.close("Protocol Violation")
             return
@@ -386,7 +387,7 @@ class RouteProtocol(protocol.Protocol):
 
     def _on_info(self, op):
         try:
-            info = json.loads(op[1])
+            info = jsonbound.loads(op[1])
         except ValueError:
             self.close("Protocol Violation")
             return

@@ -11,6 +11,7 @@ import json
 
 from twisted.logger import Logger
 
+from natsbroker import jsonbound
 from natsbroker.plugins.jetstream import api_models as AM
 from natsbroker.plugins.jetstream import apilevel
 from natsbroker.plugins.jetstream import consumer_api
@@ -318,7 +319,7 @@ def _names_storage(body):
     """Does the request body set ``storage`` (Go's case-insensitive key match)?
     nats-server's first limits check sees an unset storage type as neither."""
     try:
-        doc = json.loads(body)
+        doc = jsonbound.loads(body)
     except ValueError:
         return False
     return isinstance(doc, dict) and any(k.lower() == "storage" for k in doc)

@@ -17,6 +17,7 @@ import os
 
 from twisted.logger import Logger
 
+from natsbroker import jsonbound
 from natsbroker.godur import parse_duration
 from natsbroker.nuid import nuid
 from natsbroker.subjects import subject_matches
@@ -1327,7 +1328,7 @@ def _nak_delay(arg):
     it does not parse (then it is a plain NAK)."""
     try:
         if arg.startswith(b"{"):
-            opts = json.loads(arg)
+            opts = jsonbound.loads(arg)
             if not isinstance(opts, dict):
                 return None
             d = opts.get("delay")

@@ -2,6 +2,7 @@
 :mod:`natsbroker.plugins.jetstream.api`: ``(js, args, body)`` in, response dict out or
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
+from natsbroker import jsonbound
 from natsbroker.plugins.jetstream import api_models as AM
 from natsbroker.plugins.jetstream import apilevel
 from natsbroker.plugins.jetstream import consumer_models as CM
@@ -92,8 +93,7 @@ def consumer_create(js, args, body, legacy=False):
 def _deliver_subject(body):
     """The request's deliver subject (for the interest check), if readable."""
     try:
-        import json
-        v = json.loads(body)
+        v = jsonbound.loads(body)
         return (v.get("config") or {}).get("deliver_subject", "").encode()
     except (ValueError, AttributeError, TypeError):
         return b""

@@ -1169,7 +1169,8 @@ def _unmarshal(data, cls):
     p = gojson.Parser(data)
     try:
         i = p.ws(0)
-        node, i = p.value(i)
+        with gojson.room():
+            node, i = p.value(i)
         i = p.ws(i)
         if i < p.n:
             raise GoJSONError("invalid character %s after top-level value"

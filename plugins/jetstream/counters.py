@@ -12,6 +12,7 @@ the difference, so the arithmetic holds however the copies arrive.
 import json
 import re
 
+from natsbroker import jsonbound
 from natsbroker.plugins.jetstream import errors as E
 from natsbroker.plugins.jetstream import gojson
 from natsbroker.plugins.jetstream import headers as H
@@ -57,7 +58,7 @@ def value_of(data):
     """A stored counter body's total (a missing or unreadable value is 0, as
     big.Int.SetString leaves it); ``None`` if the body is not a JSON object."""
     try:
-        doc = json.loads(data)
+        doc = jsonbound.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(doc, dict):
@@ -75,7 +76,7 @@ def sources_of(hdr):
     if not raw:
         return {}
     try:
-        doc = json.loads(raw)
+        doc = jsonbound.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(doc, dict):

@@ -18,6 +18,7 @@ import re
 
 import attrs
 
+from natsbroker import jsonbound
 from natsbroker.plugins.jetstream.errors import go_quote
 from natsbroker.plugins.jetstream.gotime import go_parse_rfc3339, rfc3339
 
@@ -89,7 +90,7 @@ class _Node:
 _WS = b" \t\r\n"
 _STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
 _HEX = b"0123456789abcdefABCDEF"
-_MAX_DEPTH = 10000
+_MAX_DEPTH = jsonbound.MAX_DEPTH
 
 
 def quote_char(data, i):
@@ -324,6 +325,12 @@ class Parser:
         return j
 
 
+def room():
+    """Recursion enough for the parser (two frames a level) and the decoding
+    that walks its tree, up to Go's depth limit, which the parser enforces."""
+    return jsonbound.room(3 * _MAX_DEPTH)
+
+
 def parse_json_values(data):
     """Syntax-check ``data`` value by value like a Go ``json.Decoder``; yields nodes.
 
@@ -340,7 +347,8 @@ def parse_json_values(data):
         if i >= p.n:
             return
         try:
-            node, i = p.value(i)
+            with room():
+                node, i = p.value(i)
         except EndOfInput:
             raise GoJSONError("unexpected EOF") from None
         except RecursionError:
