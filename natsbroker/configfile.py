@@ -512,14 +512,6 @@ def _tls_timeout(v):
     return _duration(v)
 
 
-def _strings(v):
-    if isinstance(v, str):
-        return [v]
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise BadValue(f"expected a string or an array of strings, got {_show(v)}")
-    return list(v)
-
-
 def _sync(ld, v, at, out):
     if isinstance(v, str) and v.lower() == "always":
         out.update(sync_always=True, sync_interval=0.0)

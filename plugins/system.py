@@ -622,8 +622,9 @@ class SystemAccount:
         try:
             opts = decode_options(body, "StatszEventOptions", {})
         except GoJSONError as e:
+            why = str(e)  # (e is gone once the except block ends; the answer may be built later)
             self._send(acc, reply, lambda: {"server": self.server_info(),
-                                            "error": {"code": 400, "description": str(e)}})
+                                            "error": {"code": 400, "description": why}})
             return
         if body and self._filtered(opts):
             return
@@ -640,8 +641,9 @@ class SystemAccount:
         try:
             opts = decode_options(body, struct, fields)
         except GoJSONError as e:
+            why = str(e)  # (e is gone once the except block ends; the answer may be built later)
             self._respond(acc, reply, hdr, lambda: {
-                "server": self.server_info(), "error": {"code": 400, "description": str(e)}})
+                "server": self.server_info(), "error": {"code": 400, "description": why}})
             return
         if body and self._filtered(opts):
             return

@@ -966,21 +966,6 @@ class OperatorMode:
         if bearer and jacc.disallow_bearer:
             debug("Account does not allow bearer tokens")
             return refused
-        # Connection types after the scope, as nats-server checks them: a
-        # scoped user's come from its signing key's template (its own JWT
-        # may set none, so checking only the JWT's let any type in).
-        types = limits.get("allowed_connection_types")
-        if types:
-            known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
-            unknown = [t for t in types if t.upper() not in CONNECTION_TYPES]
-            if unknown:
-                debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
-                if not known:
-                    return refused
-            kind = "WEBSOCKET" if getattr(client, "websocket", None) is not None else "STANDARD"
-            if kind not in known:
-                debug("Connection type not allowed")
-                return refused
         if not bearer:
             why = _check_sig(juc.subject, opts.sig, nonce)
             if why is not None:
