@@ -26,7 +26,6 @@ compression: what a 2.10+ server does with a peer whose INFO has no
 import functools
 import json
 import random
-import socket
 import urllib.parse
 
 import attrs
@@ -41,6 +40,7 @@ from natsbroker import COMPAT_VERSION
 from natsbroker.auth import _password_ok
 from natsbroker.identity import runtime
 from natsbroker.jsforward import install as install_js_forwarding, split_deliver_reply
+from natsbroker.netaddrs import global_unicast_addresses
 from natsbroker.nkey import new_nonce
 from natsbroker.nuid import nuid
 from natsbroker.protocol import wire
@@ -100,16 +100,11 @@ def _host_port(host, port):
 
 
 def _local_ips():
-    # A client port on every interface: nats-server lists each address.
-    out = []
-    try:
-        for fam, _, _, _, addr in socket.getaddrinfo(socket.gethostname(), None):
-            ip = addr[0]
-            if ip not in out and not ip.startswith("127.") and ip != "::1":
-                out.append(ip)
-    except OSError:
-        pass
-    return out or ["127.0.0.1"]
+    # A client port on every interface: nats-server lists each interface's
+    # global unicast addresses (not what the host name resolves to, which
+    # is often 127.0.1.1: a client on another host would fail over to its
+    # own loopback).
+    return global_unicast_addresses() or ["127.0.0.1"]
 
 
 def _client_tls_material(tls):

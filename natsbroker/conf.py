@@ -75,6 +75,9 @@ class ConfMap(dict):
         # place for a map inside an array): for reporting in its words.
         self.quoted: set[str] = set()
         self.end: tuple[str, int, int] | None = None
+        # Keys referenced as $variables: nats-server does not call those
+        # unknown fields (its token.IsUsedVariable).
+        self.used: set[str] = set()
 
 
 # Size suffixes exactly as parse.go: a bare letter is decimal, with a trailing
@@ -363,6 +366,8 @@ class _Parser:
         for key, value in sub.items():
             m[key] = value
             m.positions[key] = sub.positions[key]
+            if key in sub.used:
+                m.used.add(key)
             if key in sub.quoted:
                 m.quoted.add(key)
             else:
@@ -529,6 +534,7 @@ class _Parser:
             raise self.error("missing variable name after '$'", at)
         for scope in reversed(self.scopes):
             if name in scope:
+                scope.used.add(name)
                 return scope[name]
         if name in os.environ:
             raw = os.environ[name]

@@ -6,10 +6,15 @@ table from key (and nats-server's aliases) to a handler that checks the value
 and stores it under our field name, so a bad value is reported at its
 ``file:line:col``.
 
-Keys nats-server knows but we do not implement only produce a warning, so that
-an existing config file still starts the server.  The exceptions are the keys
-that secure a server (TLS, accounts): ignoring those would quietly run it
-less protected than its owner asked for, so they are errors.
+A key is refused where nats-server refuses it, in its words
+(``file:line:col: unknown field "foo"``, every such key reported, exit 1), so
+a misspelled setting is never silently ignored.  A key nats-server knows but
+natsbroker does not implement (``gateway``, ``leafnodes``, ``mqtt``, ...) is
+refused too, saying so: running without a setting its owner asked for (an
+encryption key, a TLS option, a connection-type restriction) would quietly
+run the server less protected.  natsbroker's own keys (``changefeed``,
+``plugins``, ``log_json``, ``http_host``) are the only ones nats-server would
+not take.
 
 Handlers produce *overrides*: nested dicts of field names, e.g.
 ``{"port": 4222, "jetstream": {"enabled": True}}``.  The command line
@@ -199,16 +204,21 @@ class _Where:
 
 
 class _Loader:
-    """Walks the parsed file, collecting warnings as it goes."""
+    """Walks the parsed file, collecting warnings and refused keys as it goes."""
 
     def __init__(self):
         self.warnings = []
+        # Keys refused as nats-server refuses them: it reports every one
+        # (and carries on reading), so they are raised together at the end.
+        self.errors = []
 
     def block(self, m, table, where, unknown=None):
         """Check the map ``m`` against ``table``; return its overrides.
 
-        An unknown key is warned about, or with ``unknown`` (a message with
-        ``{key}``) refused, as nats-server refuses them in some blocks."""
+        An unknown key is nats-server's ``unknown field "key"`` (collected),
+        or with ``unknown`` (a message with ``{key}``) that error, raised at
+        once, as nats-server's blocks with their own words do; a key of
+        ``table``'s unsupported ones is refused as not supported."""
         if not isinstance(m, dict):
             raise BadValue(f"expected a map, got {_show(m)}")
         out = {}
@@ -216,10 +226,8 @@ class _Loader:
         for key, value in m.items():
             at = _Where(*positions[key]) if key in positions else where
             handler = table.get(key.lower())  # nats-server matches keys case-insensitively
-            if handler is None:
-                if unknown is not None:
-                    raise ConfigError(f"{at}: " + unknown.format(key=key))
-                self.warnings.append(f'{at.file}:{at.line}: unknown field "{key}"')
+            if handler is None or handler is _NOT_SUPPORTED:
+                self._refuse(m, key, at, handler, unknown)
                 continue
             try:
                 handler(self, value, at, out)
@@ -227,10 +235,32 @@ class _Loader:
                 raise ConfigError(f'{at}: invalid value for "{key}": {e}') from None
         return out
 
+    def _refuse(self, m, key, at, handler, unknown):
+        go_at = _go_at((at.file, at.line, at.col), key in getattr(m, "quoted", ()))
+        if handler is _NOT_SUPPORTED:
+            error = f'{go_at}: field "{key}" is known to nats-server but not supported by natsbroker'
+            if unknown is not None:  # (a block nats-server stops reading at its first bad key)
+                raise ConfigError(error)
+            self.errors.append(error)
+        elif unknown is not None:
+            raise ConfigError(f"{go_at}: " + unknown.format(key=key))
+        elif key not in getattr(m, "used", ()):  # (a variable used elsewhere is no field)
+            self.errors.append(f'{go_at}: unknown field "{key}"')
 
-def _table(spec):
-    """Expand ``{"alias1 alias2": handler}`` to one entry per alias."""
-    return {alias: handler for aliases, handler in spec.items() for alias in aliases.split()}
+
+def _NOT_SUPPORTED(ld, v, at, out):
+    """The handler of keys nats-server knows that natsbroker does not
+    implement (the loader refuses them before calling it)."""
+    raise AssertionError("not called")
+
+
+def _table(spec, unsupported=""):
+    """Expand ``{"alias1 alias2": handler}`` to one entry per alias, and
+    mark the keys in ``unsupported`` (nats-server knows them, natsbroker
+    does not implement them) as refused."""
+    table = {alias: _NOT_SUPPORTED for alias in unsupported.split()}
+    table.update({alias: handler for aliases, handler in spec.items() for alias in aliases.split()})
+    return table
 
 
 def _set(field, check):
@@ -483,15 +513,22 @@ def validate_auth_callout(config):
 
 
 def _jetstream(ld, v, at, out):
+    js = out.setdefault("jetstream", {})  # (merged with a top-level store_dir)
     if isinstance(v, bool):
-        out["jetstream"] = {"enabled": v}
+        js["enabled"] = v
     elif isinstance(v, str) and v.lower() in ("enabled", "enable", "disabled", "disable"):
-        out["jetstream"] = {"enabled": v.lower().startswith("enable")}
+        js["enabled"] = v.lower().startswith("enable")
     elif isinstance(v, dict):
         # A block turns JetStream on unless it says "enabled: false".
-        out["jetstream"] = {"enabled": True, **ld.block(v, _JETSTREAM, at)}
+        js.update({"enabled": True, **ld.block(v, _JETSTREAM, at)})
     else:
         raise BadValue(f'expected true/false, "enabled"/"disabled" or a block, got {_show(v)}')
+
+
+def _top_store_dir(ld, v, at, out):
+    # nats-server's top-level store_dir: JetStream's directory (JetStream
+    # itself is still turned on by the jetstream key).
+    out.setdefault("jetstream", {})["store_dir"] = _string(v)
 
 
 def _changefeed(ld, v, at, out):
@@ -1132,7 +1169,8 @@ _ACCOUNT = _table(
         "jetstream": _account_jetstream,
         "default_permissions": _set_block("default_permissions", _permissions),
         "mappings maps": _account_mappings,
-    }
+    },
+    unsupported="limits msg_trace trace_dest",
 )
 
 
@@ -1417,10 +1455,11 @@ _USER = _table(
         "user username": _set("user", _string),
         "password pass": _set("password", _string),
         "nkey": _set("nkey", _string),
-        "permissions permission": _set_block("permissions", _permissions),
+        "permissions permission authorization": _set_block("permissions", _permissions),
         "allowed_connection_types connection_types clients": lambda ld, v, at, out: out.update(
             allowed_connection_types=_connection_types(v, at)),
-    }
+    },
+    unsupported="proxy_required",
 )
 
 _AUTHORIZATION = _table(
@@ -1432,7 +1471,8 @@ _AUTHORIZATION = _table(
         "users": _set_block("users", _users),
         "permissions default_permissions default_permission": _set_block("permissions", _permissions),
         "auth_callout auth_hook": _auth_callout,
-    }
+    },
+    unsupported="proxy_required",
 )
 
 _JETSTREAM = _table(
@@ -1443,7 +1483,11 @@ _JETSTREAM = _table(
         "max_file_store max_file": _set("max_file_store", _size),
         "domain": _set("domain", _string),
         "sync_interval sync": _sync,
-    }
+    },
+    unsupported="strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint "
+                "limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
+                "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync "
+                "max_concurrent_io",
 )
 
 _CHANGEFEED = _table(
@@ -1462,8 +1506,15 @@ def _cluster_compression(ld, v, at, out):
     block with ``mode`` (and ``rtt_thresholds``, durations). The mode is
     checked when the cluster starts, as nats-server checks it (not by -t)."""
     if isinstance(v, dict):
-        mode = v.get("mode", "")
-        thresholds = v.get("rtt_thresholds", v.get("rtt_threshold", v.get("thresholds", [])))
+        mode, thresholds = "", []
+        for key, value in v.items():
+            if key.lower() == "mode":
+                mode = value
+            elif key.lower() in ("rtt_thresholds", "thresholds", "rtts", "rtt"):
+                thresholds = value
+            else:  # nats-server stops at the first unknown key here
+                pos = getattr(v, "positions", {}).get(key, (at.file, at.line, at.col))
+                raise ConfigError(f'{_go_at(pos, key in getattr(v, "quoted", ()))}: unknown field "{key}"')
         for t in thresholds if isinstance(thresholds, list) else [thresholds]:
             _duration(t)
     else:
@@ -1490,7 +1541,8 @@ _CLUSTER = _table(
         "ping_max": _set("ping_max", _integer),
         "pool_size": _set("pool_size", _integer),
         "compression": _cluster_compression,
-    }
+    },
+    unsupported="connect_backoff permissions accounts write_deadline write_timeout",
 )
 
 _WS_AUTHORIZATION = _table(
@@ -1509,16 +1561,18 @@ _TLS = _table(
         "key_file": _set("key_file", _string),
         "ca_file": _set("ca_file", _string),
         "verify": _set("verify", _boolean),
-        "verify_and_map map_and_verify": _set("verify_and_map", _boolean),
+        "verify_and_map": _set("verify_and_map", _boolean),
         "verify_cert_and_check_known_urls": _set("verify_cert_and_check_known_urls", _boolean),
         "insecure": _set("insecure", _boolean),
         "timeout": _set("timeout", _tls_timeout),
-        "handshake_first first": _handshake_first,
+        "handshake_first first immediate": _handshake_first,
         "pinned_certs": _tls_checked("pinned_certs", _strings),
         "min_version": _tls_checked("min_version", _string),
         "cipher_suites": _tls_checked("cipher_suites", _strings),
         "curve_preferences": _tls_checked("curve_preferences", _strings),
-    }
+    },
+    unsupported="allow_insecure_cipher_suites connection_rate_limit cert_store cert_match_by cert_match "
+                "ca_certs_match cert_match_skip_invalid ocsp_peer certs certificates",
 )
 
 _WEBSOCKET = _table(
@@ -1538,7 +1592,8 @@ _WEBSOCKET = _table(
             "authorization", lambda ld, v, at: ld.block(v, _WS_AUTHORIZATION, at)),
         "no_auth_user": _set("no_auth_user", _string),
         "jwt_cookie": _set("jwt_cookie", _string),
-    }
+    },
+    unsupported="user_cookie pass_cookie token_cookie headers ping_interval",
 )
 
 # -- lame duck mode ---------------------------------------------------------------
@@ -1622,7 +1677,7 @@ _SERVER = _table(
         "host net": _set("host", _string),
         "port": _set("port", check_client_port),
         "listen": _listen("host", "port", check_client_port),
-        "server_name name": _set("server_name", _server_name),
+        "server_name": _set("server_name", _server_name),
         "client_advertise": _set("client_advertise", _string),
         "http": _listen("http_host", "http_port", check_port),
         "http_port monitor_port": _set("http_port", check_port),
@@ -1630,7 +1685,7 @@ _SERVER = _table(
         "max_connections max_conn": _set("max_connections", _count),
         "max_control_line": _set("max_control_line", _positive_size),
         "max_payload": _set("max_payload", _positive_size),
-        "max_pending max_pending_size": _set("max_pending", _positive_size),
+        "max_pending": _set("max_pending", _positive_size),
         "max_subscriptions max_subs": _set("max_subscriptions", _count),
         "disable_sublist_cache no_sublist_cache": _set("no_sublist_cache", _boolean),
         "ping_interval": _interval("ping_interval"),
@@ -1653,6 +1708,7 @@ _SERVER = _table(
         "lame_duck_duration": _lame_duck_duration,
         "lame_duck_grace_period": _lame_duck_grace_period,
         "jetstream": _jetstream,
+        "store_dir storedir": _top_store_dir,
         "changefeed change_feed": _changefeed,
         "cluster": _cluster,
         "websocket ws": _websocket,
@@ -1669,7 +1725,13 @@ _SERVER = _table(
         "resolver account_resolver accounts_resolver": _resolver,
         "resolver_preload": _resolver_preload,
         "resolver_pinned_accounts": _pinned_accounts,
-    }
+    },
+    unsupported="trace_verbose trace_headers default_sentinel http_base_path gateway leaf leafnodes "
+                "prof_port prof_block_rate proxy_protocol max_traced_msg_len max_sub_tokens "
+                "max_subscription_tokens ocsp write_timeout resolver_tls no_system_account no_system "
+                "no_sys_acc no_header_support connect_error_reports reconnect_error_reports mqtt "
+                "server_tags server_metadata feature_flags default_js_domain ocsp_cache "
+                "no_fast_producer_stall max_closed_clients proxies",
 )
 
 
@@ -1778,6 +1840,11 @@ def load_config(path, config=None):
         overrides = loader.block(tree, _SERVER, _Where(os.fspath(path), 1, 1))
     except BadValue as e:  # only if the top level is not a map, which conf never returns
         raise ConfigError(f"{os.fspath(path)}: {e}") from None
+    except ConfigError as e:
+        # As nats-server: the keys refused so far, then what stopped us.
+        raise ConfigError("\n".join(loader.errors + [str(e)])) from None
+    if loader.errors:
+        raise ConfigError("\n".join(loader.errors))
     overrides["config_file"] = os.path.abspath(path)
     config = apply_overrides(config if config is not None else ServerConfig(), overrides)
     validate(config)

@@ -195,7 +195,7 @@ def conf_file(tmp_path):
         "jetstream { store_dir: /file/store, max_mem: 1MB }\n"
         "authorization { users: [{user: a, password: b}, {user: guest}] }\n"
         "no_auth_user: guest\n"
-        "unknown_key: 1\n"
+        "ping_interval: 120\n"  # (a warning)
     )
     return path
 
@@ -207,7 +207,7 @@ def test_flags_override_config_file(conf_file):
     assert (js.enabled, js.store_dir, js.max_memory_store) == (False, "/flag/store", 1024 * 1024)
     assert [u.user for u in config.authorization.users] == ["a", "guest"]
     assert config.config_file == str(conf_file)
-    assert warnings == [f'{conf_file}:8: unknown field "unknown_key"']
+    assert warnings == [f'{conf_file}:8: ping_interval should be converted to a duration such as "2m" (120 is taken as seconds)']
 
 
 def test_flags_before_config_flag_still_win(conf_file):
@@ -217,7 +217,7 @@ def test_flags_before_config_flag_still_win(conf_file):
 def test_check_config(capsys, conf_file):
     assert main(["-c", str(conf_file), "-t"]) == 0
     err = capsys.readouterr().err
-    assert f'natsbroker: warning: {conf_file}:8: unknown field "unknown_key"\n' in err
+    assert f'natsbroker: warning: {conf_file}:8: ping_interval should be converted' in err
     assert err.endswith(f"natsbroker: configuration file {conf_file} is valid\n")
 
 
@@ -261,7 +261,7 @@ def test_main_runs_the_server(monkeypatch, capsys, conf_file):
     monkeypatch.setitem(sys.modules, "natsbroker.server", fake)
     assert main(["-c", str(conf_file), "-p", "1"]) == 7
     assert seen[0].port == 1
-    assert "unknown field" in capsys.readouterr().err
+    assert "ping_interval should be converted" in capsys.readouterr().err
 
 
 # -- twistd plugin -----------------------------------------------------------------
@@ -297,7 +297,7 @@ def test_tap_defaults_and_listen():
 def test_tap_config_file(conf_file):
     options = tap_options("--config", str(conf_file), "-p", "-1")
     assert (options.config.port, options.config.http_port) == (-1, 8333)
-    assert options.warnings == [f'{conf_file}:8: unknown field "unknown_key"']
+    assert options.warnings == [f'{conf_file}:8: ping_interval should be converted to a duration such as "2m" (120 is taken as seconds)']
 
 
 @pytest.mark.parametrize("argv, message", [(["--port", "x"], "parse error"), (["--bogus"], "bogus"),

@@ -70,7 +70,7 @@ def test_aliases(load):
         """
         net: 10.0.0.1
         port: 4333
-        name: beta
+        server_name: beta
         monitor_port: 8333
         http_host: 127.0.0.1
         max_conn: 7
@@ -241,29 +241,40 @@ def test_cluster(load):
     assert config.cluster.routes == ["nats://a:1", "nats://b:2"]
 
 
-def test_unknown_fields_warn_with_position(load, tmp_path):
+def test_unknown_fields_refused_with_position(load, tmp_path):
+    # As nats-server: every unknown key is reported (file:line:col), and a
+    # key it knows that natsbroker does not implement is refused by name.
+    with pytest.raises(ConfigError) as e:
+        load(
+            """\
+            port: 4333
+            max_traced_msg_len: 100
+            jetstream {
+              unique_tag: az
+              bogus: 1
+            }
+            """
+        )
+    f = tmp_path / "server.conf"
+    assert str(e.value).splitlines() == [
+        f'{f}:2:1: field "max_traced_msg_len" is known to nats-server but not supported by natsbroker',
+        f'{f}:4:3: field "unique_tag" is known to nats-server but not supported by natsbroker',
+        f'{f}:5:3: unknown field "bogus"',
+    ]
+
+
+def test_user_allowed_connection_types_known(load):
     config, warnings = load(
         """\
-        port: 4333
-        max_traced_msg_len: 100
-        jetstream {
-          unique_tag: az
-        }
         authorization {
           users: [
-            {user: a, password: b, allowed_connection_types: ["standard"], lucky: 7}
+            {user: a, password: b, allowed_connection_types: ["standard"]}
           ]
         }
         """
     )
-    f = tmp_path / "server.conf"
-    assert warnings == [
-        f'{f}:2: unknown field "max_traced_msg_len"',
-        f'{f}:4: unknown field "unique_tag"',
-        f'{f}:8: unknown field "lucky"',
-    ]
-    assert config.port == 4333 and config.jetstream.enabled  # the rest still applies
-    # (A user's allowed_connection_types is known, and upper cased as nats-server.)
+    assert warnings == []
+    # (upper cased as nats-server does)
     assert config.authorization.users[0].allowed_connection_types == ["STANDARD"]
 
 
@@ -334,11 +345,10 @@ def test_missing_file(tmp_path):
 
 
 def test_included_file_positions(load, tmp_path):
-    # Warnings name the file the key is written in.
+    # Errors name the file the key is written in.
     (tmp_path / "auth.conf").write_text("authorization {\n  token: abc\n  nkey: X\n}\n")
-    config, warnings = load("port: 4333\ninclude ./auth.conf\n")
-    assert config.authorization.token == "abc"
-    assert len(warnings) == 1 and warnings[0].endswith('auth.conf:3: unknown field "nkey"')
+    with pytest.raises(ConfigError, match=r'auth.conf:3:3: unknown field "nkey"$'):
+        load("port: 4333\ninclude ./auth.conf\n")
 
 
 def test_onto_given_config_without_changing_it(load):

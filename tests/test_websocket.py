@@ -634,7 +634,6 @@ ws {
   origins: "https://app.example.com"
   handshake_timeout: "3s"
   authentication { username: u, password: p, timeout: 4 }
-  bogus: 1
 }
 """)
     ws = cfg.websocket
@@ -642,7 +641,11 @@ ws {
         "127.0.0.1", 8080, "ws.example.com:443", True, True)
     assert ws.allowed_origins == ["https://app.example.com"]
     assert (ws.handshake_timeout, ws.username, ws.password, ws.auth_timeout) == (3.0, "u", "p", 4.0)
-    assert any('unknown field "bogus"' in w for w in warnings)
+    assert warnings == []
+    # As nats-server: an unknown key is an error (tests/test_config_unknown_keys.py).
+    from natsbroker.configfile import ConfigError
+    with pytest.raises(ConfigError, match=r'ws.conf:3:3: unknown field "bogus"$'):
+        _load(tmp_path, 'ws {\n  no_tls: true\n  bogus: 1\n}\n')
 
 
 @pytest.mark.parametrize("text,message", [

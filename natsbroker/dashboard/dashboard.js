@@ -26,10 +26,19 @@
   SERIES.forEach(function (k) { state.data[k] = []; });
   window.natsDashboard = state;
 
+  // Tick steps for byte rates: whole bytes (1, 2, 5 ... 500), then the same
+  // steps of each binary unit, so every tick is a round number of B, KiB,
+  // MiB ... (uPlot's own steps are decimal: 0.2 B, 1000 B, labelled
+  // "0 B", "1000 B" or rounded into duplicates).
+  var BYTE_STEPS = [];
+  [1, 1024, Math.pow(1024, 2), Math.pow(1024, 3), Math.pow(1024, 4)].forEach(function (unit) {
+    [1, 2, 5, 10, 20, 50, 100, 200, 500].forEach(function (n) { BYTE_STEPS.push(n * unit); });
+  });
+
   var CHARTS = [
     {id: "chart-msgs", fmt: count, rate: true,
      series: [["msgs_in", "in", "#2b7bb9"], ["msgs_out", "out", "#34a574"]]},
-    {id: "chart-bytes", fmt: bytes, rate: true,
+    {id: "chart-bytes", fmt: byteRate, rate: true, incrs: BYTE_STEPS,
      series: [["bytes_in", "in", "#2b7bb9"], ["bytes_out", "out", "#34a574"]]},
     {id: "chart-connections", fmt: count, series: [["connections", "connections", "#375c93"]]},
     {id: "chart-subscriptions", fmt: count,
@@ -50,12 +59,19 @@
                                : v.toLocaleString("en-US", {maximumFractionDigits: 1});
   }
 
+  // A byte count in binary units, with at most one decimal and none when it
+  // is whole: "0.4 B", "512 B", "1.5 KiB", "2 KiB" (a rate's fractions of a
+  // byte are shown, not rounded away).
   function bytes(v) {
     if (v === null || v === undefined) { return "–"; }
     var units = ["B", "KiB", "MiB", "GiB", "TiB"];
     var i = 0;
     while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return (i === 0 ? Math.round(v) : v.toFixed(1)) + " " + units[i];
+    return v.toLocaleString("en-US", {maximumFractionDigits: 1}) + " " + units[i];
+  }
+
+  function byteRate(v) {
+    return v === null || v === undefined ? "–" : bytes(v) + "/s";
   }
 
   function text(id, value) {
@@ -88,7 +104,7 @@
         height: 200,
         series: series,
         scales: {y: {range: function (u, min, max) { return [0, Math.max(max || 0, 1) * 1.1]; }}},
-        axes: [{}, {size: 84, incrs: c.rate ? undefined : WHOLE,
+        axes: [{}, {size: 84, incrs: c.incrs || (c.rate ? undefined : WHOLE),
                     values: function (u, ticks) { return ticks.map(c.fmt); }}],
       }, columns(c), el);
       state.charts[c.id] = c.plot;
