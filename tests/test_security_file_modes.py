@@ -186,3 +186,35 @@ def test_feed_writer_refuses_planted_feed_file(tmp_path):
     with pytest.raises(OSError):
         w._open()
     assert victim.read_text() == "untouched"
+
+
+def test_repaired_stream_and_backup_copy_stay_private(tmp_path):
+    """natsbroker-admin repair puts a new database in the stream's place and
+    keeps a copy of the old one: both directories 0700 (LevelDB would create
+    the new one 0755), its own files 0600, under umask 022."""
+    import plyvel
+
+    from natsbroker.plugins.jetstream.plugin import pinned_meta
+    from natsbroker.store.leveldb import LevelDBStore, pack_record
+    from tests.test_admin_store import admin, payload
+
+    store = tmp_path / "store"
+    root = str(store / "jetstream")
+    with umask(0o022):
+        s = LevelDBStore(root, pin_meta=pinned_meta)
+        st = s.create_stream("T")
+        st.put_meta(b"config", b'{"name":"T"}')
+        for k in range(20):
+            st.append(b"t", b"", payload(k), k + 1)
+        s.commit()
+        s.close()
+        db = plyvel.DB(os.path.join(root, "streams", "T"))
+        rec = bytearray(pack_record(5, 6, b"t", b"", payload(4)))
+        rec[-1] ^= 1  # damaged: LevelDB's checks pass, the record's own does not
+        db.put(b"d" + (5).to_bytes(8, "big"), bytes(rec), sync=True)
+        db.close()
+        out = admin("repair", str(store), "--stream", "T", "--yes", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "NATSBROKER-REPAIRS" in os.listdir(os.path.join(root, "streams", "T"))
+    assert os.listdir(os.path.join(root, "quarantine"))  # the pre-repair copy
+    assert open_to_others(str(store), leveldb_exempt=True) == []
