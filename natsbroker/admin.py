@@ -44,6 +44,8 @@ import os
 import sys
 import time
 
+from natsbroker import private
+
 DATA_FILE = "stream.tar.s2"
 META_FILE = "backup.json"
 MANIFEST_FILE = "manifest.json"
@@ -206,13 +208,8 @@ def _read_json(path, what):
 
 
 def _write_json(path, value):
-    tmp = path + ".partial"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    # 0600, through a new temporary file: a backup holds message data.
+    private.write_atomic(path, (json.dumps(value, indent=2) + "\n").encode())
 
 
 # -- talking to the server -------------------------------------------------------
@@ -287,7 +284,7 @@ async def backup(args, out=sys.stderr):
         if not args.force:
             raise AdminError("%s already holds a backup (use --force to overwrite it)" % d)
     try:
-        os.makedirs(d, exist_ok=True)
+        private.make_dirs(d)  # 0700, as the store it copies
     except OSError as e:
         raise AdminError("cannot create %s: %s" % (d, e.strerror or e)) from None
     nc = await _connect(args.server, args.timeout)
@@ -305,7 +302,7 @@ async def backup(args, out=sys.stderr):
         sha = hashlib.sha256()
         size = chunks = 0
         try:
-            f = open(part, "wb")
+            f = os.fdopen(private.open_file(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
         except OSError as e:
             raise AdminError("cannot write %s: %s" % (part, e.strerror or e)) from None
         with f:

@@ -33,10 +33,11 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
+from natsbroker import private
 from natsbroker.plugin import PluginFactory
 from natsbroker.plugins.changefeed_lines import make_record, record_line
 from natsbroker.plugins.changefeed_process import FeedDirBusy, WriterProcess, lock_dir
-from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS
+from natsbroker.plugins.changefeed_writer import AGE, CHECKPOINT, REPLAY_POS
 
 log = Logger()
 
@@ -80,7 +81,7 @@ class ChangeFeed:
         self.js = js
         store_dir = os.path.abspath(self.config.jetstream.store_dir or "data")
         self.dir = os.path.abspath(self.cfg.dir or os.path.join(store_dir, "changefeed"))
-        os.makedirs(self.dir, exist_ok=True)
+        private.make_dirs(self.dir)  # 0700: the feed holds message data
         try:
             names = self._start_writer(LOCK_WAIT)
         except FeedDirBusy as e:
@@ -100,6 +101,10 @@ class ChangeFeed:
         for name in os.listdir(self.dir):
             if name.startswith("feed-") and name.endswith(".tmp"):
                 # An unfinished file of a previous run: its puts are replayed.
+                os.unlink(os.path.join(self.dir, name))
+            elif private.is_temp_of(name, CHECKPOINT):
+                # A checkpoint write a crash cut short (or something planted
+                # under the name: unlinking a symlink leaves its target).
                 os.unlink(os.path.join(self.dir, name))
             elif name.startswith("feed-") and name.endswith(".jsonl"):
                 try:
@@ -313,7 +318,7 @@ class ChangeFeed:
 
     def _load_checkpoint(self):
         try:
-            with open(os.path.join(self.dir, "checkpoint.json")) as f:
+            with open(os.path.join(self.dir, CHECKPOINT)) as f:
                 self.checkpoint = json.load(f)
         except (OSError, ValueError):
             self.checkpoint = {}

@@ -24,6 +24,7 @@ import time
 
 from twisted.logger import Logger
 
+from natsbroker import private
 from natsbroker.plugins.changefeed_writer import frame
 
 log = Logger()
@@ -42,7 +43,7 @@ class FeedDirBusy(Exception):
 def lock_dir(directory, timeout):
     """Take ``writer.lock`` in ``directory`` (an open fd), waiting up to
     ``timeout`` seconds for a writer that is still finishing."""
-    fd = os.open(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = private.open_file(os.path.join(directory, LOCK), os.O_RDWR | os.O_CREAT)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -40,12 +40,14 @@ import signal
 import struct
 import sys
 
+from natsbroker import private
 from natsbroker.store.base import StoredMsg, StreamEvent
 from natsbroker.plugins.changefeed_lines import PutLines
 
 CHUNK = 256  # records per write()
 REPLAY_POS = "replay_pos"
 AGE = "age"
+CHECKPOINT = "checkpoint.json"
 
 
 def keep_mtime_order(prev_path, fd):
@@ -178,8 +180,10 @@ class FeedWriter:
 
     def _open(self):
         self.file_no += 1
-        self._fd = os.open(self._path(self.file_no, "tmp"),
-                           os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        # A new file (the broker removed unfinished ones before starting
+        # this writer): never written through something planted there.
+        self._fd = private.open_file(self._path(self.file_no, "tmp"),
+                                     os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         self._size = 0
         self.opened(self.file_no)
 
@@ -216,12 +220,10 @@ class FeedWriter:
             os.close(fd)
 
     def _save_checkpoint(self):
-        path = os.path.join(self.dir, "checkpoint.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(self.checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(path + ".tmp", path)
+        # A new temporary file (O_EXCL | O_NOFOLLOW, unique name, 0600),
+        # renamed over the checkpoint: a planted symlink is never followed.
+        private.write_atomic(os.path.join(self.dir, CHECKPOINT),
+                             json.dumps(self.checkpoint).encode())
 
 
 # -- the writer process ---------------------------------------------------------------

@@ -49,6 +49,7 @@ from bisect import bisect_left
 import attrs
 import plyvel
 
+from natsbroker import private
 from natsbroker.store.base import file_msg_size
 from natsbroker.store.leveldb import (
     _I, _Q, _STATE, FORMAT_CRC, FORMAT_KEY, HWM_NAME, META_GEN_KEY, META_NAME,
@@ -164,7 +165,7 @@ def held_lock(path, create=False):
     process holds on that file, LevelDB's included)."""
     lock = os.path.join(path, "LOCK")
     try:
-        fd = os.open(lock, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        fd = private.open_file(lock, os.O_RDWR | (os.O_CREAT if create else 0))
     except FileNotFoundError:
         yield  # LevelDB never ran here
         return
@@ -926,7 +927,7 @@ def _verify_copy(sd, why, workdir):
     tmp = tempfile.mkdtemp(prefix=".natsbroker-verify-", dir=base)
     try:
         copy = os.path.join(tmp, sd.name)
-        os.mkdir(copy)
+        private.make_dir(copy)
         with held_lock(sd.path):
             # LevelDB's files only (all at the top): what its repair reads.
             for n in db_files(sd.path):
@@ -1061,7 +1062,7 @@ def _aside_dir(sd):
     """Where copies of ``sd`` go: the store's quarantine directory, else next to it."""
     if sd.jetstream:
         q = os.path.join(sd.jetstream, "quarantine")
-        os.makedirs(q, exist_ok=True)
+        private.make_dirs(q)
         return q
     return os.path.dirname(sd.path)
 
@@ -1111,6 +1112,9 @@ def _rebuild(sd, work, rep):
         side = _side(sd.path)
         sc = _scan(src, sd.path, side)
         found = analyse(sc, sd.name, sd.path, **side)
+        # 0700 as every stream's directory (it takes the stream's place):
+        # LevelDB would create it 0755.
+        private.make_dir(work)
         dst = LevelDBStore._open_db(work, create=True)
         try:
             _write_records(src, dst, sc)
@@ -1271,7 +1275,8 @@ def _write_side(path, work, side, b, sc, rep, held):
              "lost_count": rep.lost_count, "first_seq": b.first, "last_seq": b.last,
              "restored_meta": rep.restored_meta,
              "hwm": [side["hwm_gen"], hw[1], hw[3]] if hw is not None else None}
-    with open(os.path.join(work, REPAIRS_NAME), "a") as f:
+    fd = private.open_file(os.path.join(work, REPAIRS_NAME), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "a") as f:
         f.write(json.dumps(entry) + "\n")
         f.flush()
         os.fsync(f.fileno())

@@ -113,6 +113,7 @@ import plyvel
 from twisted.internet import defer, threads
 from twisted.logger import Logger
 
+from natsbroker import private
 from natsbroker.store.base import file_msg_size, Store, StoredMsg
 from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
 from natsbroker.subjects import subject_matches
@@ -406,7 +407,7 @@ class HighWater:
         if body == self.body:
             return
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.fd = private.open_file(self.path, os.O_RDWR | os.O_CREAT)
         self.gen += 1
         record = _HWM_HDR.pack(HWM_MAGIC, self.gen, len(body), zlib.crc32(body)) + body
         need = len(record)
@@ -444,6 +445,16 @@ class PinnedMeta:
     def __init__(self, path):
         self.path = path
 
+    def remove_temps(self):
+        """Remove the temporary files of writes a crash cut short."""
+        d, name = os.path.split(self.path)
+        for n in os.listdir(d):
+            if private.is_temp_of(n, name):
+                try:
+                    os.unlink(os.path.join(d, n))
+                except OSError:
+                    pass
+
     def read(self):
         """``(generation, {key: value})`` or None."""
         try:
@@ -472,19 +483,8 @@ class PinnedMeta:
     def write(self, gen, records, sync):
         body = b"".join(_I.pack(len(k)) + k + _I.pack(len(v)) + v
                         for k, v in sorted(records.items()))
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(_META_HDR.pack(META_MAGIC, gen, len(body), zlib.crc32(body)) + body)
-            f.flush()
-            if sync:
-                os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        if sync:
-            fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        private.write_atomic(
+            self.path, _META_HDR.pack(META_MAGIC, gen, len(body), zlib.crc32(body)) + body, sync)
 
 
 def has_data_files(path):
@@ -543,6 +543,7 @@ class LevelDBStream(StreamBase):
         self._hwm_floors = {}  # floors as found on open
         self.lost = None  # (sequences, bytes) of acked messages damage took
         self._pinned = PinnedMeta(os.path.join(path, META_NAME))
+        self._pinned.remove_temps()
         self._meta_gen = 0
         self._pinned_dirty = False
         self.repaired = False  # open found damage and raised the bookkeeping
@@ -1472,7 +1473,8 @@ class LevelDBStore(Store):
         self.failed = {}  # stream -> sequences the last commit gave up (write failed)
         self.quarantined = {}  # stream name -> (directory it was moved to, why)
         self.offline = {}  # stream name -> why its store could not be opened
-        os.makedirs(self._streams_dir, exist_ok=True)
+        # 0700 from the store directory down (see natsbroker.private).
+        private.make_dirs(self._streams_dir)
         dirs = []
         with os.scandir(self._streams_dir) as it:
             for entry in it:
@@ -1628,7 +1630,7 @@ class LevelDBStore(Store):
             path = st._path
         if path is None:
             path = os.path.join(self._streams_dir, name)
-        os.makedirs(self._quarantine_dir, exist_ok=True)
+        private.make_dirs(self._quarantine_dir)
         base = os.path.join(self._quarantine_dir, "%s-%s" % (
             name, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())))
         dest = base
@@ -1659,7 +1661,9 @@ class LevelDBStore(Store):
         if name in self._streams or name in self.offline:
             raise ValueError("stream %r exists" % (name,))
         p = os.path.join(self._streams_dir, name)
-        os.mkdir(p)
+        # 0700: LevelDB creates its files in it 0644 (now and at every
+        # compaction); the directory keeps them from other users.
+        private.make_dir(p)
         st = LevelDBStream(self, name, p, self._open_db(p, create=True))
         self._fsync_dir(self._streams_dir)
         st._mark_dirty()  # the next commit writes its state record
@@ -1682,7 +1686,7 @@ class LevelDBStore(Store):
 
     def _trash(self, name, path):
         # Renamed at once (the name is free again), removed in a thread.
-        os.makedirs(self._trash_dir, exist_ok=True)
+        private.make_dirs(self._trash_dir)
         dest = os.path.join(self._trash_dir, "%s.%d" % (name, time.time_ns()))
         os.rename(path, dest)
         d = self._in_thread(shutil.rmtree, dest, True)

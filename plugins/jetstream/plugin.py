@@ -859,7 +859,9 @@ class JetStream:
             os.stat(given)
         except FileNotFoundError:
             try:
-                os.makedirs(given, exist_ok=True)
+                # 0700 as nats-server's (natsbroker.private): message data.
+                from natsbroker.private import make_dirs
+                make_dirs(given)
             except OSError as e:
                 raise StartupError("Can't start JetStream: could not create storage directory - "
                                    + path_error("mkdir", e.filename, e)) from None
