@@ -1786,11 +1786,6 @@ def _identities(config):
     return names
 
 
-def _request_uri(text):
-    # Go's url.ParseRequestURI: an absolute URI or an absolute path.
-    return bool(re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text)) or text.startswith("/") or text == "*"
-
-
 def validate_websocket(config):
     """nats-server's checks of the websocket block, in its order and words."""
     ws = config.websocket
@@ -1798,9 +1793,21 @@ def validate_websocket(config):
         return
     if ws.tls is None and not ws.no_tls:
         raise ConfigError("websocket requires TLS configuration")
+    from natsbroker.protocol.websocket import _host_port, _parse_origin
     for origin in ws.allowed_origins:
-        if not _request_uri(origin):
-            raise ConfigError(f'unable to parse allowed origin: parse "{origin}": invalid URI for request')
+        try:
+            scheme, host = _parse_origin(origin)
+        except ValueError as e:
+            raise ConfigError(f"unable to parse allowed origin: {e}") from None
+        if scheme not in ("http", "https"):
+            raise ConfigError(f'unable to parse allowed origin "{origin}": allowed origins must be '
+                              "absolute URLs with http or https scheme")
+        if not host:
+            raise ConfigError(f'unable to parse allowed origin "{origin}": host is required')
+        try:
+            _host_port(scheme == "https", host)
+        except ValueError as e:
+            raise ConfigError(f"unable to parse allowed origin: {e}") from None
     users = config.authorization.users + config.authorization.nkeys
     for acc in config.accounts:
         users = users + acc.users + acc.nkeys

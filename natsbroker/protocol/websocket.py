@@ -13,7 +13,6 @@ client connection was closed for.
 import email.utils
 import hmac
 import re
-import urllib.parse
 import zlib
 
 import h11
@@ -190,12 +189,81 @@ def _header(headers, name):
     return ""
 
 
+class _AddrError(ValueError):
+    """Go's net.AddrError: why an address is not ``host:port``."""
+
+
+def _split_host_port(hostport):
+    """Go's net.SplitHostPort, its refusals included."""
+    i = hostport.rfind(":")
+    if i < 0:
+        raise _AddrError("missing port in address")
+    j = k = 0
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise _AddrError("missing ']' in address")
+        if end + 1 == len(hostport):
+            raise _AddrError("missing port in address")
+        if end + 1 != i:
+            if hostport[end + 1] == ":":
+                raise _AddrError("too many colons in address")
+            raise _AddrError("missing port in address")
+        host = hostport[1:end]
+        j, k = 1, end + 1
+    else:
+        host = hostport[:i]
+        if ":" in host:
+            raise _AddrError("too many colons in address")
+    if "[" in hostport[j:]:
+        raise _AddrError("unexpected '[' in address")
+    if "]" in hostport[k:]:
+        raise _AddrError("unexpected ']' in address")
+    return host, hostport[i + 1:]
+
+
 def _host_port(tls, hostport):
-    """nats-server's wsGetHostAndPort: a missing port is the scheme's."""
-    host, sep, port = hostport.rpartition(":")
-    if not sep or "]" in port:  # no port (an IPv6 literal's colons are not one)
+    """nats-server's wsGetHostAndPort: ``(host, port)``, a missing port
+    being the scheme's (443 with TLS, else 80); ValueError for an address
+    Go's SplitHostPort refuses otherwise."""
+    try:
+        host, port = _split_host_port(hostport)
+    except _AddrError as e:
+        if "missing port" not in str(e):
+            raise ValueError("address %s: %s" % (hostport, e)) from None
         host, port = hostport, "443" if tls else "80"
-    return host.strip("[]").lower(), port
+    return host.lower(), port
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_PORT = re.compile(r"(:[0-9]*)?\Z")
+
+
+def _parse_origin(origin):
+    """``(scheme, host)`` of an Origin as Go's url.ParseRequestURI reads it
+    (scheme lower-cased, user info dropped, the port checked); ValueError if
+    it refuses the text. ``host`` keeps its port, as Go's ``URL.Host``."""
+    if origin == "*":  # (Go's request URI for "the server itself")
+        return "", ""
+    m = _SCHEME.match(origin)
+    rest = origin[m.end():] if m else origin
+    if not rest.startswith("/"):
+        raise ValueError('parse "%s": invalid URI for request' % origin)
+    if not m or not rest.startswith("//"):
+        return (m.group(1).lower() if m else ""), ""
+    authority = rest[2:].split("?", 1)[0].split("/", 1)[0]
+    host = authority[authority.rfind("@") + 1:]
+    if host.startswith("["):
+        end = host.rfind("]")
+        if end < 0:
+            raise ValueError('parse "%s": missing \']\' in host' % origin)
+        port = host[end + 1:]
+    else:
+        colon = host.find(":")
+        port = host[colon:] if colon >= 0 else ""
+    if not _PORT.match(port):
+        raise ValueError('parse "%s": invalid port "%s" after host' % (origin, port))
+    return m.group(1).lower(), host
 
 
 class WebSocketAuthenticator:
@@ -228,18 +296,28 @@ class WebSocketAuthenticator:
                     ws.token.encode(), opts.auth_token.encode()):
                 return True, None, None, GLOBAL_ACCOUNT
             return False, None, None, None
-        # (A client naming an nkey is that nkey user, signature checked.)
-        if ws.no_auth_user and opts.user is None and not opts.auth_token and not (
-                opts.nkey and self._nkeys):
+        if ws.no_auth_user and self._no_credentials(opts):
             # (As nats-server: a user not allowed on WebSocket is refused.)
-            found = self._users.get(ws.no_auth_user)
-            if found is not None and type_allowed(found[0], "WEBSOCKET"):
-                return True, found[0].user, _resolve(found[0].permissions), found[1]
             found = self._nkeys.get(ws.no_auth_user)
-            if found is not None and type_allowed(found[0], "WEBSOCKET"):
-                return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
-            return False, None, None, None
+            if found is not None and not opts.nkey:
+                if type_allowed(found[0], "WEBSOCKET"):
+                    return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
+                return False, None, None, None
+            # (verify_and_map: the certificate names the user, not this.)
+            found = self._users.get(ws.no_auth_user)
+            if found is not None and tls_names is None and not (opts.nkey and self._nkeys):
+                if type_allowed(found[0], "WEBSOCKET"):
+                    return True, found[0].user, _resolve(found[0].permissions), found[1]
+                return False, None, None, None
         return self.base.authenticate(opts, tls_names, **kw)
+
+    @staticmethod
+    def _no_credentials(opts):
+        """nats-server's test for a no_auth_user login: the CONNECT has no
+        user, no password and no token (empty counts as absent). Any of
+        them, even a lone password, means the client meant to log in as
+        someone, and is judged as that."""
+        return not (opts.user or opts.password or opts.auth_token)
 
 
 class WebSocketTransport:
@@ -473,18 +551,21 @@ class WebSocketProtocol(protocol.Protocol):
         origin = _header(headers, b"origin") or _header(headers, b"sec-websocket-origin")
         if not origin:
             return ""
-        u = urllib.parse.urlsplit(origin)
-        if not u.scheme or not u.netloc:
-            return 'parse "%s": invalid URI for request' % origin
-        oh, op = _host_port(u.scheme == "https", u.netloc)
-        if cfg.same_origin:
-            rh, rp = _host_port(cfg.tls is not None, _header(headers, b"host"))
-            if oh != rh or op != rp:
-                return "not same origin"
-        if allowed:
-            ao = allowed.get(oh)
-            if ao is None or u.scheme != ao[0] or op != ao[1]:
-                return "not in the allowed list"
+        try:
+            scheme, host = _parse_origin(origin)
+            oh, op = _host_port(scheme == "https", host)
+            if cfg.same_origin:
+                # The expected origin is this request's: its Host, and the
+                # listener's scheme (https on wss), as nats-server builds it.
+                tls = cfg.tls is not None
+                rh, rp = _host_port(tls, _header(headers, b"host"))
+                if oh != rh or op != rp or scheme != ("https" if tls else "http"):
+                    return "not same origin"
+        except ValueError as e:
+            return str(e)
+        # (same_origin and allowed_origins together: both must agree.)
+        if allowed and (scheme, op) not in allowed.get(oh, ()):
+            return "not in the allowed list"
         return ""
 
     # -- frames -----------------------------------------------------------------
@@ -616,11 +697,17 @@ class WebSocketFactory(protocol.Factory):
         if ws.tls is not None:
             self.listener = ClientListener()
             self.listener.info = {"tls_required": True, "tls_available": True}
+        # host -> [(scheme, port)]: a host may be allowed on several.
         self.allowed_origins = {}
         for origin in ws.allowed_origins:
-            u = urllib.parse.urlsplit(origin)
-            h, p = _host_port(u.scheme == "https", u.netloc)
-            self.allowed_origins[h] = (u.scheme, p)
+            try:
+                scheme, host = _parse_origin(origin)
+                h, p = _host_port(scheme == "https", host)
+            except ValueError as e:
+                # (As nats-server: validated at start; skipped if not.)
+                log.error("error parsing allowed origin: {e}", e=e)
+                continue
+            self.allowed_origins.setdefault(h, []).append((scheme, p))
 
     def build_client(self):
         return ClientProtocol(self.broker, self.authenticator, self.listener)
