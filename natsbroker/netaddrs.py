@@ -9,75 +9,16 @@ on another host fails over to an address it can reach. Resolving the host
 name instead gives 127.0.1.1 on many systems (or nothing at all), and a
 client elsewhere would be sent to its own loopback.
 
-The addresses come from ``getifaddrs(3)`` (through ctypes: the standard
-library has no interface enumeration).
+The addresses come from psutil (getifaddrs): the standard library has no
+interface enumeration.
 """
 
-import ctypes
-import ctypes.util
 import ipaddress
 import socket
-import sys
+
+import psutil
 
 __all__ = ["global_unicast_addresses"]
-
-if sys.platform.startswith("freebsd") or sys.platform == "darwin":
-    _FAMILY = [("sa_len", ctypes.c_uint8), ("sa_family", ctypes.c_uint8)]
-else:
-    _FAMILY = [("sa_family", ctypes.c_ushort)]
-
-
-class _SockAddr(ctypes.Structure):
-    _fields_ = _FAMILY
-
-
-class _SockAddrIn(ctypes.Structure):
-    _fields_ = _FAMILY + [("port", ctypes.c_ushort), ("addr", ctypes.c_ubyte * 4)]
-
-
-class _SockAddrIn6(ctypes.Structure):
-    _fields_ = _FAMILY + [("port", ctypes.c_ushort), ("flowinfo", ctypes.c_uint32),
-                          ("addr", ctypes.c_ubyte * 16)]
-
-
-class _IfAddrs(ctypes.Structure):
-    pass
-
-
-_IfAddrs._fields_ = [
-    ("next", ctypes.POINTER(_IfAddrs)),
-    ("name", ctypes.c_char_p),
-    ("flags", ctypes.c_uint),
-    ("addr", ctypes.POINTER(_SockAddr)),
-    ("netmask", ctypes.POINTER(_SockAddr)),
-    ("dstaddr", ctypes.POINTER(_SockAddr)),
-    ("data", ctypes.c_void_p),
-]
-
-_FAMILIES = {socket.AF_INET: _SockAddrIn, socket.AF_INET6: _SockAddrIn6}
-
-
-def _interface_addresses():
-    """Every (family, address text) getifaddrs reports, in its order."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    head = ctypes.POINTER(_IfAddrs)()
-    if libc.getifaddrs(ctypes.byref(head)) != 0:
-        raise OSError(ctypes.get_errno(), "getifaddrs failed")
-    out = []
-    try:
-        node = head
-        while node:
-            sa = node.contents.addr
-            if sa:
-                family = sa.contents.sa_family
-                kind = _FAMILIES.get(family)
-                if kind is not None:
-                    packed = bytes(ctypes.cast(sa, ctypes.POINTER(kind)).contents.addr)
-                    out.append((family, socket.inet_ntop(family, packed)))
-            node = node.contents.next
-    finally:
-        libc.freeifaddrs(head)
-    return out
 
 
 def _is_global_unicast(text):
@@ -92,11 +33,15 @@ def global_unicast_addresses():
     """The host's global unicast addresses (IPv4 and IPv6), once each, in
     interface order; an empty list if they cannot be read."""
     try:
-        found = _interface_addresses()
-    except (OSError, AttributeError):  # (no getifaddrs in this libc)
+        interfaces = psutil.net_if_addrs()
+    except OSError:
         return []
     out = []
-    for _, text in found:
-        if _is_global_unicast(text) and text not in out:
-            out.append(text)
+    for addrs in interfaces.values():
+        for a in addrs:
+            if a.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            text = a.address.split("%", 1)[0]  # (a link-local zone; those are left out anyway)
+            if _is_global_unicast(text) and text not in out:
+                out.append(text)
     return out
