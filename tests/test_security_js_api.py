@@ -93,17 +93,17 @@ def spliced(target):
 
 
 class Client:
-    """A raw connection as ``user``: requests with numbered reply subjects,
+    """A raw connection (as ``user``, if given): requests with numbered reply subjects,
     and every frame (and -ERR) received until the connection is quiet."""
 
-    def __init__(self, port, user):
+    def __init__(self, port, user=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.buf = b""
         self.errs = []
         self._line(time.monotonic() + 10)  # INFO
+        auth = b',"user":"%s","pass":"p"' % user.encode() if user else b""
         self.sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true,'
-                          b'"protocol":1,"user":"%s","pass":"p"}\r\nSUB r.> 1\r\nPING\r\n'
-                          % user.encode())
+                          b'"protocol":1%s}\r\nSUB r.> 1\r\nPING\r\n' % auth)
         assert self._line(time.monotonic() + 10) == b"PONG"
         self.n = 0
 
