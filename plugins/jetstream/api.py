@@ -32,6 +32,7 @@ from natsbroker.plugins.jetstream.stream_state import stream_state
 log = Logger()
 
 TYPE = "io.nats.jetstream.api.v1.%s"
+API_PREFIX = b"$JS.API."
 
 
 _ACK_HEADS = {}
@@ -79,11 +80,9 @@ def handle(js, subject, reply, body, hdr=b""):
     route = _route(subject)
     if route is None:
         return  # nats-server does not answer unknown API subjects
-    handler, kind, nargs, args = route
+    handler, kind, args = route
     js.api_total += 1
     try:
-        if nargs is not None and len(args) < nargs:
-            raise E.bad_request()
         if hdr and handler not in _CLUSTER_ONLY and apilevel.refused(hdr):
             raise E.required_api_level()
         result = handler(js, args, body)
@@ -126,24 +125,84 @@ def handle(js, subject, reply, body, hdr=b""):
         js.audit(source, subject, body, payload)
 
 
+# The API subject spaces nats-server maps from ``$JS.<domain>.API.<...>`` to
+# ``$JS.API.<...>`` (its generateJSMappingTable): INFO itself and everything
+# under these tokens. Anything else under the domain prefix has no subscriber.
+_DOMAIN_MAPPED = frozenset((b"STREAM", b"CONSUMER", b"DIRECT", b"META", b"SERVER", b"ACCOUNT"))
+
+# nats-server's prefixes of requests that its ``$JS.API.>`` import does not
+# carry (processServiceImport's checkJS): only a stream's direct-get or a
+# consumer's pull subscription serves them, else the requester gets "no
+# responders". Note the first has no trailing dot.
+DIRECT_GET_PREFIX = b"$JS.API.DIRECT.GET"
+MSG_NEXT_PREFIX = b"$JS.API.CONSUMER.MSG.NEXT."
+
+
+def local_subject(subject, domain=""):
+    """The ``$JS.API.<...>`` subject a request published on ``subject``
+    reaches, as nats-server's subject mappings make it: ``subject`` itself,
+    or ``$JS.<domain>.API.<...>`` mapped for this server's domain; None when
+    nothing serves ``subject`` (an unmapped domain subject)."""
+    if subject.startswith(API_PREFIX):
+        return subject
+    if domain:
+        prefix = b"$JS.%s.API." % domain.encode()
+        if subject.startswith(prefix):
+            rest = subject[len(prefix):]
+            first, dot, _ = rest.partition(b".")
+            if rest == b"INFO" or (dot and first in _DOMAIN_MAPPED):
+                return API_PREFIX + rest
+    return None
+
+
+def pull_target(subject):
+    """``(stream, consumer)`` of a pull request's local subject, exactly
+    ``$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>``; None otherwise."""
+    if not subject.startswith(MSG_NEXT_PREFIX):
+        return None
+    tokens = subject[len(MSG_NEXT_PREFIX):].split(b".")
+    if len(tokens) != 2 or not all(tokens):
+        return None
+    return tuple(t.decode(errors="replace") for t in tokens)
+
+
+def direct_get_target(subject):
+    """The stream named by a direct get's local subject, exactly
+    ``$JS.API.DIRECT.GET.<stream>[.<subject>]``; None otherwise."""
+    if not subject.startswith(DIRECT_GET_PREFIX + b"."):
+        return None
+    name = subject[len(DIRECT_GET_PREFIX) + 1:].split(b".", 1)[0]
+    return name.decode(errors="replace") if name else None
+
+
 def _route(subject):
-    """``(handler, kind, nargs, args)`` of an API subject, or None."""
-    if not subject.startswith(b"$JS.API."):
-        # $JS.<domain>.API.<...>
-        parts = subject.split(b".", 3)
-        if len(parts) < 4:
-            return None
-        rest = parts[3]
-    else:
-        rest = subject[8:]
-    tokens = [t.decode(errors="replace") for t in rest.split(b".")]
+    """``(handler, kind, args)`` of a local API subject (see local_subject),
+    or None. A route matches only its exact token count, as nats-server's
+    API subscriptions (``$JS.API.STREAM.INFO.*`` and so on) do: a request
+    with tokens spliced in or cut off is no request at all."""
+    if not subject.startswith(API_PREFIX):
+        return None
+    tokens = [t.decode(errors="replace") for t in subject[len(API_PREFIX):].split(b".")]
     for n in (3, 2, 1):
-        key = tuple(tokens[:n])
-        route = _ROUTES.get(key)
+        route = _ROUTES.get(tuple(tokens[:n]))
         if route is not None:
             handler, kind, nargs = route
-            return handler, kind, nargs, tokens[n:]
+            args = tokens[n:]
+            if not _arity(nargs, len(args)):
+                return None
+            return handler, kind, args
     return None
+
+
+# A route's argument count: exact, or at least ``AT_LEAST_ONE``'s 1 (the
+# ``*`` and ``*.>`` forms of CONSUMER.CREATE).
+AT_LEAST_ONE = "1+"
+
+
+def _arity(nargs, n):
+    if nargs == AT_LEAST_ONE:
+        return n >= 1
+    return n == (nargs or 0)
 
 
 # -- an account without JetStream ---------------------------------------------------
@@ -156,15 +215,14 @@ def not_enabled(subject, body):
     the response with 503/10039 "JetStream not enabled for account" (after the
     checks some handlers make of the request first: clustering required,
     a consumer request's JSON...), ``NO_RESPONDERS`` for direct gets and pull
-    requests (nothing serves them), ``None`` for no answer."""
-    if b".API.DIRECT.GET." in subject or b".API.CONSUMER.MSG.NEXT." in subject:
+    requests (nothing serves them), ``None`` for no answer. ``subject`` is
+    the local subject (see local_subject)."""
+    if subject.startswith((DIRECT_GET_PREFIX, MSG_NEXT_PREFIX)):
         return NO_RESPONDERS
     route = _route(subject)
     if route is None:
         return None
-    handler, kind, nargs, args = route
-    if nargs is not None and len(args) < nargs:
-        return None
+    handler, kind, args = route
     try:
         if handler in _CLUSTER_ONLY:
             handler(None, args, body)
@@ -201,8 +259,6 @@ def _pause_request_first(args, body):
 
 
 def _unpin_request_first(args, body):
-    if len(args) != 2:
-        return False
     CM.parse_unpin_request(body)
 
 
@@ -598,8 +654,8 @@ def direct_get(js, stream, subject, reply, body, hdr=b""):
     if hdr and apilevel.refused(hdr):
         publish(reply, b"", headers=apilevel.STATUS_412)
         return
-    # $JS.API.DIRECT.GET.<stream>[.<subject>] or $JS.<domain>.API.DIRECT.GET...
-    prefix_len = subject.index(b".API.DIRECT.GET.") + 16 + len(stream.name)
+    # ``subject`` is the local $JS.API.DIRECT.GET.<stream>[.<subject>]
+    prefix_len = len(DIRECT_GET_PREFIX) + 1 + len(stream.name.encode())
     last_subject = subject[prefix_len + 1:] if len(subject) > prefix_len else b""
     try:
         req = direct.request(body, last_subject)

@@ -597,8 +597,10 @@ class Consumer:
         dseq = self.dseq
         self.dseq += 1
         n = self.broker.deliver(dsubj, msg.subject, data, reply, hdr or None)
-        if self.is_pull and wr.max_bytes and wr.n <= 0:
-            # A max_bytes request that got its batch says so (nats-server).
+        if self.is_pull and wr.b > 0 and wr.n <= 0:
+            # A max_bytes request that got its batch with bytes to spare says
+            # so; one whose last message used its bytes up exactly ends
+            # silently (nats-server: wrn <= 0 && wrb > 0).
             self._send_status(wr.reply, b"NATS/1.0 409 Batch Completed\r\n"
                               + _PENDING_T % (wr.n, wr.b))
         if self.maxpb:

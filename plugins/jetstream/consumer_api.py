@@ -26,6 +26,13 @@ def _consumer(stream, name):
     return c
 
 
+def _empty(body):
+    """INFO and DELETE take no request: nats-server refuses a body before it
+    looks the stream up."""
+    if not gojson.is_empty_request(body):
+        raise E.not_empty_request()
+
+
 def info_object(js, stream, c):
     i = c.info()
     dc, ds, ldt = i["delivered"]
@@ -104,11 +111,13 @@ def consumer_durable_create(js, args, body):
 
 
 def consumer_info(js, args, body):
+    _empty(body)
     stream = _stream(js, args[0])
     return _info(js, stream, _consumer(stream, args[1]))
 
 
 def consumer_delete(js, args, body):
+    _empty(body)
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
     js.delete_consumer(stream, c)
@@ -163,9 +172,6 @@ def consumer_pause(js, args, body):
 def consumer_unpin(js, args, body):
     """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: the
     body is checked before the stream and consumer are looked up."""
-    if len(args) != 2:
-        js.api_total -= 1  # nats-server has no such subject: no reply, not counted
-        return None
     group = CM.parse_unpin_request(body)
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
@@ -199,14 +205,15 @@ def consumer_leader_stepdown(js, args, body):
 
 
 ROUTES = {
-    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response", 1),
+    # $JS.API.CONSUMER.CREATE.<stream> and .<stream>.<consumer>[.<filter>]
+    ("CONSUMER", "CREATE"): (consumer_create, "consumer_create_response", "1+"),
     ("CONSUMER", "DURABLE", "CREATE"): (consumer_durable_create, "consumer_create_response", 2),
     ("CONSUMER", "INFO"): (consumer_info, "consumer_info_response", 2),
     ("CONSUMER", "DELETE"): (consumer_delete, "consumer_delete_response", 2),
     ("CONSUMER", "NAMES"): (consumer_names, "consumer_names_response", 1),
     ("CONSUMER", "LIST"): (consumer_list, "consumer_list_response", 1),
     ("CONSUMER", "PAUSE"): (consumer_pause, "consumer_pause_response", 2),
-    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", None),
+    ("CONSUMER", "UNPIN"): (consumer_unpin, "consumer_unpin_response", 2),
     ("CONSUMER", "LEADER", "STEPDOWN"): (consumer_leader_stepdown,
                                          "consumer_leader_stepdown_response", 2),
 }

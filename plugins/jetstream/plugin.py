@@ -305,7 +305,8 @@ class JetStreamAccount:
         if stream.config.allow_direct:
             # Like nats-server, direct gets are answered only when allowed.
             def direct(sub, subject, reply, hdr_len, raw):
-                api.direct_get(self, stream, subject, reply, raw[hdr_len:], raw[:hdr_len])
+                local = api.local_subject(subject, self.js.domain)
+                api.direct_get(self, stream, local, reply, raw[hdr_len:], raw[:hdr_len])
             for prefix in self._api_prefixes():
                 base = prefix + b"DIRECT.GET." + stream.name.encode()
                 subs.append(self.broker.subscribe(base, direct))
@@ -476,31 +477,38 @@ class JetStreamAccount:
     # -- API ---------------------------------------------------------------------
 
     def _on_api(self, sub, subject, reply, hdr_len, raw):
-        if b".API.DIRECT.GET." in subject:
+        # Dispatched by exact subject structure, as nats-server's own API
+        # subscriptions do: a pull request or direct get spliced into another
+        # API subject ($JS.API.STREAM.INFO.API.CONSUMER.MSG.NEXT.S.C) is
+        # nothing, so a permission or import that allows only that other
+        # subject allows nothing more.
+        local = api.local_subject(subject, self.js.domain)
+        if local is None:
+            self.no_responders(subject, reply)  # an unmapped domain subject
+            return
+        if local.startswith(api.DIRECT_GET_PREFIX):
             # Answered by the stream's own direct-get subscription; without
             # one (allow_direct off, no such stream) nats-server has no
             # subscriber there: the requester gets "no responders".
-            name = subject[subject.index(b".API.DIRECT.GET.") + 16:].split(b".", 1)[0]
-            stream = self.streams.get(name.decode(errors="replace"))
+            name = api.direct_get_target(local)
+            stream = self.streams.get(name) if name is not None else None
             if stream is None or not stream.config.allow_direct:
-                self.no_responders(subject, reply)
+                self.no_responders(local, reply)
             return
-        if b".API.CONSUMER.MSG.NEXT." in subject:
+        if local.startswith(api.MSG_NEXT_PREFIX):
             # A consumer's own request subject: not an API call in nats-server's
             # counts, and unanswered when the consumer does not exist.
-            tokens = subject[subject.index(b".API.CONSUMER.MSG.NEXT.") + 23:].split(b".")
-            if len(tokens) == 2:
-                stream = self.streams.get(tokens[0].decode(errors="replace"))
-                c = stream.consumers.get(tokens[1].decode(errors="replace")) if stream else None
-                if c is not None:
-                    if hdr_len and reply and apilevel.refused(raw[:hdr_len]):
-                        c._send_status(reply, apilevel.STATUS_412)
-                    else:
-                        c.next_request(reply, raw[hdr_len:])
-                    return
-            self.no_responders(subject, reply)
+            target = api.pull_target(local)
+            stream = self.streams.get(target[0]) if target else None
+            c = stream.consumers.get(target[1]) if stream else None
+            if c is None:
+                self.no_responders(local, reply)
+            elif hdr_len and reply and apilevel.refused(raw[:hdr_len]):
+                c._send_status(reply, apilevel.STATUS_412)
+            else:
+                c.next_request(reply, raw[hdr_len:])
             return
-        api.handle(self, subject, reply, raw[hdr_len:], raw[:hdr_len])
+        api.handle(self, local, reply, raw[hdr_len:], raw[:hdr_len])
 
     def no_responders(self, subject, reply):
         """What a requester gets when nothing serves ``subject`` (a missing
@@ -1068,14 +1076,17 @@ class JetStream:
 
     def _unavailable_cb(self, account):
         def on_api(sub, subject, reply, hdr_len, raw):
-            answer = api.not_enabled(subject, raw[hdr_len:])
+            local = api.local_subject(subject, self.js.domain)
+            answer = api.NO_RESPONDERS if local is None else api.not_enabled(
+                local, raw[hdr_len:])
             if answer is None or not reply:
                 return
             if answer is api.NO_RESPONDERS:
                 source = self.broker.route_source
                 if source is not None and getattr(source, "no_responders", False):
                     account.deliver(reply, reply, b"", None,
-                                    b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % subject)
+                                    b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n" % (
+                                        local or subject))
                 return
             account.publish(reply, gojson.go_json_dumps(answer).encode())
         return on_api
