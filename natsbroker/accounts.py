@@ -297,7 +297,6 @@ class Account:
     def publish(self, subject, payload, reply=None, headers=None):
         broker = self.broker
         broker.internal_publishes += 1
-        broker.route_request = False  # a response, an advisory: never a request
         subject = _b(subject)
         reply = _b(reply) if reply else None
         payload = _b(payload)
@@ -306,7 +305,14 @@ class Account:
         else:
             block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
             hdr_len, raw = len(block), block + payload
-        return self.route(None, subject, reply, hdr_len, raw)
+        # A publish made while a message is delivered (a responder's answer)
+        # leaves that delivery's source as it was for the subscribers after.
+        source, request = broker.route_source, broker.route_request
+        broker.route_request = False  # a response, an advisory: never a request
+        try:
+            return self.route(None, subject, reply, hdr_len, raw)
+        finally:
+            broker.route_source, broker.route_request = source, request
 
     def request(self, subject, payload, reply=None, headers=None):
         """An internal request to a server-side service (IBroker.request)."""
@@ -319,11 +325,12 @@ class Account:
         else:
             block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
             hdr_len, raw = len(block), block + payload
+        source, request = broker.route_source, broker.route_request
         broker.route_request = True
         try:
             return self.route(None, subject, _b(reply) if reply else None, hdr_len, raw)
         finally:
-            broker.route_request = False
+            broker.route_source, broker.route_request = source, request
 
     def serving_request(self):
         broker = self.broker
@@ -333,13 +340,21 @@ class Account:
         """Publish internally to the subscribers of ``dest``, with ``subject``
         on the MSG line (JetStream delivers a stored message to a consumer's
         inbox under the subject it was stored with). Returns the count reached."""
-        self.broker.internal_publishes += 1
+        broker = self.broker
+        broker.internal_publishes += 1
         if headers is None:
             hdr_len, raw = 0, payload
         else:
             hdr_len, raw = len(headers), headers + payload
-        self.broker.route_source = None
-        self.broker.route_request = False
+        source, request = broker.route_source, broker.route_request
+        broker.route_source = None
+        broker.route_request = False
+        try:
+            return self._deliver_to(dest, subject, reply, hdr_len, raw)
+        finally:
+            broker.route_source, broker.route_request = source, request
+
+    def _deliver_to(self, dest, subject, reply, hdr_len, raw):
         r = self._match_cache.get(dest)
         if r is None:
             r = self.sublist.match(dest)
