@@ -14,7 +14,8 @@ On top of :class:`IBrokerPlugin`, a plugin may provide:
 
 * :class:`IClientOps` to handle protocol ops from clients (this is how PUB,
   HPUB, SUB and UNSUB reach the core pub/sub plugin);
-* :class:`IClientObserver` to hear about clients connecting and leaving.
+* :class:`IClientObserver` to hear about clients connecting and leaving;
+* :class:`IShutdownObserver` to speak to clients once more before shutdown.
 
 Plugins talk to the broker through :class:`IBroker`. Messages are routed by
 subject; a plugin that wants messages subscribes exactly as a client would
@@ -73,6 +74,18 @@ class IClientObserver(Interface):
 
     def client_closed(client):
         """``client`` has disconnected; drop everything held for it."""
+
+
+class IShutdownObserver(Interface):
+    """A plugin with something to tell clients when the server shuts down."""
+
+    def server_shutting_down():
+        """The server is shutting down, its clients are still connected.
+
+        Called once, before any client is closed and before :meth:`IBrokerPlugin.stop`;
+        whatever the plugin delivers now still reaches the clients (nats-server's
+        ``Shutdown`` likewise tells JetStream pull requests first).
+        """
 
 
 class IMessageSink(Interface):

@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth import Authenticator
 from natsbroker.broker import Broker
-from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver
 from natsbroker.plugin import PluginLoadError, plugins_for
 from natsbroker.protocol.client import ClientFactory, ClientListener
 from natsbroker.configfile import ConfigError, load_config
@@ -400,6 +400,13 @@ class BrokerService(service.Service):
             yield self.http_port.stopListening()
         if self.https_port is not None:
             yield self.https_port.stopListening()
+        # Last words while the clients are still there (JetStream: 409 "Server
+        # Shutdown" to waiting pull requests, so they pull again elsewhere).
+        for observer in broker.providers(IShutdownObserver):
+            try:
+                observer.server_shutting_down()
+            except Exception:
+                log.failure("plugin {name} failed at shutdown", name=observer.name)
         for client in list(broker.clients()):
             client.close("Server Shutdown")
         for plugin in reversed(self._started):

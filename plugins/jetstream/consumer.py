@@ -38,6 +38,7 @@ log = Logger()
 _PENDING_T = b"Nats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n\r\n"
 _TIMEOUT = b"NATS/1.0 408 Request Timeout\r\n" + _PENDING_T
 _MAX_BYTES = b"NATS/1.0 409 Message Size Exceeds MaxBytes\r\n" + _PENDING_T
+_SHUTDOWN = b"NATS/1.0 409 Server Shutdown\r\n" + _PENDING_T
 _NO_MESSAGES = b"NATS/1.0 404 No Messages\r\n\r\n"
 _HEARTBEAT = b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
 _FC_REQUEST = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
@@ -274,6 +275,19 @@ class Consumer:
             for wr in self.waiting:
                 self._send_status(wr.reply, status(409, b"Consumer Deleted"))
         self.waiting.clear()
+
+    def signal_shutdown(self):
+        """nats-server's signalPullConsumers: the server is going away, so every
+        waiting pull request gets 409 "Server Shutdown" with what it had still
+        to receive. Clients whose requests would otherwise just vanish (an
+        ordered consumer's continuous pull, without heartbeats) then pull again
+        once reconnected, and learn the consumer is gone. One status per reply
+        subject (the last request on it), and only for R1 consumers, as there."""
+        if not self.is_pull or self.config.num_replicas > 1:
+            return
+        last = {wr.reply: wr for wr in self.waiting}
+        for reply, wr in last.items():
+            self._send_status(reply, _SHUTDOWN % (wr.n, wr.b))
 
     # -- state ----------------------------------------------------------------
 

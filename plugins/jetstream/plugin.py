@@ -46,7 +46,7 @@ import re
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IStreamEvents
+from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IShutdownObserver, IStreamEvents
 from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
@@ -701,6 +701,13 @@ class JetStreamAccount:
                 log.warn("consumer {s} > {c}: bad config ({e}); skipped",
                          s=stream.name, c=name, e=e)
                 continue
+            if cfg.mem_storage:
+                # nats-server keeps a mem_storage consumer (durable or not) in
+                # memory only: a restart forgets it, so its records go too.
+                for part in (b"config", b"state", b"created"):
+                    ss.del_meta(consumer_key(name, part))
+                ss.del_floor(name.encode())
+                continue
             created = int(ss.get_meta(consumer_key(name, b"created")) or b"0")
             state = ss.get_meta(consumer_key(name, b"state"))
             self.add_consumer(stream, name, cfg, created, state, persist=False)
@@ -802,7 +809,7 @@ def _query(request):
 _U64 = 1 << 64
 
 
-@implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream)
+@implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream, IShutdownObserver)
 class JetStream:
     """The JetStream plugin: a :class:`JetStreamAccount` per account with
     JetStream, nats-server's answer in the others, and what is server-wide
@@ -934,6 +941,13 @@ class JetStream:
             except Exception:
                 # One account that cannot be loaded never stops the others.
                 log.failure("JetStream: account {a} could not be looked up", a=name)
+
+    def server_shutting_down(self):
+        """Waiting pull requests hear 409 "Server Shutdown" (see Consumer.signal_shutdown)."""
+        for engine in self.accounts.values():
+            for stream in engine.streams.values():
+                for consumer in stream.consumers.values():
+                    consumer.signal_shutdown()
 
     def stop(self):
         self._started = False
