@@ -15,6 +15,7 @@ the decoded fields is :mod:`natsbroker.plugins.jetstream.marshal`'s job.
 import codecs
 import json
 import re
+import sys
 
 import attrs
 
@@ -331,17 +332,30 @@ def room():
     return jsonbound.room(3 * _MAX_DEPTH)
 
 
-def parse_json_values(data):
+def parse_json_values(data, fast=True):
     """Syntax-check ``data`` value by value like a Go ``json.Decoder``; yields nodes.
 
     Raises ``GoJSONError`` (message as nats-server reports it after "invalid
     JSON: ") at the first syntax error.  Lazy: a value is only checked once the
     previous one has been consumed, as the Go decoder loop does.
+
+    ``fast``: a value that Python's C decoder takes (see "Fast path" below) is
+    decoded by it, the rest by :class:`Parser`; ``fast=False`` uses only the
+    parser (byte offsets on every node).
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
-    p = Parser(bytes(data))
-    i = 0
+    data = bytes(data)
+    if fast:
+        text = _fast_text(data)
+        if text is not None:
+            yield from _fast_values(data, text)
+            return
+    yield from _exact_values(data, 0)
+
+
+def _exact_values(data, i):
+    p = Parser(data)
     while True:
         i = p.ws(i)
         if i >= p.n:
@@ -354,6 +368,108 @@ def parse_json_values(data):
         except RecursionError:
             raise GoJSONError("exceeded max depth") from None
         yield node
+
+
+# --- Fast path ---------------------------------------------------------------
+#
+# Building the tree in Python costs ~1 us a value: a 1 MB request body held
+# the reactor a third of a second, where nats-server only applies max_payload.
+# Syntactically valid input (the common case) is decoded by Python's C decoder
+# instead, into plain values that keep what decoding needs: objects as their
+# (key, value) pairs in order with duplicates (_Obj), numbers as their literal
+# in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It agrees with Go's grammar except where the input is left to the
+# exact parser:
+#
+# * invalid UTF-8, and \uD800-\uDFFF escapes (Go writes U+FFFD for a lone
+#   surrogate, Python keeps it): the whole body is parsed exactly;
+# * NaN/Infinity (accepted by Python only), nesting deeper than the recursion
+#   limit, and any syntax error: that value is parsed exactly, from its byte
+#   offset, so Go's error text and offset come out unchanged;
+# * an enum field (nats-server compares its raw bytes) whose raw text cannot be
+#   told from the decoded string: ``ExactNeeded`` and the body is decoded again
+#   from exact nodes.  A decoded string's raw text is ``"`` + its UTF-8 + ``"``
+#   unless it had escapes; an escaped string can only decode to a valid enum
+#   value if it escapes an ASCII letter, digit, ``_`` or ``-``.
+#
+# Nesting is bounded by the C decoder itself: it recurses once a level against
+# the recursion limit, which is far below Go's 10,000 (checked at run time).
+
+class _Obj(list):
+    """A JSON object from the C decoder: its (key, value) pairs in order."""
+    __slots__ = ()
+
+
+class ExactNeeded(Exception):
+    """The fast path cannot give the exact answer: decode from Parser nodes."""
+
+
+class _NotGo(ValueError):
+    pass
+
+
+def _not_go(name):
+    raise _NotGo(name)
+
+
+_SCAN = json.JSONDecoder(object_pairs_hook=_Obj, parse_int=str.encode, parse_float=str.encode,
+                         parse_constant=_not_go).scan_once
+_WS_TEXT = re.compile(r"[ \t\r\n]*")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# \u escapes of the characters of enum values ("-", digits, letters, "_"...).
+_WORD_ESCAPE = re.compile(rb"\\u00(?:2[dD]|3[0-9]|[4-7][0-9a-fA-F])")
+
+
+def _fast_text(data):
+    """``data`` as text for the C decoder, or None when only the exact parser
+    gives Go's answer for it."""
+    if sys.getrecursionlimit() > _MAX_DEPTH:
+        return None                 # the C decoder could go deeper than Go
+    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _fast_values(data, text):
+    ascii_only = len(text) == len(data)
+    i, n = 0, len(text)
+    while True:
+        i = _WS_TEXT.match(text, i).end()
+        if i >= n:
+            return
+        try:
+            value, end = _SCAN(text, i)
+            # The C decoder ends a number where its pattern stops ("1" of
+            # "1.", "0" of "01"); Go's scanner reads on and fails.
+            if type(value) is bytes and end < n and text[end] not in " \t\r\n":
+                raise ValueError(value)
+        except (StopIteration, ValueError, RecursionError):
+            start = i if ascii_only else len(text[:i].encode("utf-8"))
+            yield from _exact_values(data, start)
+            return
+        i = end
+        kind, value = unpack(value)
+        yield _Node(kind, value, None, None)
+
+
+def unpack(node):
+    """``(kind, value)`` of a parser ``_Node`` or of a C decoder value."""
+    t = type(node)
+    if t is _Node:
+        return node.kind, node.value
+    if t is str:
+        return "string", node
+    if t is _Obj:
+        return "object", node
+    if t is list:
+        return "array", node
+    if t is bytes:
+        return "number", node.decode("ascii")
+    if node is None:
+        return "null", None
+    return ("true" if node else "false"), None
 
 
 # --- Go types, for decoding and for the type names in error messages -------
@@ -485,7 +601,7 @@ class Decoder:
         self.lenient = lenient  # json.Unmarshal: unknown fields are skipped
 
     def type_error(self, node, gotype, path, value=None):
-        what = value or KIND_NAMES[node.kind]
+        what = value or KIND_NAMES[unpack(node)[0]]
         if path:
             where = ".".join([self.root.__go_name__] + path)
             if re.fullmatch(r"[0-9]+", path[-1]):
@@ -498,7 +614,41 @@ class Decoder:
         raise GoJSONError(msg)
 
     def raw(self, node):
-        return self.data[node.start:node.end]
+        """The node's JSON text; for a C decoder value only when it is certain
+        (else ``ExactNeeded``)."""
+        if type(node) is _Node and node.start is not None:
+            return self.data[node.start:node.end]
+        kind, value = unpack(node)
+        if kind == "string":
+            if b"\\" in self.data:
+                raise ExactNeeded()
+            return b'"' + value.encode("utf-8") + b'"'
+        if kind == "number":
+            return value.encode("ascii")
+        if kind in ("true", "false", "null"):
+            return kind.encode("ascii")
+        raise ExactNeeded()
+
+    def enum(self, node, gotype):
+        if type(node) is _Node and node.start is not None:
+            return gotype.decode(self.raw(node))
+        # A C decoder value: a string that had escapes gets its raw text
+        # wrong, which only matters if it could match (see "Fast path") or
+        # for the error text.
+        kind, value = unpack(node)
+        data = self.data
+        if kind == "string" and b"\\" in data:
+            if _WORD_ESCAPE.search(data):
+                raise ExactNeeded()
+            raw = b'"' + value.encode("utf-8") + b'"'
+        else:
+            raw = self.raw(node)
+        try:
+            return gotype.decode(raw)
+        except GoJSONError:
+            if kind == "string" and b"\\" in data:
+                raise ExactNeeded() from None
+            raise
 
     def decode(self, node, gotype, current, path):
         """Decode ``node`` as ``gotype`` onto ``current``; returns the new value.
@@ -506,9 +656,9 @@ class Decoder:
         Structs decode to dicts keyed by attribute name (merged into a dict
         already there), built into attrs instances at the end.
         """
-        kind = node.kind
+        kind, value = unpack(node)
         if isinstance(gotype, EnumType):
-            return gotype.decode(self.raw(node))
+            return self.enum(node, gotype)
         if isinstance(gotype, CompressionType):
             if kind == "null":
                 s = ""
@@ -516,7 +666,7 @@ class Decoder:
                 raise GoJSONError("json: cannot unmarshal %s into Go value of type string"
                                   % KIND_NAMES[kind])
             else:
-                s = node.value
+                s = value
             if s not in gotype.values:
                 raise GoJSONError("unknown compression algorithm")
             return s
@@ -525,7 +675,7 @@ class Decoder:
         if isinstance(gotype, _Str):
             if kind != "string":
                 self.type_error(node, gotype, path)
-            return node.value
+            return value
         if isinstance(gotype, _Bool):
             if kind not in ("true", "false"):
                 self.type_error(node, gotype, path)
@@ -533,28 +683,33 @@ class Decoder:
         if isinstance(gotype, _Int):
             if kind != "number":
                 self.type_error(node, gotype, path)
-            v = gotype.convert(node.value)
+            v = gotype.convert(value)
             if v is None:
-                self.type_error(node, gotype, path, "number " + node.value)
+                self.type_error(node, gotype, path, "number " + value)
             return v
         if isinstance(gotype, _Time):
             if kind != "string":
                 self.type_error(node, gotype, path)
             try:
-                ns, offset = go_parse_rfc3339(node.value)
+                ns, offset = go_parse_rfc3339(value)
             except ValueError as e:
                 raise GoJSONError(str(e)) from None
             return rfc3339(ns, offset, zero_is_unset=False)
         if isinstance(gotype, SliceType):
             if kind != "array":
                 self.type_error(node, gotype, path)
+            if gotype.elem is STRING and type(value) is list and _all_str(value):
+                return list(value)          # C decoder strings: nothing to check
             return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)])
-                    for k, item in enumerate(node.value)]
+                    for k, item in enumerate(value)]
         if isinstance(gotype, _Map):
             if kind != "object":
                 self.type_error(node, gotype, path)
             out = dict(current) if current else {}
-            for key, item in node.value:
+            if gotype.elem is STRING and type(value) is _Obj and _all_str(v for _, v in value):
+                out.update(value)           # a later duplicate wins, as in the loop
+                return out
+            for key, item in value:
                 out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key])
             return out
         if isinstance(gotype, StructType):
@@ -566,7 +721,7 @@ class Decoder:
     def struct(self, node, cls, current, path):
         out = dict(current) if current else {}
         fields = go_fields(cls)
-        for key, item in node.value:
+        for key, item in unpack(node)[1]:
             f = fields.get(key)
             if f is None:
                 folded = key.casefold()
@@ -582,6 +737,10 @@ class Decoder:
             default = out.get(f.name, zero_value(gotype))
             out[f.name] = self.decode(item, gotype, default, path + [key])
         return out
+
+
+def _all_str(values):
+    return all(type(v) is str for v in values)
 
 
 def zero_value(gotype):
@@ -610,10 +769,17 @@ def decode_fields(data, cls):
     the fields as a dict keyed by attribute name (nested structs as dicts too),
     for the converter to build ``cls`` from.  Raises ``GoJSONError``; an empty
     (or all white space) body gives ``{}``."""
+    try:
+        return _decode_fields(data, cls, fast=True)
+    except ExactNeeded:
+        return _decode_fields(data, cls, fast=False)
+
+
+def _decode_fields(data, cls, fast):
     dec = Decoder(data, cls)
     top = Struct(cls)
     fields = {}
-    for node in parse_json_values(data):
+    for node in parse_json_values(data, fast):
         if node.kind == "null":
             continue
         if node.kind != "object":
@@ -628,7 +794,14 @@ def unmarshal_fields(data, cls):
     nats-server uses for direct gets): unknown fields are ignored, the body must
     be exactly one JSON value; ``null`` gives None (the zero values).  Raises
     ``GoJSONError`` on anything else."""
-    nodes = list(parse_json_values(data))
+    try:
+        return _unmarshal_fields(data, cls, fast=True)
+    except ExactNeeded:
+        return _unmarshal_fields(data, cls, fast=False)
+
+
+def _unmarshal_fields(data, cls, fast):
+    nodes = list(parse_json_values(data, fast))
     if len(nodes) != 1:
         raise GoJSONError("unexpected end of JSON input" if not nodes
                           else "invalid character after top-level value")
