@@ -101,6 +101,21 @@ class Authorization:
 
 
 @attrs.define
+class JetStreamLimits:
+    """nats-server's ``jetstream { limits { } }`` (JSLimitOpts): server-wide caps
+    on every account's streams, consumers and batches; 0 means no cap."""
+
+    max_ack_pending: int = 0  # consumers' max_ack_pending (and its default)
+    max_ha_assets: int = 0  # replicated streams/consumers (clustered JetStream only)
+    max_request_batch: int = 0  # pull consumers' max_batch (and its default)
+    duplicate_window: int = 0  # nanoseconds: streams' duplicate_window (and its default)
+    batch_max_inflight_per_stream: int = 0  # open batches per stream
+    batch_max_inflight_total: int = 0  # open batches on the server
+    batch_max_msgs: int = 0  # messages in one batch
+    batch_timeout: float = 0.0  # seconds without a message before a batch is abandoned
+
+
+@attrs.define
 class JetStreamConfig:
     enabled: bool = False
     store_dir: str = ""
@@ -110,6 +125,7 @@ class JetStreamConfig:
     # Seconds between lazy syncs; 0 (the default) means sync before every ack.
     sync_interval: float = 0.0
     sync_always: bool = True
+    limits: JetStreamLimits = attrs.field(factory=JetStreamLimits)
 
 
 @attrs.define

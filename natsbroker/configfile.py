@@ -520,6 +520,7 @@ def _jetstream(ld, v, at, out):
         js["enabled"] = v.lower().startswith("enable")
     elif isinstance(v, dict):
         # A block turns JetStream on unless it says "enabled: false".
+        ld.top_at = at  # (where nats-server places a panic inside it)
         js.update({"enabled": True, **ld.block(v, _JETSTREAM, at)})
     else:
         raise BadValue(f'expected true/false, "enabled"/"disabled" or a block, got {_show(v)}')
@@ -1483,12 +1484,64 @@ _JETSTREAM = _table(
         "max_file_store max_file": _set("max_file_store", _size),
         "domain": _set("domain", _string),
         "sync_interval sync": _sync,
+        "limits": lambda ld, v, at, out: out.__setitem__("limits", _js_limits(ld, v, at)),
     },
     unsupported="strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint "
-                "limits tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
+                "tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
                 "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync "
                 "max_concurrent_io",
 )
+
+def _js_limits(ld, v, at):
+    """nats-server's parseJetStreamLimits: ``max_ack_pending``,
+    ``max_ha_assets``, ``max_request_batch`` (integers), ``duplicate_window``
+    (a Go duration string) and ``batch { max_inflight_per_stream,
+    max_inflight_total, max_msgs, timeout }``, refused in its words: a value of
+    the wrong type is its type-assertion panic (placed at the top-level key),
+    a bad duration Go's error alone."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{_op_at(at)}: Expected a map to define JetStreamLimits, got {_go_type(v)}")
+    top = getattr(ld, "top_at", at)
+    out = {}
+
+    def integer(field):
+        def handle(ld, value, where, out):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _panic(_op_at(top), value, "int64")
+            out[field] = value
+        return handle
+
+    def duration(field, scale):
+        def handle(ld, value, where, out):
+            if not isinstance(value, str):
+                raise _panic(_op_at(top), value, "string")
+            try:
+                ns = _go_duration(value)
+            except ValueError:
+                ld.errors.append(_go_duration_error(value))
+                return
+            out[field] = ns if scale == 1 else ns / scale
+        return handle
+
+    def batch(ld, value, where, out):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{_op_at(where)}: Expected a map to define batch limits, got {_go_type(value)}")
+        out.update(ld.block(value, _table({
+            "max_inflight_per_stream": integer("batch_max_inflight_per_stream"),
+            "max_inflight_total": integer("batch_max_inflight_total"),
+            "max_msgs": integer("batch_max_msgs"),
+            "timeout": duration("batch_timeout", 1e9),
+        }), where))
+
+    out.update(ld.block(v, _table({
+        "max_ack_pending": integer("max_ack_pending"),
+        "max_ha_assets": integer("max_ha_assets"),
+        "max_request_batch": integer("max_request_batch"),
+        "duplicate_window": duration("duplicate_window", 1),
+        "batch": batch,
+    }), at))
+    return out
+
 
 _CHANGEFEED = _table(
     {

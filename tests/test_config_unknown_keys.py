@@ -131,7 +131,7 @@ UNSUPPORTED = [
     ("mqtt { port: -1 }", "mqtt"),
     ("port: -1\nserver_tags: [az:1]", "server_tags"),
     ("jetstream { store_dir: STORE, encryption_key: s3cr3t }", "encryption_key"),
-    ("jetstream { store_dir: STORE, limits { max_ack_pending: 10 } }", "limits"),
+    ("jetstream { store_dir: STORE, tpm { keys_file: k } }", "tpm"),
     ("tls { cert_file: a.pem, key_file: b.pem, ocsp_peer: true }", "ocsp_peer"),
     ("websocket { port: -1, no_tls: true, headers { X: y } }", "headers"),
     ("cluster { port: -1, write_deadline: '5s' }", "write_deadline"),

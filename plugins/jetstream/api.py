@@ -395,7 +395,8 @@ def stream_create(js, args, body):
     name = args[0]
     raw = SC.parse_stream_config(body, name)
     L.precheck_create(js, raw, _names_storage(body))
-    cfg = SC.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits)
+    cfg = SC.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits,
+                           max_duplicate_window=js.js.limits.duplicate_window)
     SC.check_create(cfg)
     existing = js.streams.get(name)
     if existing is not None:
@@ -416,7 +417,8 @@ def stream_update(js, args, body):
     name = args[0]
     cfg = SC.parse_stream_config(body, name, update=True, account_limits=js.limits)
     stream = _stream(js, name)
-    cfg = SC.check_update(stream.config, SC.fill_defaults(cfg, lookup=_lookup(js)))
+    cfg = SC.check_update(stream.config, SC.fill_defaults(
+        cfg, lookup=_lookup(js), max_duplicate_window=js.js.limits.duplicate_window))
     L.check_update(js, stream.config, cfg)
     _check_overlap(js, cfg, skip=name)
     js.update_stream(stream, cfg)

@@ -38,6 +38,15 @@ MAX_MSGS = 1000
 MAX_INFLIGHT_PER_STREAM = 50
 MAX_INFLIGHT_TOTAL = 1000
 TIMEOUT = 10.0  # seconds
+ADVISORY_ABANDONED = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED."
+# The errors that end a batch in flight with an advisory, and its reason.
+_ABANDON_REASONS = {10176: "incomplete", 10199: "large", 10185: "unsupported"}
+
+
+def server_limit(js, name, default):
+    """``jetstream { limits { batch { name } } }`` when set (> 0), else nats-server's default."""
+    value = getattr(getattr(js.js, "limits", None), name, 0)
+    return value if value > 0 else default
 
 
 class Staged:
@@ -156,13 +165,16 @@ class Batches:
             commit = h.get(H_BATCH_COMMIT)
             if commit and commit not in (b"1", b"eob"):
                 raise E.atomic_publish_invalid_batch_commit()
-            if seq > MAX_MSGS:
-                raise E.atomic_publish_too_large_batch(MAX_MSGS)
+            max_msgs = server_limit(self.js, "batch_max_msgs", MAX_MSGS)
+            if seq > max_msgs:
+                raise E.atomic_publish_too_large_batch(max_msgs)
             if batch is None:
                 if seq != 1:
                     raise E.atomic_publish_incomplete_batch()
-                if (self.per_stream.get(stream.name, 0) >= MAX_INFLIGHT_PER_STREAM
-                        or len(self.inflight) >= MAX_INFLIGHT_TOTAL):
+                if (self.per_stream.get(stream.name, 0) >= server_limit(
+                        self.js, "batch_max_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
+                        or len(self.inflight) >= server_limit(
+                            self.js, "batch_max_inflight_total", MAX_INFLIGHT_TOTAL)):
                     raise E.atomic_publish_too_many_inflight()
                 batch = self._begin(stream, batch_id)
             if apilevel.required(hdr) is not None:
@@ -173,20 +185,22 @@ class Batches:
                 hdr = apilevel.strip(hdr)
             if seq != len(batch.msgs) + 1:
                 raise E.atomic_publish_incomplete_batch()
-        except E.ApiError:
+        except E.ApiError as e:
             if batch is not None:
                 self._end(batch)
+                self._abandoned(batch, _ABANDON_REASONS.get(e.err_code))
             raise
         if commit == b"eob":
             self._end(batch)
             if not batch.msgs:
+                self._abandoned(batch, "incomplete")
                 raise E.atomic_publish_incomplete_batch()
             s, lhdr, ldata = batch.msgs[-1]
             batch.msgs[-1] = (s, HB.set_header(lhdr, H_BATCH_COMMIT, b"1"), ldata)
             self._commit(stream, batch, reply)
             return
         batch.msgs.append((subject, hdr, data))
-        batch.timer.reset(TIMEOUT)  # 10 s without a message, not from the first
+        batch.timer.reset(server_limit(self.js, "batch_timeout", TIMEOUT))  # 10 s without a message, not from the first
         if commit:
             self._end(batch)
             self._commit(stream, batch, reply)
@@ -197,7 +211,8 @@ class Batches:
         batch = Batch(stream, batch_id)
         self.inflight[(stream.name, batch_id)] = batch
         self.per_stream[stream.name] = self.per_stream.get(stream.name, 0) + 1
-        batch.timer = self.js.broker.reactor.callLater(TIMEOUT, self._timeout, batch)
+        batch.timer = self.js.broker.reactor.callLater(
+            server_limit(self.js, "batch_timeout", TIMEOUT), self._timeout, batch)
         return batch
 
     def _end(self, batch):
@@ -217,6 +232,19 @@ class Batches:
     def _timeout(self, batch):
         batch.timer = None
         self._end(batch)
+        self._abandoned(batch, "timeout")
+
+    def _abandoned(self, batch, reason):
+        """nats-server's stream batch abandoned advisory (``reason``: timeout,
+        incomplete, large or unsupported; None: it sends none)."""
+        if reason is None:
+            return
+        event = {"type": "io.nats.jetstream.advisory.v1.stream_batch_abandoned",
+                 "stream": batch.stream.name}
+        if self.js.js.domain:
+            event["domain"] = self.js.js.domain
+        event.update(batch=batch.id.decode("utf-8", "replace"), reason=reason)
+        self.js.advise(ADVISORY_ABANDONED + batch.stream.name, event)
 
     def _commit(self, stream, batch, reply):
         """Check every message, then store them all (or none)."""

@@ -67,6 +67,8 @@ def consumer_create(js, args, body, legacy=False):
         subject, body, stream.config if stream else None, consumers,
         max_consumers=max_consumers,
         account_max_ack_pending=max(lim.max_ack_pending, 0),
+        server_max_ack_pending=js.js.limits.max_ack_pending,
+        server_max_request_batch=js.js.limits.max_request_batch,
         deliver_subject_has_interest=bool(dsubj) and js.broker.sublist.has_interest(dsubj))
     if cfg is None:
         return None

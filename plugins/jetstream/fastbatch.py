@@ -43,6 +43,7 @@ Durability is ours: every reply is queued with the plugin's acks and goes out
 after the synced group commit that holds the messages it speaks for.
 """
 
+from natsbroker.plugins.jetstream.batches import server_limit
 from natsbroker.plugins.jetstream import api
 from natsbroker.plugins.jetstream import api_models as AM
 from natsbroker.plugins.jetstream import apilevel
@@ -179,8 +180,10 @@ class FastBatches:
             if b is None:
                 if req.seq != 1 or req.ping:
                     raise E.batch_publish_unknown_batch_id()
-                if (len(batches) >= MAX_INFLIGHT_PER_STREAM
-                        or self.total >= MAX_INFLIGHT_TOTAL):
+                if (len(batches) >= server_limit(
+                        self.js, "batch_max_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
+                        or self.total >= server_limit(
+                            self.js, "batch_max_inflight_total", MAX_INFLIGHT_TOTAL)):
                     raise E.batch_publish_too_many_inflight()
                 b = self._begin(stream, batches, req)
             if apilevel.required(hdr) is not None:
@@ -193,7 +196,7 @@ class FastBatches:
                 self._send(reply, api.pub_ack_error(stream.name, e))
             return
         if not b.commit:
-            b.timer.reset(TIMEOUT)
+            b.timer.reset(server_limit(self.js, "batch_timeout", TIMEOUT))
         if req.ping:
             self._ping(b, req, reply)
             return
@@ -343,7 +346,8 @@ class FastBatches:
         batches[req.id] = b
         self.total += 1
         b.ack_messages = 1 if len(batches) > 1 else min(MAX_ACK_MESSAGES, req.flow)
-        b.timer = self.js.broker.reactor.callLater(TIMEOUT, self._end, b)
+        b.timer = self.js.broker.reactor.callLater(
+            server_limit(self.js, "batch_timeout", TIMEOUT), self._end, b)
         return b
 
     def _end(self, b):

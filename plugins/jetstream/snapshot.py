@@ -4,15 +4,18 @@ protocol (what the ``nats`` CLI and nats.go's jsm use).
 
 Snapshot (as nats-server 2.15.1 does it, observed on the wire):
 
-* the request ``{"deliver_subject", "no_consumers", "chunk_size", "jsck"}`` is
+* the request ``{"deliver_subject", "no_consumers", "chunk_size",
+  "window_size", "jsck"}`` is
   answered with ``stream_snapshot_response`` ``{config, state}``;
 * the snapshot then goes to ``deliver_subject`` in chunks of ``chunk_size``
   bytes (default 128 KiB, clamped to [1 KiB, 1 MiB]); every full chunk has the
   reply subject ``$JS.SNAPSHOT.ACK.<stream>.<id>.<chunk len>.<index>``, which
   the client answers (any payload) to acknowledge it; the short last chunk has
   no reply subject;
-* at most 8 MiB may be unacknowledged; a sender blocked on the window for
-  5 seconds gives up;
+* at most ``window_size`` bytes (default 8 MiB, clamped to [1 KiB, 32 MiB]
+  and to at least one chunk; API level 3, nats-server 2.12.5) may be
+  unacknowledged, counted in whole chunks as nats-server counts its slots;
+  a sender blocked on the window for 5 seconds gives up;
 * the end is an empty message: with the header ``NATS/1.0 204`` once any chunk
   carried an ack subject, ``NATS/1.0 408 No Flow Response`` when the client
   stopped acknowledging, no header when the whole snapshot fit in one chunk.
@@ -77,7 +80,9 @@ log = Logger()
 DEFAULT_CHUNK_SIZE = 128 * 1024
 MIN_CHUNK_SIZE = 1024
 MAX_CHUNK_SIZE = 1024 * 1024
-WINDOW_SIZE = 8 * 1024 * 1024
+WINDOW_SIZE = 8 * 1024 * 1024  # defaultSnapshotWindowSize
+MIN_WINDOW_SIZE = 1024
+MAX_WINDOW_SIZE = 32 * 1024 * 1024
 FLOW_TIMEOUT = 5.0  # a sender blocked on the window this long gives up
 INTEREST_WAIT = 2.0  # how long the sender waits for interest in deliver_subject
 RESTORE_IDLE = 5.0  # a restore with no chunk for this long is abandoned
@@ -99,6 +104,7 @@ class SnapshotRequest:
     deliver_subject: str = marshal.gofield(gojson.STRING, "")
     no_consumers: bool = marshal.gofield(gojson.BOOL, False)
     chunk_size: int = marshal.gofield(gojson.INT, 0)
+    window_size: int = marshal.gofield(gojson.INT, 0, omit=True)
     jsck: bool = marshal.gofield(gojson.BOOL, False)
 
 
@@ -173,17 +179,25 @@ def stream_snapshot(js, args, body):
         raise E.snapshot_deliver_subject_invalid()
     chunk = req.chunk_size or DEFAULT_CHUNK_SIZE
     chunk = min(max(chunk, MIN_CHUNK_SIZE), MAX_CHUNK_SIZE)
-    sender = Sender(js, stream, req.deliver_subject, chunk, not req.no_consumers)
+    sender = Sender(js, stream, req.deliver_subject, chunk, not req.no_consumers,
+                    window=window_bytes(chunk, req.window_size))
     # The response first (the handler's return value), then the chunks.
     js.broker.reactor.callLater(0, sender.start)
     return {"config": SM.stream_config_json(stream.config, dynamic=False),
             "state": sender.state_json}
 
 
+def window_bytes(chunk, window_size):
+    """nats-server's in-flight limit (``wndSize / chunkSize`` slots) in bytes:
+    every unacknowledged chunk is a full one."""
+    window = min(max(window_size or WINDOW_SIZE, MIN_WINDOW_SIZE), MAX_WINDOW_SIZE)
+    return max(window, chunk) // chunk * chunk
+
+
 class Sender:
     """Streams one snapshot out, a chunk at a time, as acks open the window."""
 
-    def __init__(self, js, stream, deliver, chunk_size, consumers):
+    def __init__(self, js, stream, deliver, chunk_size, consumers, window=WINDOW_SIZE):
         self.js = js
         self.broker = js.broker
         self.reactor = js.broker.reactor
@@ -191,6 +205,7 @@ class Sender:
         self.name = stream.name
         self.deliver = deliver.encode()
         self.chunk_size = chunk_size
+        self.window = window
         st = stream.store.state()
         self.first_seq = st.first_seq
         self.last_seq = st.last_seq
@@ -301,7 +316,7 @@ class Sender:
             return
         self.out = max(self.out - n, 0)
         if self._pending is not None and self._call is None and not self.done \
-                and self.out + len(self._pending[0]) <= WINDOW_SIZE:
+                and self.out + len(self._pending[0]) <= self.window:
             self._cancel_timeout()
             self._call = self.reactor.callLater(0, self._pump)
 
@@ -330,7 +345,7 @@ class Sender:
                     # What follows a short read is the end.
                     self._finish(EOF_OK if self.with_reply else None)
                     return
-                if self.out + len(chunk) > WINDOW_SIZE:
+                if self.out + len(chunk) > self.window:
                     self._pending = item
                     self._arm_timeout()
                     return

@@ -4,9 +4,10 @@ stream/consumer metadata keys that carry them.
 nats-server 2.11+ stores ``_nats.req.level`` (the API level the config's
 features need) in ``metadata`` and adds ``_nats.ver`` (its version) and
 ``_nats.level`` (its API level) to every reply.  We announce ``COMPAT_VERSION``
-(2.12.0: every client-visible JetStream feature of that release is here) in
-INFO, so replies say ``_nats.ver: "2.12.0"`` and ``_nats.level: "2"``
-(``API_LEVEL``, the level 2.12.0 reports in ``$JS.API.INFO`` and in
+(2.12.5: every feature of JetStream API level 3 is here; see FEATURES.md for
+what level 4 still lacks) in INFO, so replies say ``_nats.ver: "2.12.5"`` and
+``_nats.level: "3"`` (``API_LEVEL``, the level 2.12.5 reports in
+``$JS.API.INFO`` and in
 ``api_lvl``), keeping the version story consistent for clients that gate on
 either.  ``_nats.req.level`` is computed exactly as 2.15.1 does (TTLs 1;
 counters, atomic publish, schedules, async persist 2; batch publish 4), so a
@@ -19,14 +20,17 @@ SERVER_VERSION = COMPAT_VERSION
 
 
 def api_level_for(version):
-    """The JetStream API level a nats-server release reports (2.11 -> 1, 2.15 -> 5)."""
+    """The JetStream API level a nats-server release reports (jetstream_versioning.go's
+    JSApiLevel: 2.11 -> 1, 2.12 -> 2, 2.12.5 -> 3, 2.14 -> 4, 2.15 -> 5)."""
     try:
-        major, minor = (int(x) for x in version.split(".")[:2])
+        parts = [int(x) for x in version.split("-")[0].split(".")[:3]]
     except ValueError:
         return 0
+    release = tuple(parts + [0] * (3 - len(parts)))
     level = 0
-    for (ma, mi), lvl in ((2, 11), 1), ((2, 12), 2), ((2, 14), 4), ((2, 15), 5):
-        if (major, minor) >= (ma, mi):
+    for since, lvl in ((2, 11, 0), 1), ((2, 12, 0), 2), ((2, 12, 5), 3), ((2, 14, 0), 4), \
+            ((2, 15, 0), 5):
+        if release >= since:
             level = lvl
     return level
 
