@@ -7,7 +7,6 @@ nats-server's.
 """
 
 import base64
-import json
 
 from twisted.logger import Logger
 

@@ -9,7 +9,6 @@ replaces that source subject's share (kept in ``Nats-Counter-Sources``,
 the difference, so the arithmetic holds however the copies arrive.
 """
 
-import json
 import re
 
 from natsbroker import jsonbound
