@@ -22,10 +22,22 @@ record (a source added by an update, or an older store) a mirror resumes after
 its last sequence and a source from the last ``Nats-Stream-Source`` header of
 its own, as nats-server does.
 
+A mirror or source with a ``consumer`` (``{name, deliver_subject}``, nats-server
+2.14's reliable WorkQueue/Interest sourcing) reads through that durable
+consumer of the origin instead, as nats-server does: the link subscribes to
+the consumer's deliver subject, resets the consumer to its ack floor
+(``CONSUMER.RESET``), copies what is delivered, and answers the consumer's
+flow control requests with ``Nats-Last-Consumer``/``Nats-Last-Stream`` only
+after the commit that made the copies durable -- with ``ack_policy:
+flow_control`` that reply is the ack, so WorkQueue and Interest origins lose
+the messages once copied, and a restart resumes from the consumer's ack floor.
+The consumer is never created by the link: a missing one leaves the link
+inactive (nats-server's reset request goes unanswered), one with another ack
+policy shows ``mirror/source consumer requires flow control ack policy``.
+
 Not done: ``external`` origins other than this server's own API prefix (the
 link stays inactive, as a nats-server source whose prefix nobody answers
-does), ``mirror_direct`` serving direct gets for the origin, and source
-``consumer`` (durable) settings.
+does), ``mirror_direct`` serving direct gets for the origin.
 """
 
 import base64
@@ -57,6 +69,11 @@ RETRY = 2.0
 # nats-server's origins send a heartbeat every second: "active" is never more
 # than that while the origin is there.
 HEARTBEAT = NANOS
+# How long nats-server waits for a durable consumer's reset reply before it
+# tries again (srcDurableConsumerWaitTime).
+DURABLE_WAIT = 5.0
+
+_FC_REPLY = b"NATS/1.0\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n\r\n"
 
 H_STREAM_SOURCE = b"Nats-Stream-Source"
 META_PREFIX = b"src."
@@ -141,11 +158,20 @@ class SourceLink:
         self.call = None  # the pending reactor call (pump or retry)
         self.closed = False
         self.tried = False  # an attach was attempted
+        # Durable sourcing (spec.consumer): the deliver subject subscription,
+        # the origin consumer read through, and the last delivery sequence.
+        self.sub = None
+        self.consumer = None
+        self.dseq = 0
+
+    @property
+    def durable(self):
+        return self.spec.consumer is not None
 
     # -- what the stream info shows ----------------------------------------
 
     def info(self, now):
-        if self.origin is not None:
+        if self.origin is not None and not self.durable:
             self.lag = self._pending()
         if not self.last:
             active = -1
@@ -347,7 +373,7 @@ class Sourcing:
         if event.op != "put":
             return
         for link in self._by_origin.get(event.stream, ()):
-            if link.origin is not None:
+            if link.origin is not None and not link.durable:
                 self._schedule(link)
 
     def _schedule(self, link, delay=0):
@@ -361,9 +387,11 @@ class Sourcing:
             link.call.cancel()
         link.call = None
         link.origin = None
+        self._unsubscribe(link)
 
     def _detach(self, link):
         link.origin = None
+        self._unsubscribe(link)
         if link.call is not None and link.call.active():
             link.call.cancel()
         link.call = None
@@ -460,6 +488,10 @@ class Sourcing:
         link.call = None
         if link.closed or self.js.streams.get(link.dest.name) is not link.dest:
             return
+        if link.durable:
+            if self._local(link.spec):
+                self._setup_durable(link)
+            return
         if link.origin is None:
             if not self._local(link.spec) or not self._attach(link):
                 return
@@ -533,7 +565,9 @@ class Sourcing:
         after the commit that made the copies durable."""
         if self.js.streams.get(origin.name) is not origin:
             return
-        links = [link for link in self._by_origin.get(origin.name, ()) if link.origin is origin]
+        # (Links through a durable consumer are acked through it instead.)
+        links = [link for link in self._by_origin.get(origin.name, ())
+                 if link.origin is origin and not link.durable]
         if not links:
             return
         upto = max(link.scan for link in links) - 1
@@ -574,3 +608,166 @@ class Sourcing:
         for _ in range(min(n, SKIP_BATCH)):
             skip(ts)
         return n <= SKIP_BATCH
+
+    # -- durable sourcing: through the origin's named consumer (2.14) ----------
+
+    def _unsubscribe(self, link):
+        if link.sub is not None:
+            self.js.broker.unsubscribe(link.sub)
+            link.sub = None
+        link.consumer = None
+
+    def _retry_durable(self, link, delay=RETRY):
+        """Drop the subscription and set the link up again later (nats-server
+        cancels the source info and asks for a new consumer setup)."""
+        self._detach(link)
+        self._schedule(link, delay)
+
+    def _setup_durable(self, link):
+        """nats-server's setupMirrorConsumer/setupSourceConsumer with a
+        ``consumer``: subscribe to its deliver subject and reset it to its ack
+        floor; the consumer must exist with ``ack_policy: flow_control``."""
+        link.tried = True
+        self._unsubscribe(link)
+        origin = self.js.streams.get(link.origin_name)
+        consumer = origin.consumers.get(link.spec.consumer.name) if origin is not None else None
+        if consumer is None or consumer.closed:
+            # The reset request is answered by the consumer alone: nothing
+            # answers, the link stays inactive and asks again.
+            self._schedule(link, DURABLE_WAIT)
+            return
+        if consumer.config.ack_policy != "flow_control":
+            link.error = (E.mirror_consumer_requires_ack_fc() if link.mirror
+                          else E.source_consumer_requires_ack_fc())
+            self._schedule(link, RETRY)
+            return
+        link.error = None
+        link.origin, link.consumer = origin, consumer
+        link.ident = go_hash("%s %d" % (origin.name, origin.created)).encode()
+        self._durable_position(link)
+        link.dseq = 0
+        link.sub = self.js.broker.subscribe(
+            link.spec.consumer.deliver_subject,
+            lambda sub, subject, reply, hdr_len, raw: self._on_delivery(
+                link, sub, subject, reply, hdr_len, raw))
+        seq = consumer.reset(0)
+        self.js.consumer_dirty(consumer, urgent=True)
+        delivered = seq - 1
+        if link.mirror:
+            st = link.dest.store.state()
+            if st.last_seq < delivered:
+                # The origin moved past us (nats-server skips or purges up to it).
+                self._advance(link.dest.store, delivered + 1, now_ns())
+                self.js.note_stored()
+            link.copied = max(delivered, st.last_seq)
+        else:
+            link.copied = max(link.copied, delivered)
+        link.scan = link.copied + 1
+        link.last = now_ns()
+
+    def _durable_position(self, link):
+        """What this stream has already copied (the sequences it ignores
+        when the consumer delivers them again after a reset)."""
+        if link.scan:
+            return
+        if link.mirror:
+            link.copied = link.dest.store.state().last_seq
+            return
+        if not link.load_progress():
+            link.copied = self._last_from_headers(link, link.dest.store.state())
+
+    def _on_delivery(self, link, sub, subject, reply, hdr_len, raw):
+        """A message, heartbeat or flow control request from the consumer
+        (nats-server's processInboundMirrorMsg / processInboundSourceMsg)."""
+        if sub is not link.sub or link.closed:
+            return
+        link.last = now_ns()
+        hdr = raw[:hdr_len] if hdr_len > 0 else b""
+        if hdr.startswith(b"NATS/1.0 100"):
+            self._on_control(link, reply, hdr)
+            return
+        toks = reply.split(b".") if reply else ()
+        if len(toks) < 9 or toks[0] != b"$JS" or toks[1] != b"ACK":
+            return
+        try:
+            dc, sseq, dseq, ts, pending = (int(t) for t in toks[-5:])
+        except ValueError:
+            return
+        if dc > 1:
+            return
+        if sseq <= link.copied:
+            if dseq == link.dseq + 1:
+                link.dseq += 1
+            return
+        if dseq != link.dseq + 1 and not (link.mirror and sseq == link.copied + 1):
+            if dseq > link.dseq:
+                self._retry_durable(link)  # missed deliveries: start over from the ack floor
+            return
+        link.lag = max(pending - 1, 0)
+        data = raw[hdr_len:] if hdr_len > 0 else raw
+        try:
+            if link.mirror:
+                store = link.dest.store
+                while not self._advance(store, sseq, ts):
+                    pass  # (origin messages deleted or filtered out: gaps)
+                link.dest.accept(link.subject_for(subject), mirror_headers(hdr), data, ts=ts,
+                                 sourced="mirror")
+            else:
+                msg = _Delivered(sseq, subject, hdr)
+                link.dest.accept(link.subject_for(subject), link.source_header(msg), data,
+                                 sourced="source")
+        except E.ApiError as e:
+            log.debug("{dest}: copy of {origin} seq {seq} refused: {e}", dest=link.dest.name,
+                      origin=link.origin_name, seq=sseq, e=e.description)
+            self._retry_durable(link)
+            return
+        link.dseq, link.copied, link.scan = dseq, sseq, sseq + 1
+        if not link.mirror:
+            link.save_progress()
+        self.js.note_stored()
+
+    def _on_control(self, link, reply, hdr):
+        if reply:
+            # Flow control: the reply acks (ack policy flow_control) what was
+            # delivered so far, so it goes out once that is durable.
+            out = _FC_REPLY % (link.dseq, link.copied)
+            self.js.note_stored(lambda: self._send(reply, out))
+            return
+        last = _int_header(hdr, b"Nats-Last-Consumer")
+        if last > 0 and last != link.dseq:
+            self._retry_durable(link, 0)  # a delivery was missed
+            return
+        stalled = _header(hdr, b"Nats-Consumer-Stalled")
+        if stalled:
+            self._send(stalled, None)
+
+    def _send(self, subject, hdr):
+        broker = self.js.broker
+        broker.begin()
+        try:
+            broker.deliver(subject, subject, b"", None, hdr)
+        finally:
+            broker.end()
+
+
+class _Delivered:
+    """What the source header needs of a delivered message."""
+    __slots__ = ("seq", "subject", "hdr")
+
+    def __init__(self, seq, subject, hdr):
+        self.seq, self.subject, self.hdr = seq, subject, hdr
+
+
+def _header(hdr, name):
+    for line in hdr.split(b"\r\n")[1:]:
+        key, sep, value = line.partition(b":")
+        if sep and key.strip() == name:
+            return value.strip()
+    return b""
+
+
+def _int_header(hdr, name):
+    try:
+        return int(_header(hdr, name) or 0)
+    except ValueError:
+        return 0
