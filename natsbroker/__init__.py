@@ -10,12 +10,13 @@ __version__ = "0.1.0"
 
 # The nats-server version announced in INFO and /varz: clients gate features on
 # it, so it names the nats-server release whose behaviour we follow.
-# 2.12.5 is the first release at JetStream API level 3 (snapshot
-# window_size), the highest level whose features are all here: level 4
-# (2.14) also needs the mirror/source ``consumer`` option (reliable
-# WorkQueue/Interest sourcing), which is not (plugins/jetstream/FEATURES.md).
-COMPAT_VERSION = "2.12.5"
+# 2.14.0 is the first release at JetStream API level 4 (fast batch publish,
+# ack_policy flow_control, mirror/source ``consumer`` for reliable
+# WorkQueue/Interest sourcing), the highest level whose features are all
+# here: level 5 (2.15) also detects a recreated source stream, which we do
+# not (plugins/jetstream/FEATURES.md, tests/test_js_214_level.py).
+COMPAT_VERSION = "2.14.0"
 
-# The JetStream API level of COMPAT_VERSION (2.12.5 -> 3), sent in INFO as
+# The JetStream API level of COMPAT_VERSION (2.14.0 -> 4), sent in INFO as
 # ``api_lvl`` (nats-server sends it with or without JetStream).
-JS_API_LEVEL = 3
+JS_API_LEVEL = 4

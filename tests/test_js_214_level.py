@@ -183,4 +183,4 @@ def test_claimed_level_is_what_is_implemented(probes):
     assert claims == {"info": level, "api": level, "stream": level, "version": COMPAT_VERSION}
     # What keeps us from the next level, named: update FEATURES.md with it.
     missing = sorted(name for name, (lvl, ok) in results.items() if lvl == level + 1 and ok is not True)
-    assert missing == ["probe_source_consumer"], results
+    assert missing == ["probe_source_recreation"], results

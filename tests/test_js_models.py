@@ -266,7 +266,7 @@ def test_config_json_defaults_with_our_version():
     expected["metadata"] = {"_nats.level": str(versions.API_LEVEL), "_nats.req.level": "0",
                             "_nats.ver": COMPAT_VERSION}
     assert json.dumps(out) == json.dumps(expected)          # same keys, same order
-    assert versions.SERVER_VERSION == COMPAT_VERSION == "2.12.5" and versions.API_LEVEL == 3
+    assert versions.SERVER_VERSION == COMPAT_VERSION == "2.14.0" and versions.API_LEVEL == 4
     assert SM.stream_config_json(cfg, **V) == DEFAULT_CONFIG_A
     stored = SM.stream_config_json(cfg, dynamic=False)
     assert stored["metadata"] == {"_nats.req.level": "0"}

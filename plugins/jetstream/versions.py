@@ -4,9 +4,9 @@ stream/consumer metadata keys that carry them.
 nats-server 2.11+ stores ``_nats.req.level`` (the API level the config's
 features need) in ``metadata`` and adds ``_nats.ver`` (its version) and
 ``_nats.level`` (its API level) to every reply.  We announce ``COMPAT_VERSION``
-(2.12.5: every feature of JetStream API level 3 is here; see FEATURES.md for
-what level 4 still lacks) in INFO, so replies say ``_nats.ver: "2.12.5"`` and
-``_nats.level: "3"`` (``API_LEVEL``, the level 2.12.5 reports in
+(2.14.0: every feature of JetStream API level 4 is here; see FEATURES.md for
+what level 5 still lacks) in INFO, so replies say ``_nats.ver: "2.14.0"`` and
+``_nats.level: "4"`` (``API_LEVEL``, the level 2.14.0 reports in
 ``$JS.API.INFO`` and in
 ``api_lvl``), keeping the version story consistent for clients that gate on
 either.  ``_nats.req.level`` is computed exactly as 2.15.1 does (TTLs 1;
