@@ -97,6 +97,27 @@ _CONNECT_FIELDS = {
 }
 
 
+# Go's json.Unmarshal matches an object key to a struct field exactly, or
+# else case-insensitively with Unicode simple folding (bytes.EqualFold): so
+# nats-server takes {"USER":..,"PASS":..} as user and password, and even
+# "\u017f" (long s) for "s" and "\u212a" (Kelvin) for "k". The field names
+# are ASCII: folding a key to lower-case ASCII finds its field.
+_FOLD = str.maketrans({"\u017f": "s", "\u212a": "k"})
+
+
+def _field_of(key):
+    spec = _CONNECT_FIELDS.get(key)
+    if spec is None:
+        folded = key.translate(_FOLD)
+        if folded.isascii():
+            spec = _CONNECT_FIELDS.get(folded.lower())
+    return spec
+
+
+class _Pairs(list):
+    """A JSON object's (key, value) pairs, in order."""
+
+
 class BadConnect(ValueError):
     pass
 
@@ -104,14 +125,15 @@ class BadConnect(ValueError):
 def parse_connect(arg, opts=None):
     """CONNECT JSON -> ConnectOptions (updating ``opts`` as a second CONNECT does)."""
     try:
-        data = jsonbound.loads(arg)
+        # Every key in order, repeated ones too: Go assigns each in turn.
+        data = jsonbound.loads(arg, object_pairs_hook=_Pairs)
     except ValueError as e:
         raise BadConnect(str(e))
-    if not isinstance(data, dict):
+    if not isinstance(data, _Pairs):
         raise BadConnect("CONNECT argument is not an object")
     opts = attrs.evolve(opts) if opts is not None else ConnectOptions()
-    for key, value in data.items():
-        spec = _CONNECT_FIELDS.get(key)
+    for key, value in data:
+        spec = _field_of(key)
         if spec is None or value is None:
             continue
         attr, typ = spec
