@@ -187,3 +187,123 @@ def test_large_valid_request_is_fast():
     gojson.decode_fields(body, SM.StreamConfig)
     took = time.perf_counter() - t0
     assert took < max(10 * base, 0.05), (took, base)
+
+
+# --- Malformed bodies: Go's error found from near where the C decoder failed
+
+CORRUPTIONS = [b"\\q", b"\\u12", b"\\u12x4", b"\\", b"1.", b"-", b"01", b"1e", b"1.e5", b"-x",
+               b"NaN", b"-Infinity", b"Infinity", b"tru", b"nul", b"fals", b"\x01", b"\x1f",
+               b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe2\x80", b"\\ud800", b"\\udc00",
+               b"\\ud83d\\ude00", b"[", b"{", b"]", b"}", b":", b",", b",,", b'"', b"x",
+               b"\xef\xbb\xbf", b" ", b"\t\r\n", b"[]", b"{}", b'{"a":1}', b"[1,2]"]
+
+
+def deep_values(depth):
+    """Valid JSON with several members/elements a level, so a failure deep
+    inside has commas and closed containers before it."""
+    scalars = st.one_of(strings(), st.sampled_from(["0", "-1.5e3", "12", "true", "null", '"x"']))
+    if depth == 0:
+        return scalars
+    inner = deep_values(depth - 1)
+    array = st.lists(inner, max_size=6).map(lambda items: "[" + ",".join(items) + "]")
+    obj = st.lists(st.tuples(st.sampled_from(KEYS), inner), max_size=6).map(
+        lambda kvs: "{" + ", ".join('"%s": %s' % kv for kv in kvs) + "}")
+    return st.one_of(scalars, array, obj, obj)
+
+
+@st.composite
+def malformed_bodies(draw):
+    parts = draw(st.lists(deep_values(draw(st.integers(1, 5))), min_size=1, max_size=3))
+    data = draw(st.sampled_from([" ", "\n", ""])).join(parts).encode("utf-8")
+    for _ in range(draw(st.integers(1, 2))):
+        # Near the end too, where most of the value comes before the error.
+        at = draw(st.one_of(st.integers(0, len(data)),
+                            st.integers(max(0, len(data) - 12), len(data))))
+        how = draw(st.sampled_from(["insert", "insert", "replace", "delete", "truncate"]))
+        bad = draw(st.sampled_from(CORRUPTIONS))
+        if how == "insert":
+            data = data[:at] + bad + data[at:]
+        elif how == "replace":
+            data = data[:at] + bad + data[at + 1:]
+        elif how == "delete":
+            data = data[:at] + data[at + 1:]
+        else:
+            data = data[:at]
+    return data
+
+
+def plain_value(node):
+    """A parser node or C decoder value as plain Python, to compare trees."""
+    kind, value = gojson.unpack(node)
+    if kind == "object":
+        return ("object", [(k, plain_value(v)) for k, v in value])
+    if kind == "array":
+        return ("array", [plain_value(v) for v in value])
+    return (kind, value)
+
+
+def parsed(data, fast):
+    return [plain_value(node) for node in gojson.parse_json_values(data, fast)]
+
+
+@SETTINGS
+@given(malformed_bodies())
+@example(b'[1,2,[3,{"a":[4,5]},6],7,NaN]')
+@example(b'{"a":[1,2],"b":{"c":[3, 4 ,\\q]}}')
+@example(b'{"a":[1,2],"b":"x,y,\\q"}')
+@example(b'[[1],[2],[3],')
+@example(b'[1,,2]')
+@example(b'[1,2]]')
+@example(b'[1,2 3]')
+@example(b'{"a":1,"b" 2}')
+@example(b'[1,{"a":1,}]')
+@example(b'[1, "\xff", 1.]')
+@example(b'[1, "\\ud800", 1.]')
+@example(b'[1,2]{"a":[1,2,x]}')
+@example(b'1[1,2,x]')
+@example(b'[1,2,-Infinity]')
+def test_malformed_parse_fast_equals_exact(data):
+    assert outcome(parsed, data, True) == outcome(parsed, data, False)
+
+
+@SETTINGS
+@given(malformed_bodies(), st.sampled_from(CLASSES))
+def test_malformed_decode_fast_equals_exact(data, cls):
+    assert outcome(gojson.decode_fields, data, cls) == outcome(exact_decode, data, cls)
+    assert outcome(gojson.unmarshal_fields, data, cls) == outcome(exact_unmarshal, data, cls)
+    assert gojson.is_empty_request(data) == exact_is_empty(data)
+
+
+def test_deep_malformed_goes_near_the_error():
+    """Nesting past the recursion limit with the error far inside: the same
+    answers, for errors before, at and after Go's depth limit."""
+    limit = gojson.jsonbound.MAX_DEPTH
+    for data in (b"[" * 3000 + b"1,2,x" + b"]" * 3000,
+                 b"[" * 3000 + b"[1],[2]," * 1000 + b"}",
+                 b"[1," * 2000 + b"[" * (limit - 2000) + b"[1,x]",
+                 b"[1," * 2000 + b"[" * (limit - 1999) + b"[1,x]",
+                 b'{"a":' * 1500 + b'[1,{"b":2},\\u]'):
+        assert outcome(parsed, data, True) == outcome(parsed, data, False)
+
+
+def _best_time(fn, *args, repeat=2):
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = outcome(fn, *args)
+        took = time.perf_counter() - t0
+        best = took if best is None else min(best, took)
+    return result, best
+
+
+def test_large_malformed_request_is_bounded():
+    """A 1 MB-class body refused near its end costs a fraction of parsing it
+    all exactly (the Parser, ~0.2 s; tools/bench/gojson.py has the numbers)."""
+    subjects = ["orders.%d.\\u003e" % i for i in range(50_000)]
+    good = ('{"subjects":["%s"]}' % '","'.join(subjects)).encode()
+    for body in (good[:-1] + b"x", good[:-1], good[:-2] + b'\\q"]}', good[:-1] + b',"a":NaN}',
+                 good[:-1] + b',"a":1.}', b"[" + b",".join(b"[1]" for _ in range(50_000)) + b",x"):
+        expected, exact = _best_time(exact_decode, body, SM.StreamConfig)
+        got, fast = _best_time(gojson.decode_fields, body, SM.StreamConfig)
+        assert got == expected
+        assert fast < exact / 3, (body[-20:], fast, exact)

@@ -12,7 +12,9 @@ rules), driven by the ``GoType`` descriptors a model's fields carry (``STRING``,
 the decoded fields is :mod:`natsbroker.plugins.jetstream.marshal`'s job.
 """
 
+import array
 import codecs
+import itertools
 import json
 import re
 import sys
@@ -89,6 +91,8 @@ class _Node:
 
 
 _WS = b" \t\r\n"
+_WS_RUN = re.compile(rb"[ \t\r\n]*")
+_DIGITS = re.compile(rb"[0-9]*")
 _STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
 _HEX = b"0123456789abcdefABCDEF"
 _MAX_DEPTH = jsonbound.MAX_DEPTH
@@ -147,9 +151,8 @@ class Parser:
         self.n = len(data)
 
     def ws(self, i):
-        d, n = self.d, self.n
-        while i < n and d[i] in _WS:
-            i += 1
+        if i < self.n and self.d[i] in _WS:
+            i = _WS_RUN.match(self.d, i).end()
         return i
 
     def fail(self, i, context):
@@ -183,64 +186,105 @@ class Parser:
                 return _Node(kind, None, i, j), j
         self.fail(i, "looking for beginning of value")
 
-    def obj(self, i, depth):
-        if depth > _MAX_DEPTH:
-            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+    def obj(self, i, depth, members=None):
+        """The object opening at ``i``; or, given ``members``, the rest of an
+        object whose member value ended just before ``i`` (see ``resume``)."""
+        d = self.d
         start = i
-        members = []
-        i = self.ws(i + 1)
-        if i >= self.n:
-            raise EndOfInput()
-        if self.d[i] == 0x7D:
-            return _Node("object", members, start, i + 1), i + 1
+        if members is None:
+            if depth > _MAX_DEPTH:
+                raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+            members = []
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            if d[i] == 0x7D:
+                return _Node("object", members, start, i + 1), i + 1
+        else:
+            start = None
+            i = self.obj_next(i, depth, members, start)
+            if type(i) is tuple:
+                return i
         while True:
-            if self.d[i] != 0x22:
+            if d[i] != 0x22:
                 self.fail(i, "looking for beginning of object key string")
             key, i = self.string(i)
             i = self.ws(i)
             if i >= self.n:
                 raise EndOfInput()
-            if self.d[i] != 0x3A:
+            if d[i] != 0x3A:
                 self.fail(i, "after object key")
             i = self.ws(i + 1)
             node, i = self.value(i, depth)
             members.append((key, node))
-            i = self.ws(i)
-            if i >= self.n:
-                raise EndOfInput()
-            c = self.d[i]
-            if c == 0x2C:
-                i = self.ws(i + 1)
-                if i >= self.n:
-                    raise EndOfInput()
-                continue
-            if c == 0x7D:
-                return _Node("object", members, start, i + 1), i + 1
-            self.fail(i, "after object key:value pair")
+            i = self.obj_next(i, depth, members, start)
+            if type(i) is tuple:
+                return i
 
-    def arr(self, i, depth):
-        if depth > _MAX_DEPTH:
-            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
-        start = i
-        items = []
-        i = self.ws(i + 1)
+    def obj_next(self, i, depth, members, start):
+        # After a member value: the next key's offset, or the finished node.
+        i = self.ws(i)
         if i >= self.n:
             raise EndOfInput()
-        if self.d[i] == 0x5D:
-            return _Node("array", items, start, i + 1), i + 1
+        c = self.d[i]
+        if c == 0x2C:
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            return i
+        if c == 0x7D:
+            return _Node("object", members, start, i + 1), i + 1
+        self.fail(i, "after object key:value pair")
+
+    def arr(self, i, depth, items=None):
+        """The array opening at ``i``; or, given ``items``, the rest of an
+        array whose element ended just before ``i`` (see ``resume``)."""
+        start = i
+        if items is None:
+            if depth > _MAX_DEPTH:
+                raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+            items = []
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            if self.d[i] == 0x5D:
+                return _Node("array", items, start, i + 1), i + 1
+        else:
+            start = None
+            i = self.arr_next(i, items, start)
+            if type(i) is tuple:
+                return i
         while True:
             node, i = self.value(i, depth)
             items.append(node)
-            i = self.ws(i)
-            if i >= self.n:
-                raise EndOfInput()
-            c = self.d[i]
-            if c == 0x2C:
-                i = self.ws(i + 1)
-                continue
-            if c == 0x5D:
-                return _Node("array", items, start, i + 1), i + 1
-            self.fail(i, "after array element")
+            i = self.arr_next(i, items, start)
+            if type(i) is tuple:
+                return i
+
+    def arr_next(self, i, items, start):
+        # After an element: the next element's offset, or the finished node.
+        i = self.ws(i)
+        if i >= self.n:
+            raise EndOfInput()
+        c = self.d[i]
+        if c == 0x2C:
+            return self.ws(i + 1)
+        if c == 0x5D:
+            return _Node("array", items, start, i + 1), i + 1
+        self.fail(i, "after array element")
+
+    def resume(self, i, open_brackets):
+        """Parse on from ``i``, just after a complete member value or element
+        inside the containers ``open_brackets`` (their opening bytes,
+        outermost first), as :meth:`value` would have from the outermost
+        one's start; returns where the outermost ends.  Raises what
+        :meth:`value` would."""
+        for depth in range(len(open_brackets), 0, -1):
+            if open_brackets[depth - 1] == 0x7B:
+                _, i = self.obj(i, depth, members=[])
+            else:
+                _, i = self.arr(i, depth, items=[])
+        return i
 
     def string(self, i):
         d, n = self.d, self.n
@@ -301,8 +345,7 @@ class Parser:
         if d[j] == 0x30:
             j += 1
         elif 0x31 <= d[j] <= 0x39:
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         else:
             self.fail(j, "in numeric literal")
         if j < n and d[j] == 0x2E:
@@ -311,8 +354,7 @@ class Parser:
                 raise EndOfInput()
             if not 0x30 <= d[j] <= 0x39:
                 self.fail(j, "in numeric literal")
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         if j < n and d[j] in b"eE":
             j += 1
             if j < n and d[j] in b"+-":
@@ -321,8 +363,7 @@ class Parser:
                 raise EndOfInput()
             if not 0x30 <= d[j] <= 0x39:
                 self.fail(j, "in numeric literal")
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         return j
 
 
@@ -377,22 +418,28 @@ def _exact_values(data, i):
 # Syntactically valid input (the common case) is decoded by Python's C decoder
 # instead, into plain values that keep what decoding needs: objects as their
 # (key, value) pairs in order with duplicates (_Obj), numbers as their literal
-# in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It agrees with Go's grammar except where the input is left to the
+# in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It
+# agrees with Go's grammar except where the input is left to the
 # exact parser:
 #
 # * invalid UTF-8, and \uD800-\uDFFF escapes (Go writes U+FFFD for a lone
 #   surrogate, Python keeps it): the whole body is parsed exactly;
-# * NaN/Infinity (accepted by Python only), nesting deeper than the recursion
-#   limit, and any syntax error: that value is parsed exactly, from its byte
-#   offset, so Go's error text and offset come out unchanged;
+# * NaN/Infinity (accepted by Python only), a top-level number that runs on
+#   ("1x"), and any syntax error: Go's error text and offset come from the
+#   exact parser, run only from the last complete value before where the C
+#   decoder failed (``_error_near``), so a malformed 1 MB body costs a few
+#   C-speed passes, not a pure-Python parse of it all; the following values go
+#   to the C decoder again;
 # * an enum field (nats-server compares its raw bytes) whose raw text cannot be
 #   told from the decoded string: ``ExactNeeded`` and the body is decoded again
 #   from exact nodes.  A decoded string's raw text is ``"`` + its UTF-8 + ``"``
 #   unless it had escapes; an escaped string can only decode to a valid enum
 #   value if it escapes an ASCII letter, digit, ``_`` or ``-``.
 #
-# Nesting is bounded by the C decoder itself: it recurses once a level against
-# the recursion limit, which is far below Go's 10,000 (checked at run time).
+# Nesting: the C decoder recurses once a level against the recursion limit,
+# far below Go's 10,000 (checked at run time); a value deeper than that is
+# decoded again with the limit raised (``jsonbound.room``) up to the first
+# bracket past Go's limit, found with a C-speed count.
 
 class _Obj(list):
     """A JSON object from the C decoder: its (key, value) pairs in order."""
@@ -435,6 +482,7 @@ def _fast_text(data):
 def _fast_values(data, text):
     ascii_only = len(text) == len(data)
     i, n = 0, len(text)
+    known_i = known_b = 0              # a char index and its byte offset
     while True:
         i = _WS_TEXT.match(text, i).end()
         if i >= n:
@@ -444,14 +492,163 @@ def _fast_values(data, text):
             # The C decoder ends a number where its pattern stops ("1" of
             # "1.", "0" of "01"); Go's scanner reads on and fails.
             if type(value) is bytes and end < n and text[end] not in " \t\r\n":
-                raise ValueError(value)
-        except (StopIteration, ValueError, RecursionError):
-            start = i if ascii_only else len(text[:i].encode("utf-8"))
-            yield from _exact_values(data, start)
-            return
+                raise _NumberRunsOn()
+        except (StopIteration, ValueError, RecursionError) as refused:
+            if not ascii_only:
+                known_b += len(text[known_i:i].encode("utf-8"))
+                known_i = i
+            start = i if ascii_only else known_b
+            value, end_b = _refused_value(data, text, i, start, refused)
+            if type(value) is _Node:
+                end = end_b if ascii_only else i + len(data[start:end_b].decode("utf-8"))
+                yield value
+                i = end
+                continue
+            end = end_b              # the C decoder took it after all (deep nesting)
         i = end
         kind, value = unpack(value)
         yield _Node(kind, value, None, None)
+
+
+class _NumberRunsOn(ValueError):
+    pass
+
+
+def _refused_value(data, text, i, start, refused):
+    """The value at ``text[i]`` (byte ``start``) that the C decoder refused:
+    ``(C decoder value, end char)`` if it takes it with more recursion,
+    else ``(node, end byte)`` from the exact parser; raises Go's syntax error.
+
+    The exact parser, about a microsecond a value, only parses from shortly
+    before where the C decoder failed (see :func:`_error_near`): a 1 MB body
+    with its last byte wrong costs a few C-speed passes, not a third of a
+    second (tools/bench/gojson.py)."""
+    stop = None                      # a byte offset the error is at or before
+    if type(refused) is RecursionError:
+        # Nested deeper than the recursion limit allows the C decoder: let it
+        # go to Go's limit (its C stack use is bounded, see jsonbound), and
+        # no further (the bracket past it is where Go stops).
+        too_deep = jsonbound.too_deep_at(data[start:])
+        cut = len(text) if too_deep is None else \
+            i + len(data[start:start + too_deep - 1].decode("utf-8"))
+        try:
+            with jsonbound.room(_MAX_DEPTH + 50):
+                return _SCAN(text[:cut], i)
+        except (StopIteration, ValueError) as e:
+            refused = e
+        except RecursionError:
+            refused = None
+    if type(refused) is json.JSONDecodeError:
+        stop = start + len(text[i:refused.pos].encode("utf-8"))
+    elif type(refused) is StopIteration:
+        stop = start + len(text[i:refused.value].encode("utf-8"))
+    elif type(refused) is _NotGo:    # NaN or Infinity: Go fails at its letter
+        stop = start + _BEFORE_NOT_GO_LETTER.match(_neutral(data[start:])).end()
+    if stop is not None:
+        _error_near(data, start, stop)
+    p = Parser(data)
+    try:
+        with room():
+            return p.value(start)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+
+
+# Outside strings up to the first N or I (in _neutral text).
+_BEFORE_NOT_GO_LETTER = re.compile(rb'[^"NI]*(?:"[^"]*"[^"NI]*)*')
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+def _error_near(data, start, stop):
+    """Raise Go's syntax error for the value at byte ``start``, which the C
+    decoder refused at ``stop``, by parsing exactly only from the last point
+    before ``stop`` that follows a complete value (a ``,`` or just after a
+    closing bracket, outside strings), in the containers open there.
+
+    The C decoder reads left to right and stops at the first byte its grammar
+    refuses (or, for an unterminated string, at the string's start; NaN and
+    Infinity are found by the caller): everything before ``stop`` is a valid
+    beginning of a value in Go's grammar too, the input having no invalid
+    UTF-8 or surrogate escapes (see ``_fast_text``).  So the exact parser,
+    run from ``start``, would reach that point without error, in the
+    containers a bracket count outside strings finds, and resuming there gives
+    its answer.  Returns (the caller then parses the whole value) when there
+    is no such point."""
+    plain = _neutral(data[start:stop])
+    q = _last_after_value(plain)
+    if q is None or plain[:q].rstrip(_WS)[-1:] in (b"[", b"{"):
+        return                        # "[," is not after a value
+    opens = _open_brackets(b"".join(plain[:q].split(b'"')[::2]))
+    if opens is None:
+        return
+    p = Parser(data)
+    try:
+        with room():
+            p.resume(start + q, opens)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+
+
+def _neutral(data):
+    """``data`` with its escaped backslashes and quotes turned into other
+    bytes (same length): every ``"`` left opens or closes a string, so the
+    structure outside strings is found with C-speed searches."""
+    return data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+
+
+def _last_after_value(plain, tries=4):
+    """The offset of the last ``,`` or the one after the last closing bracket
+    outside strings in ``plain`` (a ``_neutral`` text), or None.  Looks back
+    over a few strings only: in valid JSON there is one at most two strings
+    back (``"k":"v",``)."""
+    end = len(plain)
+    if plain.count(b'"') % 2:
+        end = plain.rfind(b'"')       # in a string: look before it
+    for _ in range(tries):
+        begin = plain.rfind(b'"', 0, end) + 1
+        q = max(plain.rfind(b",", begin, end), plain.rfind(b"]", begin, end) + 1,
+                plain.rfind(b"}", begin, end) + 1)
+        if q > 0:
+            return q
+        if begin == 0:
+            return None
+        end = plain.rfind(b'"', 0, begin - 1)      # skip that string
+        if end < 0:
+            return None
+    return None
+
+
+def _open_brackets(plain):
+    """The opening brackets still open at the end of ``plain`` (JSON text
+    without its strings), outermost first; None when the brackets do not
+    nest, none is open, or they go deeper than Go allows."""
+    brackets = plain.translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return None
+    levels = array.array("i", itertools.accumulate(
+        array.array("b", brackets.translate(jsonbound.LEVEL_STEPS))))
+    top, deepest = levels[-1], max(levels)
+    if top <= 0 or deepest > _MAX_DEPTH or min(levels) < 0:
+        return None
+    # The bracket that opened level k is the one after the last point at
+    # level k - 1 (searched from the end, C-speed).
+    backwards = levels[::-1]
+    n, at, opens = len(levels), 0, bytearray()
+    for k in range(top, 0, -1):
+        try:
+            at = backwards.index(k - 1, at)
+            opener = n - at
+        except ValueError:
+            opener = 0
+        if brackets[opener] not in b"[{":
+            return None
+        opens.append(brackets[opener])
+    opens.reverse()
+    return bytes(opens)
 
 
 def unpack(node):
