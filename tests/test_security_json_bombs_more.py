@@ -7,10 +7,16 @@ whose (ignored) ``nats.x`` claim nests 2,000 levels logs in on both servers;
 traceback, and both keep serving.
 """
 
+import asyncio
+import json
+import re
+
 import pytest
 
+from natsbroker import authcallout as AC
 from natsbroker import jsonbound
 from natsbroker.jwtauth import claims as C
+from tests import test_auth_callout as AT
 from tests.test_jwt import KINDS, Keys, _shape, login
 from tests.support.servers import ServerProcess
 
@@ -70,3 +76,104 @@ def test_nested_user_jwt_claims(servers, keys, depth):
         assert b"PONG" in outcomes["nats-server"][0] and b"-ERR" not in outcomes["nats-server"][0]
     else:
         assert b"-ERR 'Authorization Violation'" in outcomes["nats-server"][0]
+
+
+# -- auth callout responses ---------------------------------------------------------
+#
+# The auth service's answer is a JWT whose claims (and the user JWT inside
+# them) are JSON from outside the server.  The service here (the one of
+# tests/test_auth_callout.py) answers by the CONNECT's user name
+# "<where>-<depth>": nesting in the response's claims ("resp"), in the user
+# JWT it carries ("user"), in a field of the wrong type ("error"), as the
+# whole claims document ("payload"), or a wide array ("wide").
+
+
+class NestingService(AT.Service):
+    def answer(self, req):
+        mode = req["connect_opts"].get("user") or "ok"
+        if "-" not in mode:
+            return super().answer(req)
+        where, size = mode.rsplit("-", 1)
+        size = int(size)
+        k, unkey, server = self.keys, req["user_nkey"], req["server_id"]["id"]
+        with jsonbound.room(3 * size + 1000):       # json.dumps recurses once a level
+            user_claims = C.user_nats()
+            if where == "user":
+                user_claims = dict(user_claims, x=nested(size))
+            user = C.encode(C.USER, unkey, k.issuer, audience="APP", nats=user_claims)
+            claims = {"jwt": user}
+            if where == "resp":
+                claims["x"] = nested(size)
+            elif where == "error":
+                claims["error"] = nested(size)
+            elif where == "wide":
+                claims["x"] = list(range(size))
+            token = C.encode(AC.AUTHORIZATION_RESPONSE, unkey, k.issuer, audience=server,
+                             nats=claims)
+            if where == "payload":
+                header = token.split(".")[0]
+                signed = header + "." + C._b64encode(json.dumps(nested(size)).encode())
+                token = signed + "." + C._b64encode(k.issuer.sign(signed.encode()))
+        return token
+
+
+@pytest.fixture(scope="module")
+def callout_keys():
+    return AT.Keys()
+
+
+@pytest.fixture(scope="module")
+def callout_servers(callout_keys, tmp_path_factory):
+    path = tmp_path_factory.mktemp("callout-bomb") / "server.conf"
+    path.write_text(AT.config_text(callout_keys))
+    started = {}
+    try:
+        for kind in KINDS:
+            started[kind] = ServerProcess(kind, ["-c", str(path)]).start()
+        yield started
+    finally:
+        for s in started.values():
+            s.stop()
+
+
+def _callout_login(server, keys, user):
+    async def main():
+        svc = NestingService(keys)
+        await svc.start(server.port)
+        try:
+            (out, closed) = await AT.raw(AT.connect(user) + b"PING\r\n")(server.port)
+            return AT.shape(out), closed, len(svc.requests)
+        finally:
+            await svc.stop()
+    return asyncio.run(main())
+
+
+def _warnings(log):
+    """The [WRN]/[ERR] lines of a log part, without pid, time, address, cid."""
+    return [re.sub(r"^\[\d+\] \S+ \S+ |[\d.]+:\d+ - cid:\d+ ", "", line)
+            for line in log.splitlines() if "[WRN]" in line or "[ERR]" in line]
+
+
+@pytest.mark.parametrize("user", [
+    "resp-900", "resp-2000", "resp-9990", "resp-10001", "resp-20000",
+    "user-2000", "user-10001", "user-20000", "error-30", "error-20000",
+    "payload-2000", "payload-10001", "wide-60000"])
+def test_nested_auth_callout_response(callout_servers, callout_keys, user):
+    """Both servers decide alike (up to Go's 10,000 levels the login works,
+    beyond it is refused with "Exceeded max depth" logged), log the same
+    warnings and no traceback, and serve the next login."""
+    outcomes = {}
+    for kind, server in callout_servers.items():
+        before = len(server.log())
+        out, closed, asked = _callout_login(server, callout_keys, user)
+        assert asked == 1
+        outcomes[kind] = (out, closed, _warnings(server.log()[before:]))
+        _no_traceback(server)
+        # Still serving: a fresh login through the service works.
+        out, closed, _ = _callout_login(server, callout_keys, "ok")
+        assert out.startswith(b"PONG\r\nINFO <APP>") and not closed, (kind, out)
+    assert outcomes["natsbroker"] == outcomes["nats-server"], outcomes
+    accepted = outcomes["nats-server"][0].startswith(b"PONG\r\nINFO <APP>")
+    size = int(user.rsplit("-", 1)[1])
+    assert accepted == (user.startswith("wide")
+                        or user.startswith(("resp", "user")) and size <= 9990), outcomes
