@@ -8,9 +8,11 @@ traceback, and both keep serving.
 """
 
 import asyncio
+import base64
 import json
 import re
 
+import nats
 import pytest
 
 from natsbroker import authcallout as AC
@@ -18,6 +20,7 @@ from natsbroker import jsonbound
 from natsbroker.jwtauth import claims as C
 from tests import test_auth_callout as AT
 from tests.test_jwt import KINDS, Keys, _shape, login
+from tests.support.raw import Raw, count
 from tests.support.servers import ServerProcess
 
 
@@ -177,3 +180,132 @@ def test_nested_auth_callout_response(callout_servers, callout_keys, user):
     size = int(user.rsplit("-", 1)[1])
     assert accepted == (user.startswith("wide")
                         or user.startswith(("resp", "user")) and size <= 9990), outcomes
+
+
+# -- $OBJ requests and object metadata (natsbroker only: nats-server has no $OBJ API) --
+#
+# Nested and wide JSON in every place the $OBJ responder reads JSON: request
+# bodies (list, info, get, delete), an upload's meta (each field), and
+# metadata a client stored itself on $O.<bucket>.M.<name> (read back by
+# info, get, delete, list and by an upload over the object).  Each request
+# gets one JSON reply, the log has no traceback, and the server serves on.
+
+OBJ_DEPTHS = [1, 50, 498, 499, 500, 501, 2000, 10001, 20000]
+
+
+def _nested_json(depth, obj=False):
+    if obj:
+        return b'{"a":' * depth + b"1" + b"}" * depth
+    return b"[" * depth + b"]" * depth
+
+
+def _bombs():
+    out = [(d, o) for d in OBJ_DEPTHS for o in (False, True)]
+    return [(_nested_json(d, o), "%s%d" % ("o" if o else "a", d)) for d, o in out] + [
+        (b"[" + b",".join(b"0" for _ in range(150_000)) + b"]", "wide"),
+        (b"5", "num"), (b'"s"', "str"), (b"null", "null"), (b"{", "broken")]
+
+
+@pytest.fixture(scope="module")
+def obj_server(tmp_path_factory):
+    with ServerProcess("natsbroker", ["-js", "-sd", str(tmp_path_factory.mktemp("js"))]) as s:
+        async def bucket():
+            nc = await nats.connect(s.url)
+            try:
+                obs = await nc.jetstream().create_object_store("FUZZ")
+                await obs.put("good.txt", b"hello")
+            finally:
+                await nc.close()
+        asyncio.run(bucket())
+        yield s
+
+
+def _ask(r, subject, body, tag):
+    """Publish ``body`` with a fresh reply subject; the one reply's JSON."""
+    reply = "_R.%s" % tag
+    r.pub(subject, body, reply)
+    frames = r.frames(until=count(1, lambda f: f.subject == reply), limit=15)
+    got = [f for f in frames if f.subject == reply]
+    assert len(got) == 1, (subject, tag, str(body)[:80])
+    return json.loads(got[0].payload)
+
+
+def _still_serving(server):
+    r = Raw(server.port)
+    try:
+        r.sub("_R.>", 1)
+        info = _ask(r, "$OBJ.FUZZ.info", {"name": "good.txt"}, "check")
+    finally:
+        r.close()
+    assert info["name"] == "good.txt" and info["size"] == 5, info
+    _no_traceback(server)
+
+
+def test_nested_obj_requests(obj_server):
+    r = Raw(obj_server.port)
+    try:
+        r.sub("_R.>", 1)
+        for bomb, tag in _bombs():
+            for op in ("", ".info", ".get", ".delete"):
+                answers = [_ask(r, "$OBJ.FUZZ" + op, bomb, "top%s%s" % (op, tag))]
+                for shape in (b'{"name":%s}', b'{"name":"absent.txt","deliver_subject":%s}',
+                              b'{"name":"absent.txt","deliver_subject":"_D.x","x":%s}'):
+                    answers.append(_ask(r, "$OBJ.FUZZ" + op, shape % bomb, "in%s%s" % (op, tag)))
+                for answer in answers:
+                    assert set(answer) <= {"error", "bucket", "objects"}, (op, tag, answer)
+            _no_traceback(obj_server)
+    finally:
+        r.close()
+    _still_serving(obj_server)
+
+
+UPLOAD_FIELDS = ["x", "name", "nonce", "chunks", "size", "digest", "description", "headers",
+                 "metadata", "options"]
+
+
+def test_nested_obj_upload_meta(obj_server):
+    r = Raw(obj_server.port)
+    try:
+        r.sub("_R.>", 1)
+        for bomb, tag in _bombs():
+            answer = _ask(r, "$OBJ.FUZZ.info.up", bomb, "meta" + tag)
+            assert "error" in answer, (tag, answer)
+            for n, field in enumerate(UPLOAD_FIELDS):
+                if (field, bomb) == ("chunks", b"5"):
+                    continue                # a valid upload, waiting for its chunks
+                meta = (b'{"name":"up-%s","nonce":"N%s%d","chunks":0,"size":0,"%s":%s}'
+                        % (tag.encode(), tag.encode(), n, field.encode(), bomb))
+                answer = _ask(r, "$OBJ.FUZZ.info.up-" + tag, meta, "meta%s%s" % (field, tag))
+                assert isinstance(answer, dict), answer
+            _no_traceback(obj_server)
+        # What was stored reads back.
+        listing = _ask(r, "$OBJ.FUZZ", b"", "list")
+        assert "good.txt" in [o["name"] for o in listing["objects"]]
+    finally:
+        r.close()
+    _still_serving(obj_server)
+
+
+def test_nested_stored_obj_meta(obj_server):
+    """Metadata a client wrote on $O.FUZZ.M.<name> itself: info, get, list,
+    delete and an upload over the object answer; none logs a traceback."""
+    r = Raw(obj_server.port)
+    try:
+        r.sub("_R.>", 1)
+        for bomb, tag in _bombs():
+            name = "stored-" + tag
+            subject = "$O.FUZZ.M." + base64.urlsafe_b64encode(name.encode()).decode()
+            ack = _ask(r, subject, bomb, "store" + tag)
+            assert ack.get("stream") == "OBJ_FUZZ", ack
+            ask = lambda op, body, what: _ask(r, "$OBJ.FUZZ" + op, body, what + tag)  # noqa: E731
+            ask(".info", {"name": name}, "info")
+            ask(".get", {"name": name, "deliver_subject": "_D.x"}, "get")
+            ask("", b"", "list")
+            ask(".info.%s" % name, {"name": name, "nonce": "S" + tag, "chunks": 0, "size": 0},
+                "upload")
+            _ask(r, subject, bomb, "again" + tag)
+            ask(".delete", {"name": name}, "delete")
+            _no_traceback(obj_server)
+    finally:
+        r.close()
+    _still_serving(obj_server)
