@@ -144,6 +144,12 @@ SETTINGS = settings(max_examples=1500, deadline=None,
 @example(b'{"metadata":{"a":"1","a":"2","b":null}}', SM.StreamConfig)
 @example(b'{"name":"a"} {"name":"b"} x', SM.StreamConfig)
 @example(b'{"config":{"ack_policy":"explicit","filter_subject":"\\u003e"}}', CM.CreateConsumerRequest)
+@example(b'{"retention":"\xff"}', SM.StreamConfig)
+@example(b'{"retention":"lim\xffits","subjects":["a\xc3"]}', SM.StreamConfig)
+@example(b'{"na\xffme":"a"}', SM.StreamConfig)
+@example(b'{"metadata":{"\xed\xa0\x80":"\\ud800x"},"name":"\xe2\x80"}', SM.StreamConfig)
+@example(b'{"storage":"\\ud800"}', SM.StreamConfig)
+@example(b'{"subjects":["\xff"],"max_msgs":\xff}', SM.StreamConfig)
 def test_decode_fields_fast_equals_exact(data, cls):
     assert outcome(gojson.decode_fields, data, cls) == outcome(exact_decode, data, cls)
 
@@ -232,6 +238,21 @@ def malformed_bodies(draw):
     return data
 
 
+@st.composite
+def lossy_bodies(draw):
+    """Valid bodies with invalid UTF-8 or surrogate escapes after some quotes
+    (inside strings, or just after one: then a syntax error)."""
+    data = draw(st.sampled_from([" ", ""])).join(
+        draw(st.lists(deep_values(draw(st.integers(1, 4))), min_size=1, max_size=2))).encode()
+    quotes = [k for k, b in enumerate(data) if b == 0x22]
+    for at in sorted(draw(st.lists(st.sampled_from(quotes), max_size=4)) if quotes else [],
+                     reverse=True):
+        bad = draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe2\x80", b"\xf0\x9f",
+                                    b"\\ud800", b"\\udc00", b"\\uDBFF\\uDFFF", b"\xef\xbf\xbd"]))
+        data = data[:at + 1] + bad + data[at + 1:]
+    return data
+
+
 def plain_value(node):
     """A parser node or C decoder value as plain Python, to compare trees."""
     kind, value = gojson.unpack(node)
@@ -267,6 +288,14 @@ def test_malformed_parse_fast_equals_exact(data):
 
 
 @SETTINGS
+@given(lossy_bodies(), st.sampled_from(CLASSES))
+def test_lossy_fast_equals_exact(data, cls):
+    assert outcome(parsed, data, True) == outcome(parsed, data, False)
+    assert outcome(gojson.decode_fields, data, cls) == outcome(exact_decode, data, cls)
+    assert outcome(gojson.unmarshal_fields, data, cls) == outcome(exact_unmarshal, data, cls)
+
+
+@SETTINGS
 @given(malformed_bodies(), st.sampled_from(CLASSES))
 def test_malformed_decode_fast_equals_exact(data, cls):
     assert outcome(gojson.decode_fields, data, cls) == outcome(exact_decode, data, cls)
@@ -297,12 +326,14 @@ def _best_time(fn, *args, repeat=2):
 
 
 def test_large_malformed_request_is_bounded():
-    """A 1 MB-class body refused near its end costs a fraction of parsing it
-    all exactly (the Parser, ~0.2 s; tools/bench/gojson.py has the numbers)."""
+    """A 1 MB-class body refused near its end, or valid but with invalid
+    UTF-8 or a lone surrogate escape, costs a fraction of parsing it all
+    exactly (the Parser, ~0.2 s; tools/bench/gojson.py has the numbers)."""
     subjects = ["orders.%d.\\u003e" % i for i in range(50_000)]
     good = ('{"subjects":["%s"]}' % '","'.join(subjects)).encode()
     for body in (good[:-1] + b"x", good[:-1], good[:-2] + b'\\q"]}', good[:-1] + b',"a":NaN}',
-                 good[:-1] + b',"a":1.}', b"[" + b",".join(b"[1]" for _ in range(50_000)) + b",x"):
+                 good[:-1] + b',"a":1.}', b"[" + b",".join(b"[1]" for _ in range(50_000)) + b",x",
+                 good[:-2] + b'\xff"]}', good[:-2] + b'\\ud800"]}'):
         expected, exact = _best_time(exact_decode, body, SM.StreamConfig)
         got, fast = _best_time(gojson.decode_fields, body, SM.StreamConfig)
         assert got == expected

@@ -390,7 +390,9 @@ def parse_json_values(data, fast=True):
     if fast:
         text = _fast_text(data)
         if text is not None:
-            yield from _fast_values(data, text)
+            lossy = (not data.isascii() and _SURROGATES.search(text) is not None
+                     or b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None)
+            yield from _fast_values(data, text, lossy)
             return
     yield from _exact_values(data, 0)
 
@@ -422,8 +424,10 @@ def _exact_values(data, i):
 # agrees with Go's grammar except where the input is left to the
 # exact parser:
 #
-# * invalid UTF-8, and \uD800-\uDFFF escapes (Go writes U+FFFD for a lone
-#   surrogate, Python keeps it): the whole body is parsed exactly;
+# * invalid UTF-8 (given to the C decoder as lone surrogates) and \uD800-\uDFFF
+#   escapes (Go writes U+FFFD for a lone surrogate, Python keeps it): the
+#   surrogates left in decoded strings become U+FFFD (``_go_strings``), and an
+#   enum whose string holds U+FFFD is ``ExactNeeded`` (below);
 # * NaN/Infinity (accepted by Python only), a top-level number that runs on
 #   ("1x"), and any syntax error: Go's error text and offset come from the
 #   exact parser, run only from the last complete value before where the C
@@ -467,19 +471,53 @@ _WORD_ESCAPE = re.compile(rb"\\u00(?:2[dD]|3[0-9]|[4-7][0-9a-fA-F])")
 
 
 def _fast_text(data):
-    """``data`` as text for the C decoder, or None when only the exact parser
-    gives Go's answer for it."""
+    """``data`` as text for the C decoder (invalid UTF-8 bytes as lone
+    surrogates, surrogateescape), or None when only the exact parser gives
+    Go's answer for it."""
     if sys.getrecursionlimit() > _MAX_DEPTH:
         return None                 # the C decoder could go deeper than Go
-    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return data.decode("utf-8", "surrogateescape")
 
 
-def _fast_values(data, text):
+def _blen(text):
+    """The length in bytes of a piece of ``_fast_text``."""
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def _go_strings(value):
+    """``value`` (a C decoder value) with the surrogates in its strings, from
+    invalid UTF-8 bytes or lone surrogate escapes, as U+FFFD, one each, as Go
+    decodes them.  Containers are fixed in place, without recursion."""
+    fix = _go_string
+    if type(value) is str:
+        return fix(value)
+    stack = [value] if type(value) in (list, _Obj) else []
+    while stack:
+        container = stack.pop()
+        if type(container) is _Obj:
+            for k, (key, item) in enumerate(container):
+                if type(item) is str:
+                    container[k] = (fix(key), fix(item))
+                else:
+                    container[k] = (fix(key), item)
+                    if type(item) in (list, _Obj):
+                        stack.append(item)
+        else:
+            for k, item in enumerate(container):
+                if type(item) is str:
+                    container[k] = fix(item)
+                elif type(item) in (list, _Obj):
+                    stack.append(item)
+    return value
+
+
+def _go_string(text):
+    if _SURROGATES.search(text) is None:
+        return text
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _fast_values(data, text, lossy=False):
     ascii_only = len(text) == len(data)
     i, n = 0, len(text)
     known_i = known_b = 0              # a char index and its byte offset
@@ -495,17 +533,20 @@ def _fast_values(data, text):
                 raise _NumberRunsOn()
         except (StopIteration, ValueError, RecursionError) as refused:
             if not ascii_only:
-                known_b += len(text[known_i:i].encode("utf-8"))
+                known_b += _blen(text[known_i:i])
                 known_i = i
             start = i if ascii_only else known_b
             value, end_b = _refused_value(data, text, i, start, refused)
             if type(value) is _Node:
-                end = end_b if ascii_only else i + len(data[start:end_b].decode("utf-8"))
+                end = end_b if ascii_only else \
+                    i + len(data[start:end_b].decode("utf-8", "surrogateescape"))
                 yield value
                 i = end
                 continue
             end = end_b              # the C decoder took it after all (deep nesting)
         i = end
+        if lossy:
+            value = _go_strings(value)
         kind, value = unpack(value)
         yield _Node(kind, value, None, None)
 
@@ -530,7 +571,7 @@ def _refused_value(data, text, i, start, refused):
         # no further (the bracket past it is where Go stops).
         too_deep = jsonbound.too_deep_at(data[start:])
         cut = len(text) if too_deep is None else \
-            i + len(data[start:start + too_deep - 1].decode("utf-8"))
+            i + len(data[start:start + too_deep - 1].decode("utf-8", "surrogateescape"))
         try:
             with jsonbound.room(_MAX_DEPTH + 50):
                 return _SCAN(text[:cut], i)
@@ -539,9 +580,9 @@ def _refused_value(data, text, i, start, refused):
         except RecursionError:
             refused = None
     if type(refused) is json.JSONDecodeError:
-        stop = start + len(text[i:refused.pos].encode("utf-8"))
+        stop = start + _blen(text[i:refused.pos])
     elif type(refused) is StopIteration:
-        stop = start + len(text[i:refused.value].encode("utf-8"))
+        stop = start + _blen(text[i:refused.value])
     elif type(refused) is _NotGo:    # NaN or Infinity: Go fails at its letter
         stop = start + _BEFORE_NOT_GO_LETTER.match(_neutral(data[start:])).end()
     if stop is not None:
@@ -570,8 +611,8 @@ def _error_near(data, start, stop):
     The C decoder reads left to right and stops at the first byte its grammar
     refuses (or, for an unterminated string, at the string's start; NaN and
     Infinity are found by the caller): everything before ``stop`` is a valid
-    beginning of a value in Go's grammar too, the input having no invalid
-    UTF-8 or surrogate escapes (see ``_fast_text``).  So the exact parser,
+    beginning of a value in Go's grammar too (invalid UTF-8, as lone
+    surrogates, is accepted in strings only, as Go does).  So the exact parser,
     run from ``start``, would reach that point without error, in the
     containers a bracket count outside strings finds, and resuming there gives
     its answer.  Returns (the caller then parses the whole value) when there
@@ -817,8 +858,8 @@ class Decoder:
             return self.data[node.start:node.end]
         kind, value = unpack(node)
         if kind == "string":
-            if b"\\" in self.data:
-                raise ExactNeeded()
+            if b"\\" in self.data or "\ufffd" in value:
+                raise ExactNeeded()     # the raw text may differ (see "Fast path")
             return b'"' + value.encode("utf-8") + b'"'
         if kind == "number":
             return value.encode("ascii")
