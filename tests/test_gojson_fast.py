@@ -315,6 +315,63 @@ def test_deep_malformed_goes_near_the_error():
         assert outcome(parsed, data, True) == outcome(parsed, data, False)
 
 
+# --- Enum fields: nats-server compares their raw text ---------------------------
+
+STREAM_ENUMS = ["retention", "discard", "storage", "persist_mode", "Retention", "DISCARD"]
+CONSUMER_ENUMS = ["ack_policy", "deliver_policy", "replay_policy", "Ack_Policy"]
+
+
+@st.composite
+def enum_values(draw):
+    how = draw(st.sampled_from(["escaped", "escaped", "plain", "invalid", "container", "other"]))
+    word = draw(st.sampled_from(WORDS))
+    if how == "escaped":
+        return _escape_some(word, draw).encode()
+    if how == "plain":
+        return json.dumps(word).encode()
+    if how == "invalid":
+        return b'"' + word.encode() + draw(st.sampled_from([b"\xff", b"\xc3", b"\\ud800"])) + b'"'
+    if how == "container":
+        return draw(st.sampled_from([b"{}", b'{ "a" : [1 , "\\u0041"] }', b"[ ]", b'["limits"]',
+                                     b'{"retention":"limits"}', b"[[],{}]"]))
+    return draw(st.sampled_from([b"1", b"-0.5e3", b"true", b"null", b'""', b'"LIMITS"']))
+
+
+@st.composite
+def enum_bodies(draw):
+    """Stream and consumer requests whose enum fields hold anything, with
+    escaped strings, wide arrays and objects before and around them."""
+    filler = [b'"name":"S\\u0031"', b'"subjects":["a.\\u003e","b",  "c\\n"]',
+              b'"metadata":{"k":"v\\"x", "k2" : "\\u00e9"}', b'"max_msgs":5',
+              b'"description":"d\xc3\xa9"']
+    def members(names):
+        out = []
+        for _ in range(draw(st.integers(1, 6))):
+            if draw(st.booleans()):
+                out.append(draw(st.sampled_from(filler)))
+            else:
+                ws = draw(st.sampled_from([b"", b" ", b"\n\t"]))
+                out.append(b'"%s"%s:%s%s' % (draw(st.sampled_from(names)).encode(), ws, ws,
+                                             draw(enum_values())))
+        return b"{" + b",".join(out) + b"}"
+    if draw(st.booleans()):
+        return members(STREAM_ENUMS), SM.StreamConfig
+    return b'{"stream_name":"S","config":%s}' % members(CONSUMER_ENUMS), CM.CreateConsumerRequest
+
+
+@SETTINGS
+@given(enum_bodies())
+@example((b'{"retention":"lim\\u0069ts","subjects":["a"],"storage":{ "a" : 1 }}', SM.StreamConfig))
+@example((b'{"retention":"\xff"}', SM.StreamConfig))
+@example((b'{"retention":"limits","retention":"\\u0069nterest"}', SM.StreamConfig))
+@example((b'{"stream_name":"S","config":{"ack_policy":"expl\\u0069cit","deliver_policy":[ 1 ]}}',
+          CM.CreateConsumerRequest))
+def test_enum_raw_text_fast_equals_exact(body):
+    data, cls = body
+    assert outcome(gojson.decode_fields, data, cls) == outcome(exact_decode, data, cls)
+    assert outcome(gojson.unmarshal_fields, data, cls) == outcome(exact_unmarshal, data, cls)
+
+
 def _best_time(fn, *args, repeat=2):
     best = None
     for _ in range(repeat):
@@ -327,13 +384,15 @@ def _best_time(fn, *args, repeat=2):
 
 def test_large_malformed_request_is_bounded():
     """A 1 MB-class body refused near its end, or valid but with invalid
-    UTF-8 or a lone surrogate escape, costs a fraction of parsing it all
-    exactly (the Parser, ~0.2 s; tools/bench/gojson.py has the numbers)."""
+    UTF-8, a lone surrogate escape or an enum whose raw text matters, costs a
+    fraction of parsing it all exactly (the Parser, ~0.2 s; tools/bench/gojson.py has the numbers)."""
     subjects = ["orders.%d.\\u003e" % i for i in range(50_000)]
     good = ('{"subjects":["%s"]}' % '","'.join(subjects)).encode()
     for body in (good[:-1] + b"x", good[:-1], good[:-2] + b'\\q"]}', good[:-1] + b',"a":NaN}',
                  good[:-1] + b',"a":1.}', b"[" + b",".join(b"[1]" for _ in range(50_000)) + b",x",
-                 good[:-2] + b'\xff"]}', good[:-2] + b'\\ud800"]}'):
+                 good[:-2] + b'\xff"]}', good[:-2] + b'\\ud800"]}',
+                 good[:-1] + b',"retention":"lim\\u0069ts"}', good[:-1] + b',"storage":{"a":1}}',
+                 good[:-1] + b',"discard":"\xff"}'):
         expected, exact = _best_time(exact_decode, body, SM.StreamConfig)
         got, fast = _best_time(gojson.decode_fields, body, SM.StreamConfig)
         assert got == expected

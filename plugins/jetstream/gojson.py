@@ -81,13 +81,14 @@ class EndOfInput(Exception):
 
 
 class _Node:
-    __slots__ = ("kind", "value", "start", "end")
+    __slots__ = ("kind", "value", "start", "end", "at")
 
-    def __init__(self, kind, value, start, end):
+    def __init__(self, kind, value, start, end, at=None):
         self.kind = kind          # object, array, string, number, true, false, null
         self.value = value        # [(key, key_node, node)], [node], str, literal str, None
-        self.start = start
+        self.start = start        # byte offsets (exact parser nodes)
         self.end = end
+        self.at = at              # a C decoder value's offset in _fast_text(data)
 
 
 _WS = b" \t\r\n"
@@ -421,13 +422,11 @@ def _exact_values(data, i):
 # instead, into plain values that keep what decoding needs: objects as their
 # (key, value) pairs in order with duplicates (_Obj), numbers as their literal
 # in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It
-# agrees with Go's grammar except where the input is left to the
-# exact parser:
+# agrees with Go's grammar and values except:
 #
 # * invalid UTF-8 (given to the C decoder as lone surrogates) and \uD800-\uDFFF
 #   escapes (Go writes U+FFFD for a lone surrogate, Python keeps it): the
-#   surrogates left in decoded strings become U+FFFD (``_go_strings``), and an
-#   enum whose string holds U+FFFD is ``ExactNeeded`` (below);
+#   surrogates left in decoded strings become U+FFFD (``_go_strings``);
 # * NaN/Infinity (accepted by Python only), a top-level number that runs on
 #   ("1x"), and any syntax error: Go's error text and offset come from the
 #   exact parser, run only from the last complete value before where the C
@@ -435,10 +434,10 @@ def _exact_values(data, i):
 #   C-speed passes, not a pure-Python parse of it all; the following values go
 #   to the C decoder again;
 # * an enum field (nats-server compares its raw bytes) whose raw text cannot be
-#   told from the decoded string: ``ExactNeeded`` and the body is decoded again
-#   from exact nodes.  A decoded string's raw text is ``"`` + its UTF-8 + ``"``
-#   unless it had escapes; an escaped string can only decode to a valid enum
-#   value if it escapes an ASCII letter, digit, ``_`` or ``-``.
+#   told from the decoded value (a string that had escapes or invalid UTF-8,
+#   an object, an array): its text is found in the body by its indexes
+#   (``_Locator``, C-speed skips); only if that fails, ``ExactNeeded`` and the
+#   body is decoded again from exact nodes.
 #
 # Nesting: the C decoder recurses once a level against the recursion limit,
 # far below Go's 10,000 (checked at run time); a value deeper than that is
@@ -465,9 +464,10 @@ def _not_go(name):
 _SCAN = json.JSONDecoder(object_pairs_hook=_Obj, parse_int=str.encode, parse_float=str.encode,
                          parse_constant=_not_go).scan_once
 _WS_TEXT = re.compile(r"[ \t\r\n]*")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # \u escapes of the characters of enum values ("-", digits, letters, "_"...).
 _WORD_ESCAPE = re.compile(rb"\\u00(?:2[dD]|3[0-9]|[4-7][0-9a-fA-F])")
+_SCAN_STRING = json.decoder.scanstring
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _fast_text(data):
@@ -544,11 +544,11 @@ def _fast_values(data, text, lossy=False):
                 i = end
                 continue
             end = end_b              # the C decoder took it after all (deep nesting)
-        i = end
+        at, i = i, end
         if lossy:
             value = _go_strings(value)
         kind, value = unpack(value)
-        yield _Node(kind, value, None, None)
+        yield _Node(kind, value, None, None, at)
 
 
 class _NumberRunsOn(ValueError):
@@ -837,6 +837,8 @@ class Decoder:
         self.data = data
         self.root = root
         self.lenient = lenient  # json.Unmarshal: unknown fields are skipped
+        self.locator = None
+        self._word_escapes = None
 
     def type_error(self, node, gotype, path, value=None):
         what = value or KIND_NAMES[unpack(node)[0]]
@@ -851,52 +853,58 @@ class Decoder:
             msg = "json: cannot unmarshal %s into Go value of type %s" % (what, gotype.name)
         raise GoJSONError(msg)
 
-    def raw(self, node):
-        """The node's JSON text; for a C decoder value only when it is certain
-        (else ``ExactNeeded``)."""
+    def raw(self, node, where):
+        """The node's JSON text, as nats-server's UnmarshalJSON gets it.
+
+        ``where`` locates a C decoder value: the offset of the top-level value
+        in ``_fast_text(data)`` and the member/element indexes down to it
+        (None: ``ExactNeeded``).  What cannot be told from the decoded value
+        (a string that had escapes or invalid UTF-8, an object, an array) is
+        read from the text (``_Locator``)."""
         if type(node) is _Node and node.start is not None:
             return self.data[node.start:node.end]
         kind, value = unpack(node)
-        if kind == "string":
-            if b"\\" in self.data or "\ufffd" in value:
-                raise ExactNeeded()     # the raw text may differ (see "Fast path")
-            return b'"' + value.encode("utf-8") + b'"'
         if kind == "number":
             return value.encode("ascii")
         if kind in ("true", "false", "null"):
             return kind.encode("ascii")
-        raise ExactNeeded()
+        if kind == "string" and b"\\" not in self.data and "\ufffd" not in value:
+            return b'"' + value.encode("utf-8") + b'"'
+        if where is None:
+            raise ExactNeeded()
+        if self.locator is None:
+            self.locator = _Locator(self.data)
+        return self.locator.raw(where)
 
-    def enum(self, node, gotype):
-        if type(node) is _Node and node.start is not None:
-            return gotype.decode(self.raw(node))
-        # A C decoder value: a string that had escapes gets its raw text
-        # wrong, which only matters if it could match (see "Fast path") or
-        # for the error text.
+    def enum(self, node, gotype, where):
         kind, value = unpack(node)
-        data = self.data
-        if kind == "string" and b"\\" in data:
-            if _WORD_ESCAPE.search(data):
-                raise ExactNeeded()
-            raw = b'"' + value.encode("utf-8") + b'"'
-        else:
-            raw = self.raw(node)
-        try:
-            return gotype.decode(raw)
-        except GoJSONError:
-            if kind == "string" and b"\\" in data:
-                raise ExactNeeded() from None
-            raise
+        if kind == "string" and type(node) is not _Node and "\ufffd" not in value \
+                and not self.word_escapes():
+            # A string with escapes decodes to a valid value only if it
+            # escapes a letter, digit, "_" or "-" (none here): a match is
+            # exact without looking for the raw text; the error text needs it.
+            try:
+                return gotype.decode(b'"' + value.encode("utf-8") + b'"')
+            except GoJSONError:
+                if b"\\" not in self.data:
+                    raise
+        return gotype.decode(self.raw(node, where))
 
-    def decode(self, node, gotype, current, path):
+    def word_escapes(self):
+        if self._word_escapes is None:
+            self._word_escapes = b"\\u" in self.data and bool(_WORD_ESCAPE.search(self.data))
+        return self._word_escapes
+
+    def decode(self, node, gotype, current, path, where=None):
         """Decode ``node`` as ``gotype`` onto ``current``; returns the new value.
 
         Structs decode to dicts keyed by attribute name (merged into a dict
-        already there), built into attrs instances at the end.
+        already there), built into attrs instances at the end.  ``where``:
+        see :meth:`raw`.
         """
         kind, value = unpack(node)
         if isinstance(gotype, EnumType):
-            return self.enum(node, gotype)
+            return self.enum(node, gotype, where)
         if isinstance(gotype, CompressionType):
             if kind == "null":
                 s = ""
@@ -938,7 +946,8 @@ class Decoder:
                 self.type_error(node, gotype, path)
             if gotype.elem is STRING and type(value) is list and _all_str(value):
                 return list(value)          # C decoder strings: nothing to check
-            return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)])
+            return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)],
+                                _inside(where, k))
                     for k, item in enumerate(value)]
         if isinstance(gotype, _Map):
             if kind != "object":
@@ -947,19 +956,22 @@ class Decoder:
             if gotype.elem is STRING and type(value) is _Obj and _all_str(v for _, v in value):
                 out.update(value)           # a later duplicate wins, as in the loop
                 return out
-            for key, item in value:
-                out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key])
+            for k, (key, item) in enumerate(value):
+                out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key],
+                                       _inside(where, k))
             return out
         if isinstance(gotype, StructType):
             if kind != "object":
                 self.type_error(node, gotype, path)
-            return self.struct(node, gotype.cls, current, path)
+            return self.struct(node, gotype.cls, current, path, where)
         raise AssertionError(gotype)
 
-    def struct(self, node, cls, current, path):
+    def struct(self, node, cls, current, path, where=None):
+        if where is None and type(node) is _Node and node.at is not None:
+            where = (node.at,)
         out = dict(current) if current else {}
         fields = go_fields(cls)
-        for key, item in unpack(node)[1]:
+        for k, (key, item) in enumerate(unpack(node)[1]):
             f = fields.get(key)
             if f is None:
                 folded = key.casefold()
@@ -973,8 +985,56 @@ class Decoder:
                 raise GoJSONError("json: unknown field %s" % go_quote(key))
             gotype = f.metadata["go"]
             default = out.get(f.name, zero_value(gotype))
-            out[f.name] = self.decode(item, gotype, default, path + [key])
+            out[f.name] = self.decode(item, gotype, default, path + [key], _inside(where, k))
         return out
+
+
+def _inside(where, index):
+    return None if where is None else where + (index,)
+
+
+class _Locator:
+    """Finds a C decoder value's JSON text in the body by its indexes, with
+    C-speed skips (the decoder's scanner) over the members before it; each
+    container's member offsets are found once."""
+
+    def __init__(self, data):
+        self.text = _fast_text(data)
+        self.starts = {}
+
+    def raw(self, where):
+        text = self.text
+        try:
+            with jsonbound.room(_MAX_DEPTH + 50):
+                i = where[0]
+                for index in where[1:]:
+                    starts = self.starts.get(i)
+                    if starts is None:
+                        starts = self.starts[i] = self._member_starts(i)
+                    i = starts[index]
+                _, end = _SCAN(text, i)
+        except (StopIteration, ValueError, IndexError, RecursionError, TypeError):
+            raise ExactNeeded() from None
+        return text[i:end].encode("utf-8", "surrogateescape")
+
+    def _member_starts(self, i):
+        text = self.text
+        is_object = text[i] == "{"
+        out = []
+        j = _WS_TEXT.match(text, i + 1).end()
+        if text[j] in "]}":
+            return out
+        while True:
+            if is_object:
+                _, j = _SCAN_STRING(text, j + 1)
+                j = _WS_TEXT.match(text, j).end() + 1           # the ":"
+                j = _WS_TEXT.match(text, j).end()
+            out.append(j)
+            _, j = _SCAN(text, j)
+            j = _WS_TEXT.match(text, j).end()
+            if text[j] != ",":
+                return out
+            j = _WS_TEXT.match(text, j + 1).end()
 
 
 def _all_str(values):

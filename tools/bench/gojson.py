@@ -58,6 +58,9 @@ def malformed_bodies(body):
         ("1 MB digits then x", b"[" + b"1" * 1_000_000 + b"x"),
         ("valid, invalid UTF-8", body[:-2] + b'\xff"]}'),
         ("valid, lone surrogate", body[:-2] + b'\\ud800"]}'),
+        ("escaped enum value", body[:-1] + b',"retention":"lim\\u0069ts"}'),
+        ("enum as an object", body[:-1] + b',"retention":{"a":[1, 2]}}'),
+        ("enum with invalid UTF-8", body[:-1] + b',"retention":"\xff"}'),
         ("valid, 900 levels deep", b'{"subjects":' + b"[" * 900 + body[12:-1] + b"]" * 900 + b"}"),
         ("valid, 3000 levels deep", b'{"subjects":' + b"[" * 3000 + body[12:-1] + b"]" * 3000 + b"}"),
     ]]
