@@ -9,6 +9,7 @@ truncation, stray bytes) to both and wants the same fields or the same error.
 """
 
 import json
+import re
 import time
 
 from hypothesis import HealthCheck, example, given, settings
@@ -372,6 +373,67 @@ def test_enum_raw_text_fast_equals_exact(body):
     assert outcome(gojson.unmarshal_fields, data, cls) == outcome(exact_unmarshal, data, cls)
 
 
+# --- json.Unmarshal (pull, unpin and reset requests) ------------------------------
+
+UNMARSHAL_CLASSES = [CM.NextRequest, CM.ConsumerUnpinRequest, CM.ConsumerResetRequest]
+NEXT_KEYS = ["batch", "expires", "no_wait", "idle_heartbeat", "max_bytes", "group", "min_pending",
+             "priority", "id", "seq", "Batch", "x"]
+
+
+def exact_json_unmarshal(data, cls):
+    """consumer_models._unmarshal as it was, on the exact Parser alone."""
+    p = gojson.Parser(data)
+    try:
+        i = p.ws(0)
+        with gojson.room():
+            node, i = p.value(i)
+        i = p.ws(i)
+        if i < p.n:
+            raise GoJSONError("invalid character %s after top-level value"
+                              % gojson.quote_char(data, i)[0])
+    except gojson.EndOfInput:
+        raise GoJSONError("unexpected end of JSON input") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+    except GoJSONError as e:
+        raise GoJSONError(re.sub(r" at offset \d+$", "", str(e))) from None
+    if node.kind == "null":
+        return {}
+    if node.kind != "object":
+        raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
+                          % (gojson.KIND_NAMES[node.kind], cls.__go_name__))
+    return gojson.Decoder(data, cls, lenient=True).struct(node, cls, {}, [])
+
+
+@st.composite
+def next_bodies(draw):
+    members = draw(st.lists(st.tuples(st.sampled_from(NEXT_KEYS), values(2)), max_size=5))
+    data = ("{" + ",".join('"%s":%s' % kv for kv in members) + "}").encode()
+    mangle = draw(st.sampled_from(["none", "none", "truncate", "insert", "trail"]))
+    if mangle == "truncate":
+        data = data[:draw(st.integers(0, len(data) - 1))]
+    elif mangle == "insert":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(st.sampled_from(CORRUPTIONS)) + data[at:]
+    elif mangle == "trail":
+        data += draw(st.sampled_from([b" ", b" x", b"{}", b"1", b"\xff", b" \n"]))
+    return data
+
+
+@SETTINGS
+@given(st.one_of(next_bodies(), bodies(), malformed_bodies(), lossy_bodies()),
+       st.sampled_from(UNMARSHAL_CLASSES))
+@example(b"", CM.NextRequest)
+@example(b"   ", CM.NextRequest)
+@example(b"1x", CM.NextRequest)
+@example(b'{"batch":1} {', CM.NextRequest)
+@example(b'{"batch":1,"x":[1,2,x]}', CM.NextRequest)
+@example(b'{"batch":1,"x":[1,2', CM.NextRequest)
+@example(b'{"group":"\xff","batch":"\\ud800"}', CM.NextRequest)
+def test_json_unmarshal_fast_equals_exact(data, cls):
+    assert outcome(CM._unmarshal, data, cls) == outcome(exact_json_unmarshal, data, cls)
+
+
 def _best_time(fn, *args, repeat=2):
     best = None
     for _ in range(repeat):
@@ -395,5 +457,10 @@ def test_large_malformed_request_is_bounded():
                  good[:-1] + b',"discard":"\xff"}'):
         expected, exact = _best_time(exact_decode, body, SM.StreamConfig)
         got, fast = _best_time(gojson.decode_fields, body, SM.StreamConfig)
+        assert got == expected
+        assert fast < exact / 3, (body[-20:], fast, exact)
+        # The same body as a pull request (json.Unmarshal).
+        expected, exact = _best_time(exact_json_unmarshal, body, CM.NextRequest)
+        got, fast = _best_time(CM._unmarshal, body, CM.NextRequest)
         assert got == expected
         assert fast < exact / 3, (body[-20:], fast, exact)

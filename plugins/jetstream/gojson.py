@@ -398,6 +398,62 @@ def parse_json_values(data, fast=True):
     yield from _exact_values(data, 0)
 
 
+def unmarshal_node(data):
+    """The one JSON value of ``data`` as Go's ``json.Unmarshal`` reads it
+    (the whole input syntax-checked first), as a node for :class:`Decoder`.
+
+    Raises ``GoJSONError`` with the decoder's texts ("... at offset N",
+    "unexpected EOF" also for no value at all, "exceeded max depth at offset
+    N"), or "invalid character 'x' after top-level value" for more than one
+    value.  Valid input is read by the C decoder, the rest as in
+    :func:`parse_json_values` (the exact parser only near a syntax error)."""
+    data = bytes(data)
+    text = _fast_text(data)
+    if text is None:
+        return _exact_unmarshal_node(data)
+    i = _WS_TEXT.match(text).end()
+    if i >= len(text):
+        raise GoJSONError("unexpected EOF")
+    start = i if len(text) == len(data) else _blen(text[:i])
+    try:
+        value, end = _SCAN(text, i)
+        if type(value) is bytes and end < len(text) and text[end] not in " \t\r\n":
+            raise _NumberRunsOn()
+    except (StopIteration, ValueError, RecursionError) as refused:
+        value, end = _refused_value(data, text, i, start, refused)
+        if type(value) is _Node:
+            return _only_value(data, value, end)
+    trailing = _WS_TEXT.match(text, end).end()
+    if trailing < len(text):
+        raise GoJSONError("invalid character %s after top-level value"
+                          % quote_char(data, _blen(text[:trailing]))[0])
+    if not data.isascii() and _SURROGATES.search(text) is not None \
+            or b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None:
+        value = _go_strings(value)
+    kind, value = unpack(value)
+    return _Node(kind, value, None, None, i)
+
+
+def _exact_unmarshal_node(data):
+    p = Parser(data)
+    i = p.ws(0)
+    try:
+        with room():
+            node, i = p.value(i)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+    return _only_value(data, node, i)
+
+
+def _only_value(data, node, i):
+    i = Parser(data).ws(i)
+    if i < len(data):
+        raise GoJSONError("invalid character %s after top-level value" % quote_char(data, i)[0])
+    return node
+
+
 def _exact_values(data, i):
     p = Parser(data)
     while True:
