@@ -76,6 +76,27 @@ class ObjError(Exception):
         return {"error": {"code": self.code, "description": self.description}}
 
 
+# The ObjectInfo fields the responder reads, and what they must hold: a meta
+# from a client (an upload's, or one stored on $O.<bucket>.M.<name> directly)
+# may hold anything JSON can.
+_META_TYPES = (("name", str, "a string"), ("nuid", str, "a string"),
+               ("size", int, "an integer"), ("chunks", int, "an integer"),
+               ("digest", str, "a string"), ("description", str, "a string"),
+               ("headers", dict, "an object"), ("metadata", dict, "an object"),
+               ("options", dict, "an object"), ("mtime", str, "a string"))
+
+
+def check_meta(meta):
+    """Raise ValueError unless ``meta`` is a JSON object whose known fields
+    hold what the responder expects of them (null counts as absent)."""
+    if not isinstance(meta, dict):
+        raise ValueError("meta must be a JSON object")
+    for field, kind, what in _META_TYPES:
+        value = meta.get(field)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise ValueError("%s must be %s" % (field, what))
+
+
 def meta_subject(bucket, name):
     return "$O.%s.M.%s" % (bucket, base64.urlsafe_b64encode(name.encode()).decode())
 
@@ -183,8 +204,13 @@ class ObjectStoreAPI:
                 raise ObjError(404, "bucket not found")
             raise ObjError(404, "object not found")
         msg = resp["message"]
-        meta = jsonbound.loads(base64.b64decode(msg.get("data", "")) or b"{}",
-                               max_depth=jsonbound.REENCODE_DEPTH)
+        try:
+            meta = jsonbound.loads(base64.b64decode(msg.get("data", "")) or b"{}",
+                                   max_depth=jsonbound.REENCODE_DEPTH)
+            check_meta(meta)
+        except ValueError as e:
+            # Anyone allowed to publish on $O.<bucket>.M.> can store this.
+            raise ObjError(500, "invalid object meta: %s" % e) from None
         return meta, msg["time"]
 
     def _check_bucket(self, bucket):
@@ -358,8 +384,7 @@ class ObjectStoreAPI:
             if client is None:
                 raise ObjError(403, "requests are served only for the account's own clients")
             meta = jsonbound.loads(raw[hdr_len:], max_depth=jsonbound.REENCODE_DEPTH)
-            if not isinstance(meta, dict):
-                raise ValueError("meta must be a JSON object")
+            check_meta(meta)
             name = meta.get("name") or obj
             nonce = meta.get("nonce") or meta.get("nuid")
             if not isinstance(nonce, str) or not is_valid_literal_subject(nonce.encode()) \

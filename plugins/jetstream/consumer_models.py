@@ -1141,52 +1141,25 @@ _GO_SPACES = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u200
              "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
-class _LenientDecoder(gojson.Decoder):
-    """json.Unmarshal: unknown fields are ignored."""
-
-    def struct(self, node, cls, current, path):
-        out = dict(current) if current else {}
-        fields = gojson.go_fields(cls)
-        for key, item in node.value:
-            f = fields.get(key)
-            if f is None:
-                folded = key.casefold()
-                f = next((c for name, c in fields.items() if name.casefold() == folded), None)
-            if f is None:
-                continue
-            gotype = f.metadata["go"]
-            out[f.name] = self.decode(item, gotype, out.get(f.name, gojson.zero_value(gotype)),
-                                      path + [key])
-        return out
-
-
 def _unmarshal(data, cls):
     """``json.Unmarshal(data, &cls)``: the whole input is syntax-checked first.
 
     nats-server 2.15.1's json.Unmarshal gives the same texts as its decoder
     (``models``) but without " at offset N", "unexpected end of JSON input" at
     EOF and "invalid character 'x' after top-level value" for trailing data."""
-    p = gojson.Parser(data)
     try:
-        i = p.ws(0)
-        with gojson.room():
-            node, i = p.value(i)
-        i = p.ws(i)
-        if i < p.n:
-            raise GoJSONError("invalid character %s after top-level value"
-                              % gojson.quote_char(data, i)[0])
-    except gojson.EndOfInput:
-        raise GoJSONError("unexpected end of JSON input") from None
-    except RecursionError:
-        raise GoJSONError("exceeded max depth") from None
+        node = gojson.unmarshal_node(data)
     except GoJSONError as e:
-        raise GoJSONError(re.sub(r" at offset \d+$", "", str(e))) from None
+        text = str(e)
+        if text == "unexpected EOF":
+            text = "unexpected end of JSON input"
+        raise GoJSONError(re.sub(r" at offset \d+$", "", text)) from None
     if node.kind == "null":
         return {}                       # the zero request
     if node.kind != "object":
         raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
                           % (gojson.KIND_NAMES[node.kind], cls.__go_name__))
-    return _LenientDecoder(data, cls).struct(node, cls, {}, [])
+    return gojson.Decoder(data, cls, lenient=True).struct(node, cls, {}, [])
 
 
 def _api_unmarshal(raw, cls):

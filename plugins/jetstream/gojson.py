@@ -12,7 +12,9 @@ rules), driven by the ``GoType`` descriptors a model's fields carry (``STRING``,
 the decoded fields is :mod:`natsbroker.plugins.jetstream.marshal`'s job.
 """
 
+import array
 import codecs
+import itertools
 import json
 import re
 import sys
@@ -79,16 +81,19 @@ class EndOfInput(Exception):
 
 
 class _Node:
-    __slots__ = ("kind", "value", "start", "end")
+    __slots__ = ("kind", "value", "start", "end", "at")
 
-    def __init__(self, kind, value, start, end):
+    def __init__(self, kind, value, start, end, at=None):
         self.kind = kind          # object, array, string, number, true, false, null
         self.value = value        # [(key, key_node, node)], [node], str, literal str, None
-        self.start = start
+        self.start = start        # byte offsets (exact parser nodes)
         self.end = end
+        self.at = at              # a C decoder value's offset in _fast_text(data)
 
 
 _WS = b" \t\r\n"
+_WS_RUN = re.compile(rb"[ \t\r\n]*")
+_DIGITS = re.compile(rb"[0-9]*")
 _STRING_SPECIAL = re.compile(rb'["\\\x00-\x1f]')
 _HEX = b"0123456789abcdefABCDEF"
 _MAX_DEPTH = jsonbound.MAX_DEPTH
@@ -147,9 +152,8 @@ class Parser:
         self.n = len(data)
 
     def ws(self, i):
-        d, n = self.d, self.n
-        while i < n and d[i] in _WS:
-            i += 1
+        if i < self.n and self.d[i] in _WS:
+            i = _WS_RUN.match(self.d, i).end()
         return i
 
     def fail(self, i, context):
@@ -183,64 +187,105 @@ class Parser:
                 return _Node(kind, None, i, j), j
         self.fail(i, "looking for beginning of value")
 
-    def obj(self, i, depth):
-        if depth > _MAX_DEPTH:
-            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+    def obj(self, i, depth, members=None):
+        """The object opening at ``i``; or, given ``members``, the rest of an
+        object whose member value ended just before ``i`` (see ``resume``)."""
+        d = self.d
         start = i
-        members = []
-        i = self.ws(i + 1)
-        if i >= self.n:
-            raise EndOfInput()
-        if self.d[i] == 0x7D:
-            return _Node("object", members, start, i + 1), i + 1
+        if members is None:
+            if depth > _MAX_DEPTH:
+                raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+            members = []
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            if d[i] == 0x7D:
+                return _Node("object", members, start, i + 1), i + 1
+        else:
+            start = None
+            i = self.obj_next(i, depth, members, start)
+            if type(i) is tuple:
+                return i
         while True:
-            if self.d[i] != 0x22:
+            if d[i] != 0x22:
                 self.fail(i, "looking for beginning of object key string")
             key, i = self.string(i)
             i = self.ws(i)
             if i >= self.n:
                 raise EndOfInput()
-            if self.d[i] != 0x3A:
+            if d[i] != 0x3A:
                 self.fail(i, "after object key")
             i = self.ws(i + 1)
             node, i = self.value(i, depth)
             members.append((key, node))
-            i = self.ws(i)
-            if i >= self.n:
-                raise EndOfInput()
-            c = self.d[i]
-            if c == 0x2C:
-                i = self.ws(i + 1)
-                if i >= self.n:
-                    raise EndOfInput()
-                continue
-            if c == 0x7D:
-                return _Node("object", members, start, i + 1), i + 1
-            self.fail(i, "after object key:value pair")
+            i = self.obj_next(i, depth, members, start)
+            if type(i) is tuple:
+                return i
 
-    def arr(self, i, depth):
-        if depth > _MAX_DEPTH:
-            raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
-        start = i
-        items = []
-        i = self.ws(i + 1)
+    def obj_next(self, i, depth, members, start):
+        # After a member value: the next key's offset, or the finished node.
+        i = self.ws(i)
         if i >= self.n:
             raise EndOfInput()
-        if self.d[i] == 0x5D:
-            return _Node("array", items, start, i + 1), i + 1
+        c = self.d[i]
+        if c == 0x2C:
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            return i
+        if c == 0x7D:
+            return _Node("object", members, start, i + 1), i + 1
+        self.fail(i, "after object key:value pair")
+
+    def arr(self, i, depth, items=None):
+        """The array opening at ``i``; or, given ``items``, the rest of an
+        array whose element ended just before ``i`` (see ``resume``)."""
+        start = i
+        if items is None:
+            if depth > _MAX_DEPTH:
+                raise GoJSONError("exceeded max depth at offset %d" % (i + 1))
+            items = []
+            i = self.ws(i + 1)
+            if i >= self.n:
+                raise EndOfInput()
+            if self.d[i] == 0x5D:
+                return _Node("array", items, start, i + 1), i + 1
+        else:
+            start = None
+            i = self.arr_next(i, items, start)
+            if type(i) is tuple:
+                return i
         while True:
             node, i = self.value(i, depth)
             items.append(node)
-            i = self.ws(i)
-            if i >= self.n:
-                raise EndOfInput()
-            c = self.d[i]
-            if c == 0x2C:
-                i = self.ws(i + 1)
-                continue
-            if c == 0x5D:
-                return _Node("array", items, start, i + 1), i + 1
-            self.fail(i, "after array element")
+            i = self.arr_next(i, items, start)
+            if type(i) is tuple:
+                return i
+
+    def arr_next(self, i, items, start):
+        # After an element: the next element's offset, or the finished node.
+        i = self.ws(i)
+        if i >= self.n:
+            raise EndOfInput()
+        c = self.d[i]
+        if c == 0x2C:
+            return self.ws(i + 1)
+        if c == 0x5D:
+            return _Node("array", items, start, i + 1), i + 1
+        self.fail(i, "after array element")
+
+    def resume(self, i, open_brackets):
+        """Parse on from ``i``, just after a complete member value or element
+        inside the containers ``open_brackets`` (their opening bytes,
+        outermost first), as :meth:`value` would have from the outermost
+        one's start; returns where the outermost ends.  Raises what
+        :meth:`value` would."""
+        for depth in range(len(open_brackets), 0, -1):
+            if open_brackets[depth - 1] == 0x7B:
+                _, i = self.obj(i, depth, members=[])
+            else:
+                _, i = self.arr(i, depth, items=[])
+        return i
 
     def string(self, i):
         d, n = self.d, self.n
@@ -301,8 +346,7 @@ class Parser:
         if d[j] == 0x30:
             j += 1
         elif 0x31 <= d[j] <= 0x39:
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         else:
             self.fail(j, "in numeric literal")
         if j < n and d[j] == 0x2E:
@@ -311,8 +355,7 @@ class Parser:
                 raise EndOfInput()
             if not 0x30 <= d[j] <= 0x39:
                 self.fail(j, "in numeric literal")
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         if j < n and d[j] in b"eE":
             j += 1
             if j < n and d[j] in b"+-":
@@ -321,8 +364,7 @@ class Parser:
                 raise EndOfInput()
             if not 0x30 <= d[j] <= 0x39:
                 self.fail(j, "in numeric literal")
-            while j < n and 0x30 <= d[j] <= 0x39:
-                j += 1
+            j = _DIGITS.match(d, j).end()
         return j
 
 
@@ -349,9 +391,67 @@ def parse_json_values(data, fast=True):
     if fast:
         text = _fast_text(data)
         if text is not None:
-            yield from _fast_values(data, text)
+            lossy = (not data.isascii() and _SURROGATES.search(text) is not None
+                     or b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None)
+            yield from _fast_values(data, text, lossy)
             return
     yield from _exact_values(data, 0)
+
+
+def unmarshal_node(data):
+    """The one JSON value of ``data`` as Go's ``json.Unmarshal`` reads it
+    (the whole input syntax-checked first), as a node for :class:`Decoder`.
+
+    Raises ``GoJSONError`` with the decoder's texts ("... at offset N",
+    "unexpected EOF" also for no value at all, "exceeded max depth at offset
+    N"), or "invalid character 'x' after top-level value" for more than one
+    value.  Valid input is read by the C decoder, the rest as in
+    :func:`parse_json_values` (the exact parser only near a syntax error)."""
+    data = bytes(data)
+    text = _fast_text(data)
+    if text is None:
+        return _exact_unmarshal_node(data)
+    i = _WS_TEXT.match(text).end()
+    if i >= len(text):
+        raise GoJSONError("unexpected EOF")
+    start = i if len(text) == len(data) else _blen(text[:i])
+    try:
+        value, end = _SCAN(text, i)
+        if type(value) is bytes and end < len(text) and text[end] not in " \t\r\n":
+            raise _NumberRunsOn()
+    except (StopIteration, ValueError, RecursionError) as refused:
+        value, end = _refused_value(data, text, i, start, refused)
+        if type(value) is _Node:
+            return _only_value(data, value, end)
+    trailing = _WS_TEXT.match(text, end).end()
+    if trailing < len(text):
+        raise GoJSONError("invalid character %s after top-level value"
+                          % quote_char(data, _blen(text[:trailing]))[0])
+    if not data.isascii() and _SURROGATES.search(text) is not None \
+            or b"\\u" in data and _SURROGATE_ESCAPE.search(data) is not None:
+        value = _go_strings(value)
+    kind, value = unpack(value)
+    return _Node(kind, value, None, None, i)
+
+
+def _exact_unmarshal_node(data):
+    p = Parser(data)
+    i = p.ws(0)
+    try:
+        with room():
+            node, i = p.value(i)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+    return _only_value(data, node, i)
+
+
+def _only_value(data, node, i):
+    i = Parser(data).ws(i)
+    if i < len(data):
+        raise GoJSONError("invalid character %s after top-level value" % quote_char(data, i)[0])
+    return node
 
 
 def _exact_values(data, i):
@@ -377,22 +477,28 @@ def _exact_values(data, i):
 # Syntactically valid input (the common case) is decoded by Python's C decoder
 # instead, into plain values that keep what decoding needs: objects as their
 # (key, value) pairs in order with duplicates (_Obj), numbers as their literal
-# in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It agrees with Go's grammar except where the input is left to the
-# exact parser:
+# in bytes (Go checks "1.0" for an int; the only bytes in the tree).  It
+# agrees with Go's grammar and values except:
 #
-# * invalid UTF-8, and \uD800-\uDFFF escapes (Go writes U+FFFD for a lone
-#   surrogate, Python keeps it): the whole body is parsed exactly;
-# * NaN/Infinity (accepted by Python only), nesting deeper than the recursion
-#   limit, and any syntax error: that value is parsed exactly, from its byte
-#   offset, so Go's error text and offset come out unchanged;
+# * invalid UTF-8 (given to the C decoder as lone surrogates) and \uD800-\uDFFF
+#   escapes (Go writes U+FFFD for a lone surrogate, Python keeps it): the
+#   surrogates left in decoded strings become U+FFFD (``_go_strings``);
+# * NaN/Infinity (accepted by Python only), a top-level number that runs on
+#   ("1x"), and any syntax error: Go's error text and offset come from the
+#   exact parser, run only from the last complete value before where the C
+#   decoder failed (``_error_near``), so a malformed 1 MB body costs a few
+#   C-speed passes, not a pure-Python parse of it all; the following values go
+#   to the C decoder again;
 # * an enum field (nats-server compares its raw bytes) whose raw text cannot be
-#   told from the decoded string: ``ExactNeeded`` and the body is decoded again
-#   from exact nodes.  A decoded string's raw text is ``"`` + its UTF-8 + ``"``
-#   unless it had escapes; an escaped string can only decode to a valid enum
-#   value if it escapes an ASCII letter, digit, ``_`` or ``-``.
+#   told from the decoded value (a string that had escapes or invalid UTF-8,
+#   an object, an array): its text is found in the body by its indexes
+#   (``_Locator``, C-speed skips); only if that fails, ``ExactNeeded`` and the
+#   body is decoded again from exact nodes.
 #
-# Nesting is bounded by the C decoder itself: it recurses once a level against
-# the recursion limit, which is far below Go's 10,000 (checked at run time).
+# Nesting: the C decoder recurses once a level against the recursion limit,
+# far below Go's 10,000 (checked at run time); a value deeper than that is
+# decoded again with the limit raised (``jsonbound.room``) up to the first
+# bracket past Go's limit, found with a C-speed count.
 
 class _Obj(list):
     """A JSON object from the C decoder: its (key, value) pairs in order."""
@@ -414,27 +520,63 @@ def _not_go(name):
 _SCAN = json.JSONDecoder(object_pairs_hook=_Obj, parse_int=str.encode, parse_float=str.encode,
                          parse_constant=_not_go).scan_once
 _WS_TEXT = re.compile(r"[ \t\r\n]*")
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # \u escapes of the characters of enum values ("-", digits, letters, "_"...).
 _WORD_ESCAPE = re.compile(rb"\\u00(?:2[dD]|3[0-9]|[4-7][0-9a-fA-F])")
+_SCAN_STRING = json.decoder.scanstring
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _fast_text(data):
-    """``data`` as text for the C decoder, or None when only the exact parser
-    gives Go's answer for it."""
+    """``data`` as text for the C decoder (invalid UTF-8 bytes as lone
+    surrogates, surrogateescape), or None when only the exact parser gives
+    Go's answer for it."""
     if sys.getrecursionlimit() > _MAX_DEPTH:
         return None                 # the C decoder could go deeper than Go
-    if b"\\u" in data and _SURROGATE_ESCAPE.search(data):
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return data.decode("utf-8", "surrogateescape")
 
 
-def _fast_values(data, text):
+def _blen(text):
+    """The length in bytes of a piece of ``_fast_text``."""
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def _go_strings(value):
+    """``value`` (a C decoder value) with the surrogates in its strings, from
+    invalid UTF-8 bytes or lone surrogate escapes, as U+FFFD, one each, as Go
+    decodes them.  Containers are fixed in place, without recursion."""
+    fix = _go_string
+    if type(value) is str:
+        return fix(value)
+    stack = [value] if type(value) in (list, _Obj) else []
+    while stack:
+        container = stack.pop()
+        if type(container) is _Obj:
+            for k, (key, item) in enumerate(container):
+                if type(item) is str:
+                    container[k] = (fix(key), fix(item))
+                else:
+                    container[k] = (fix(key), item)
+                    if type(item) in (list, _Obj):
+                        stack.append(item)
+        else:
+            for k, item in enumerate(container):
+                if type(item) is str:
+                    container[k] = fix(item)
+                elif type(item) in (list, _Obj):
+                    stack.append(item)
+    return value
+
+
+def _go_string(text):
+    if _SURROGATES.search(text) is None:
+        return text
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def _fast_values(data, text, lossy=False):
     ascii_only = len(text) == len(data)
     i, n = 0, len(text)
+    known_i = known_b = 0              # a char index and its byte offset
     while True:
         i = _WS_TEXT.match(text, i).end()
         if i >= n:
@@ -444,14 +586,166 @@ def _fast_values(data, text):
             # The C decoder ends a number where its pattern stops ("1" of
             # "1.", "0" of "01"); Go's scanner reads on and fails.
             if type(value) is bytes and end < n and text[end] not in " \t\r\n":
-                raise ValueError(value)
-        except (StopIteration, ValueError, RecursionError):
-            start = i if ascii_only else len(text[:i].encode("utf-8"))
-            yield from _exact_values(data, start)
-            return
-        i = end
+                raise _NumberRunsOn()
+        except (StopIteration, ValueError, RecursionError) as refused:
+            if not ascii_only:
+                known_b += _blen(text[known_i:i])
+                known_i = i
+            start = i if ascii_only else known_b
+            value, end_b = _refused_value(data, text, i, start, refused)
+            if type(value) is _Node:
+                end = end_b if ascii_only else \
+                    i + len(data[start:end_b].decode("utf-8", "surrogateescape"))
+                yield value
+                i = end
+                continue
+            end = end_b              # the C decoder took it after all (deep nesting)
+        at, i = i, end
+        if lossy:
+            value = _go_strings(value)
         kind, value = unpack(value)
-        yield _Node(kind, value, None, None)
+        yield _Node(kind, value, None, None, at)
+
+
+class _NumberRunsOn(ValueError):
+    pass
+
+
+def _refused_value(data, text, i, start, refused):
+    """The value at ``text[i]`` (byte ``start``) that the C decoder refused:
+    ``(C decoder value, end char)`` if it takes it with more recursion,
+    else ``(node, end byte)`` from the exact parser; raises Go's syntax error.
+
+    The exact parser, about a microsecond a value, only parses from shortly
+    before where the C decoder failed (see :func:`_error_near`): a 1 MB body
+    with its last byte wrong costs a few C-speed passes, not a third of a
+    second (tools/bench/gojson.py)."""
+    stop = None                      # a byte offset the error is at or before
+    if type(refused) is RecursionError:
+        # Nested deeper than the recursion limit allows the C decoder: let it
+        # go to Go's limit (its C stack use is bounded, see jsonbound), and
+        # no further (the bracket past it is where Go stops).
+        too_deep = jsonbound.too_deep_at(data[start:])
+        cut = len(text) if too_deep is None else \
+            i + len(data[start:start + too_deep - 1].decode("utf-8", "surrogateescape"))
+        try:
+            with jsonbound.room(_MAX_DEPTH + 50):
+                return _SCAN(text[:cut], i)
+        except (StopIteration, ValueError) as e:
+            refused = e
+        except RecursionError:
+            refused = None
+    if type(refused) is json.JSONDecodeError:
+        stop = start + _blen(text[i:refused.pos])
+    elif type(refused) is StopIteration:
+        stop = start + _blen(text[i:refused.value])
+    elif type(refused) is _NotGo:    # NaN or Infinity: Go fails at its letter
+        stop = start + _BEFORE_NOT_GO_LETTER.match(_neutral(data[start:])).end()
+    if stop is not None:
+        _error_near(data, start, stop)
+    p = Parser(data)
+    try:
+        with room():
+            return p.value(start)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+
+
+# Outside strings up to the first N or I (in _neutral text).
+_BEFORE_NOT_GO_LETTER = re.compile(rb'[^"NI]*(?:"[^"]*"[^"NI]*)*')
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+def _error_near(data, start, stop):
+    """Raise Go's syntax error for the value at byte ``start``, which the C
+    decoder refused at ``stop``, by parsing exactly only from the last point
+    before ``stop`` that follows a complete value (a ``,`` or just after a
+    closing bracket, outside strings), in the containers open there.
+
+    The C decoder reads left to right and stops at the first byte its grammar
+    refuses (or, for an unterminated string, at the string's start; NaN and
+    Infinity are found by the caller): everything before ``stop`` is a valid
+    beginning of a value in Go's grammar too (invalid UTF-8, as lone
+    surrogates, is accepted in strings only, as Go does).  So the exact parser,
+    run from ``start``, would reach that point without error, in the
+    containers a bracket count outside strings finds, and resuming there gives
+    its answer.  Returns (the caller then parses the whole value) when there
+    is no such point."""
+    plain = _neutral(data[start:stop])
+    q = _last_after_value(plain)
+    if q is None or plain[:q].rstrip(_WS)[-1:] in (b"[", b"{"):
+        return                        # "[," is not after a value
+    opens = _open_brackets(b"".join(plain[:q].split(b'"')[::2]))
+    if opens is None:
+        return
+    p = Parser(data)
+    try:
+        with room():
+            p.resume(start + q, opens)
+    except EndOfInput:
+        raise GoJSONError("unexpected EOF") from None
+    except RecursionError:
+        raise GoJSONError("exceeded max depth") from None
+
+
+def _neutral(data):
+    """``data`` with its escaped backslashes and quotes turned into other
+    bytes (same length): every ``"`` left opens or closes a string, so the
+    structure outside strings is found with C-speed searches."""
+    return data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+
+
+def _last_after_value(plain, tries=4):
+    """The offset of the last ``,`` or the one after the last closing bracket
+    outside strings in ``plain`` (a ``_neutral`` text), or None.  Looks back
+    over a few strings only: in valid JSON there is one at most two strings
+    back (``"k":"v",``)."""
+    end = len(plain)
+    if plain.count(b'"') % 2:
+        end = plain.rfind(b'"')       # in a string: look before it
+    for _ in range(tries):
+        begin = plain.rfind(b'"', 0, end) + 1
+        q = max(plain.rfind(b",", begin, end), plain.rfind(b"]", begin, end) + 1,
+                plain.rfind(b"}", begin, end) + 1)
+        if q > 0:
+            return q
+        if begin == 0:
+            return None
+        end = plain.rfind(b'"', 0, begin - 1)      # skip that string
+        if end < 0:
+            return None
+    return None
+
+
+def _open_brackets(plain):
+    """The opening brackets still open at the end of ``plain`` (JSON text
+    without its strings), outermost first; None when the brackets do not
+    nest, none is open, or they go deeper than Go allows."""
+    brackets = plain.translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return None
+    levels = array.array("i", itertools.accumulate(
+        array.array("b", brackets.translate(jsonbound.LEVEL_STEPS))))
+    top, deepest = levels[-1], max(levels)
+    if top <= 0 or deepest > _MAX_DEPTH or min(levels) < 0:
+        return None
+    # The bracket that opened level k is the one after the last point at
+    # level k - 1 (searched from the end, C-speed).
+    backwards = levels[::-1]
+    n, at, opens = len(levels), 0, bytearray()
+    for k in range(top, 0, -1):
+        try:
+            at = backwards.index(k - 1, at)
+            opener = n - at
+        except ValueError:
+            opener = 0
+        if brackets[opener] not in b"[{":
+            return None
+        opens.append(brackets[opener])
+    opens.reverse()
+    return bytes(opens)
 
 
 def unpack(node):
@@ -599,6 +893,8 @@ class Decoder:
         self.data = data
         self.root = root
         self.lenient = lenient  # json.Unmarshal: unknown fields are skipped
+        self.locator = None
+        self._word_escapes = None
 
     def type_error(self, node, gotype, path, value=None):
         what = value or KIND_NAMES[unpack(node)[0]]
@@ -613,52 +909,58 @@ class Decoder:
             msg = "json: cannot unmarshal %s into Go value of type %s" % (what, gotype.name)
         raise GoJSONError(msg)
 
-    def raw(self, node):
-        """The node's JSON text; for a C decoder value only when it is certain
-        (else ``ExactNeeded``)."""
+    def raw(self, node, where):
+        """The node's JSON text, as nats-server's UnmarshalJSON gets it.
+
+        ``where`` locates a C decoder value: the offset of the top-level value
+        in ``_fast_text(data)`` and the member/element indexes down to it
+        (None: ``ExactNeeded``).  What cannot be told from the decoded value
+        (a string that had escapes or invalid UTF-8, an object, an array) is
+        read from the text (``_Locator``)."""
         if type(node) is _Node and node.start is not None:
             return self.data[node.start:node.end]
         kind, value = unpack(node)
-        if kind == "string":
-            if b"\\" in self.data:
-                raise ExactNeeded()
-            return b'"' + value.encode("utf-8") + b'"'
         if kind == "number":
             return value.encode("ascii")
         if kind in ("true", "false", "null"):
             return kind.encode("ascii")
-        raise ExactNeeded()
+        if kind == "string" and b"\\" not in self.data and "\ufffd" not in value:
+            return b'"' + value.encode("utf-8") + b'"'
+        if where is None:
+            raise ExactNeeded()
+        if self.locator is None:
+            self.locator = _Locator(self.data)
+        return self.locator.raw(where)
 
-    def enum(self, node, gotype):
-        if type(node) is _Node and node.start is not None:
-            return gotype.decode(self.raw(node))
-        # A C decoder value: a string that had escapes gets its raw text
-        # wrong, which only matters if it could match (see "Fast path") or
-        # for the error text.
+    def enum(self, node, gotype, where):
         kind, value = unpack(node)
-        data = self.data
-        if kind == "string" and b"\\" in data:
-            if _WORD_ESCAPE.search(data):
-                raise ExactNeeded()
-            raw = b'"' + value.encode("utf-8") + b'"'
-        else:
-            raw = self.raw(node)
-        try:
-            return gotype.decode(raw)
-        except GoJSONError:
-            if kind == "string" and b"\\" in data:
-                raise ExactNeeded() from None
-            raise
+        if kind == "string" and type(node) is not _Node and "\ufffd" not in value \
+                and not self.word_escapes():
+            # A string with escapes decodes to a valid value only if it
+            # escapes a letter, digit, "_" or "-" (none here): a match is
+            # exact without looking for the raw text; the error text needs it.
+            try:
+                return gotype.decode(b'"' + value.encode("utf-8") + b'"')
+            except GoJSONError:
+                if b"\\" not in self.data:
+                    raise
+        return gotype.decode(self.raw(node, where))
 
-    def decode(self, node, gotype, current, path):
+    def word_escapes(self):
+        if self._word_escapes is None:
+            self._word_escapes = b"\\u" in self.data and bool(_WORD_ESCAPE.search(self.data))
+        return self._word_escapes
+
+    def decode(self, node, gotype, current, path, where=None):
         """Decode ``node`` as ``gotype`` onto ``current``; returns the new value.
 
         Structs decode to dicts keyed by attribute name (merged into a dict
-        already there), built into attrs instances at the end.
+        already there), built into attrs instances at the end.  ``where``:
+        see :meth:`raw`.
         """
         kind, value = unpack(node)
         if isinstance(gotype, EnumType):
-            return self.enum(node, gotype)
+            return self.enum(node, gotype, where)
         if isinstance(gotype, CompressionType):
             if kind == "null":
                 s = ""
@@ -700,7 +1002,8 @@ class Decoder:
                 self.type_error(node, gotype, path)
             if gotype.elem is STRING and type(value) is list and _all_str(value):
                 return list(value)          # C decoder strings: nothing to check
-            return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)])
+            return [self.decode(item, gotype.elem, zero_value(gotype.elem), path + [str(k)],
+                                _inside(where, k))
                     for k, item in enumerate(value)]
         if isinstance(gotype, _Map):
             if kind != "object":
@@ -709,19 +1012,22 @@ class Decoder:
             if gotype.elem is STRING and type(value) is _Obj and _all_str(v for _, v in value):
                 out.update(value)           # a later duplicate wins, as in the loop
                 return out
-            for key, item in value:
-                out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key])
+            for k, (key, item) in enumerate(value):
+                out[key] = self.decode(item, gotype.elem, out.get(key, ""), path + [key],
+                                       _inside(where, k))
             return out
         if isinstance(gotype, StructType):
             if kind != "object":
                 self.type_error(node, gotype, path)
-            return self.struct(node, gotype.cls, current, path)
+            return self.struct(node, gotype.cls, current, path, where)
         raise AssertionError(gotype)
 
-    def struct(self, node, cls, current, path):
+    def struct(self, node, cls, current, path, where=None):
+        if where is None and type(node) is _Node and node.at is not None:
+            where = (node.at,)
         out = dict(current) if current else {}
         fields = go_fields(cls)
-        for key, item in unpack(node)[1]:
+        for k, (key, item) in enumerate(unpack(node)[1]):
             f = fields.get(key)
             if f is None:
                 folded = key.casefold()
@@ -735,8 +1041,56 @@ class Decoder:
                 raise GoJSONError("json: unknown field %s" % go_quote(key))
             gotype = f.metadata["go"]
             default = out.get(f.name, zero_value(gotype))
-            out[f.name] = self.decode(item, gotype, default, path + [key])
+            out[f.name] = self.decode(item, gotype, default, path + [key], _inside(where, k))
         return out
+
+
+def _inside(where, index):
+    return None if where is None else where + (index,)
+
+
+class _Locator:
+    """Finds a C decoder value's JSON text in the body by its indexes, with
+    C-speed skips (the decoder's scanner) over the members before it; each
+    container's member offsets are found once."""
+
+    def __init__(self, data):
+        self.text = _fast_text(data)
+        self.starts = {}
+
+    def raw(self, where):
+        text = self.text
+        try:
+            with jsonbound.room(_MAX_DEPTH + 50):
+                i = where[0]
+                for index in where[1:]:
+                    starts = self.starts.get(i)
+                    if starts is None:
+                        starts = self.starts[i] = self._member_starts(i)
+                    i = starts[index]
+                _, end = _SCAN(text, i)
+        except (StopIteration, ValueError, IndexError, RecursionError, TypeError):
+            raise ExactNeeded() from None
+        return text[i:end].encode("utf-8", "surrogateescape")
+
+    def _member_starts(self, i):
+        text = self.text
+        is_object = text[i] == "{"
+        out = []
+        j = _WS_TEXT.match(text, i + 1).end()
+        if text[j] in "]}":
+            return out
+        while True:
+            if is_object:
+                _, j = _SCAN_STRING(text, j + 1)
+                j = _WS_TEXT.match(text, j).end() + 1           # the ":"
+                j = _WS_TEXT.match(text, j).end()
+            out.append(j)
+            _, j = _SCAN(text, j)
+            j = _WS_TEXT.match(text, j).end()
+            if text[j] != ",":
+                return out
+            j = _WS_TEXT.match(text, j + 1).end()
 
 
 def _all_str(values):

@@ -39,7 +39,31 @@ def large_bodies():
             ("STREAM.CREATE 200k-array", _go(array), SM.StreamConfig),
             ("type error after 1 MB", _go(bad), SM.StreamConfig),
             ("1 MB top-level array", b"[" + b",".join(b"1" for _ in range(400_000)) + b"]",
-             SM.StreamConfig)]
+             SM.StreamConfig)] + malformed_bodies(_go({"subjects": subjects}))
+
+
+def malformed_bodies(body):
+    """Bodies only the exact parser can judge (Go's error text and offset),
+    each with the problem near the end where the whole value must be read."""
+    small = b"[" + b",".join(b"[1]" for _ in range(250_000))
+    return [(name, data, SM.StreamConfig) for name, data in [
+        ("bad last byte", body[:-1] + b"x"),
+        ("truncated", body[:-1]),
+        ("bad escape at end", body[:-2] + b'\\q"]}'),
+        ("NaN at end", body[:-1] + b',"max_age":NaN}'),
+        ("bad number at end", body[:-1] + b',"max_age":1.}'),
+        ("stray ] in the middle", body[:len(body) // 2] + b"]" + body[len(body) // 2:]),
+        ("250k [1] then EOF", small),
+        ("1 MB of spaces then x", b"[" + b" " * 1_000_000 + b"x"),
+        ("1 MB digits then x", b"[" + b"1" * 1_000_000 + b"x"),
+        ("valid, invalid UTF-8", body[:-2] + b'\xff"]}'),
+        ("valid, lone surrogate", body[:-2] + b'\\ud800"]}'),
+        ("escaped enum value", body[:-1] + b',"retention":"lim\\u0069ts"}'),
+        ("enum as an object", body[:-1] + b',"retention":{"a":[1, 2]}}'),
+        ("enum with invalid UTF-8", body[:-1] + b',"retention":"\xff"}'),
+        ("valid, 900 levels deep", b'{"subjects":' + b"[" * 900 + body[12:-1] + b"]" * 900 + b"}"),
+        ("valid, 3000 levels deep", b'{"subjects":' + b"[" * 3000 + body[12:-1] + b"]" * 3000 + b"}"),
+    ]]
 
 
 def small_bodies():
