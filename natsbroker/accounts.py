@@ -299,12 +299,7 @@ class Account:
         broker.internal_publishes += 1
         subject = _b(subject)
         reply = _b(reply) if reply else None
-        payload = _b(payload)
-        if headers is None:
-            hdr_len, raw = 0, payload
-        else:
-            block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
-            hdr_len, raw = len(block), block + payload
+        hdr_len, raw = _message(payload, headers)
         # A publish made while a message is delivered (a responder's answer)
         # leaves that delivery's source as it was for the subscribers after.
         source, request = broker.route_source, broker.route_request
@@ -319,16 +314,12 @@ class Account:
         broker = self.broker
         broker.internal_publishes += 1
         subject = _b(subject)
-        payload = _b(payload)
-        if headers is None:
-            hdr_len, raw = 0, payload
-        else:
-            block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
-            hdr_len, raw = len(block), block + payload
+        reply = _b(reply) if reply else None
+        hdr_len, raw = _message(payload, headers)
         source, request = broker.route_source, broker.route_request
         broker.route_request = True
         try:
-            return self.route(None, subject, _b(reply) if reply else None, hdr_len, raw)
+            return self.route(None, subject, reply, hdr_len, raw)
         finally:
             broker.route_source, broker.route_request = source, request
 
@@ -397,6 +388,16 @@ class Account:
             self.sublist.remove(sub)
             if self.imports is not None:
                 self.imports.sub_removed(sub)
+
+
+def _message(payload, headers):
+    """``(hdr_len, raw)`` of an internal publish: ``headers`` is None, a ready
+    ``NATS/1.0`` block, or name/value pairs."""
+    payload = _b(payload)
+    if headers is None:
+        return 0, payload
+    block = headers if isinstance(headers, bytes) else wire.encode_headers(headers)
+    return len(block), block + payload
 
 
 def _b(v):

@@ -6,7 +6,6 @@ else is compared in constant time. Nkey users sign their INFO nonce
 """
 
 import hmac
-import json
 import time
 
 import bcrypt
@@ -14,6 +13,7 @@ from twisted.logger import Logger
 
 from natsbroker.accounts import GLOBAL_ACCOUNT
 from natsbroker.config import Permission, Permissions, ResponsePermission
+from natsbroker.mapping import go_quote
 from natsbroker.nkey import check_signature
 from natsbroker.subjects import is_literal
 
@@ -427,7 +427,7 @@ class Authenticator:
         user, account = found
         if opts.user:
             log.warn("User {user} found in connect proto, but user required from cert",
-                     user=_go_quote(opts.user))
+                     user=go_quote(opts.user))
         opts.user = name
         if not _password_ok(user.password or None, opts.password):
             return _REFUSED
@@ -483,11 +483,6 @@ def deny_publish(perms, subjects):
     perms.pub_deny = (perms.pub_deny or ()) + _compile(subjects, False)
     perms.pub_cache.clear()
     return perms
-
-
-def _go_quote(text):
-    """Go's %q for the usual (printable) names."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _resolve(perms):

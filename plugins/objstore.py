@@ -230,8 +230,7 @@ class ObjectStoreAPI:
         source = self.broker.route_source
         if source is None or not IClient.providedBy(source):
             return None
-        account = getattr(self.broker, "global_account", self.broker)
-        return source if source.account is account else None
+        return source if source.account is self.broker.global_account else None
 
     @staticmethod
     def _require(client, *subjects):

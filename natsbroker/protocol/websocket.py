@@ -140,12 +140,13 @@ class _Deflate(PerMessageDeflate):
         if not fin or not self._inbound_is_compressible or not self._inbound_compressed:
             return super().frame_inbound_complete(proto, fin)
         self._inbound_compressed = None
-        compressed, self._compressed, self._compressed_size = self._compressed, [], 0
+        compressed, self._compressed = self._compressed, []
+        size, self._compressed_size = self._compressed_size, 0
         if self.exceeded:
             return None
         # The sync flush the sender left off, and an empty final block.
         compressed.append(LAST_BLOCK)
-        if sum(map(len, compressed)) > max_compressed_size(self.mpay):
+        if size + len(LAST_BLOCK) > max_compressed_size(self.mpay):
             self._exceed()
             return None
         # (Contexts are never taken over: nats-server's answer says so.)

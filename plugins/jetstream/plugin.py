@@ -200,7 +200,7 @@ class JetStreamAccount:
         self.sourcing = Sourcing(self)  # mirrors and sources
         self.sourcing.start()
         for p in self._api_prefixes():
-            self._api_subs.append(self.broker.subscribe(p + b">", self._on_api_request))
+            self._api_subs.append(self.broker.subscribe(p + b">", self._on_api))
 
     def stop(self):
         snapshot.stop(self)
@@ -477,6 +477,12 @@ class JetStreamAccount:
     # -- API ---------------------------------------------------------------------
 
     def _on_api(self, sub, subject, reply, hdr_len, raw):
+        if not self.broker.serving_request():
+            # A response or delivery the server itself published here (a
+            # client named this subject as its reply or deliver subject) is
+            # no request: served, it would act with the server's authority.
+            # nats-server's API ignores a message without a client's identity.
+            return
         # Dispatched by exact subject structure, as nats-server's own API
         # subscriptions do: a pull request or direct get spliced into another
         # API subject ($JS.API.STREAM.INFO.API.CONSUMER.MSG.NEXT.S.C) is
@@ -567,15 +573,6 @@ class JetStreamAccount:
     def respond(self, reply, value):
         if reply:
             self.broker.publish(reply, gojson.go_json_dumps(value).encode())
-
-    def _on_api_request(self, sub, subject, reply, hdr_len, raw):
-        # Only a client's request (or a plugin's IBroker.request) is served:
-        # a response or delivery the server itself published here, because a
-        # client named this subject as its reply or deliver subject, would
-        # otherwise act with the server's authority (nats-server's API
-        # ignores a message that carries no client's identity).
-        if self.broker.serving_request():
-            self._on_api(sub, subject, reply, hdr_len, raw)
 
     # -- streams -------------------------------------------------------------------
 
