@@ -9,9 +9,7 @@ import json
 import pytest
 
 from tests.support.raw import Conversation
-from tests.support.servers import ServerProcess
-
-KINDS = ["nats-server", "natsbroker"]
+from tests.support.servers import both_started
 
 CONF = """
 authorization {
@@ -27,14 +25,8 @@ authorization {
 def servers(tmp_path_factory):
     conf = tmp_path_factory.mktemp("keys") / "users.conf"
     conf.write_text(CONF)
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", str(conf)]).start()
+    with both_started(["-c", str(conf)]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def outcome(port, connect):

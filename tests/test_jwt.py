@@ -24,7 +24,7 @@ import pytest
 
 from natsbroker.jwtauth import claims as C
 from tests.support.raw import Conversation
-from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
+from tests.support.servers import ROOT, ServerProcess, both_started, broker_command, nats_server_binary
 
 KINDS = ("nats-server", "natsbroker")
 P = C.public_key_of
@@ -140,14 +140,8 @@ def servers(keys, tmp_path_factory):
     the reasons of refused logins."""
     tmp = tmp_path_factory.mktemp("jwt-mem")
     conf = keys.memory_config(tmp)
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", conf, "-D"]).start()
+    with both_started(["-c", conf, "-D"]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 # -- the JWT codec ---------------------------------------------------------------

@@ -6,8 +6,8 @@ nats-server."""
 import pytest
 
 from natsbroker.jwtauth import claims as C
-from tests.support.servers import ServerProcess
-from tests.test_jwt import KINDS, Keys, sign
+from tests.support.servers import both_started
+from tests.test_jwt import Keys, sign
 from tests.test_websocket import WSClient
 
 P = C.public_key_of
@@ -18,14 +18,8 @@ def servers(tmp_path_factory):
     keys = Keys()
     tmp = tmp_path_factory.mktemp("jwt-cookie")
     conf = keys.memory_config(tmp, "websocket { port: -1, no_tls: true, jwt_cookie: natsjwt }\n")
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", conf]).start()
+    with both_started(["-c", conf]) as started:
         yield keys, started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def _login(s, cookie, connect):

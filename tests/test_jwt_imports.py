@@ -17,8 +17,8 @@ import nats
 import pytest
 
 from natsbroker.jwtauth import claims as C
-from tests.support.servers import ServerProcess
-from tests.test_jwt import KINDS, creds
+from tests.support.servers import both_started
+from tests.test_jwt import creds
 
 P = C.public_key_of
 NOW = int(time.time())
@@ -113,14 +113,8 @@ def servers(keys, tmp_path_factory):
                     % (tmp / "op.jwt", P(keys.sys), keys.preload(
                         [(keys.sys, keys.sys_jwt), (keys.e, keys.e_jwt), (keys.i, keys.i_jwt),
                          (keys.j, keys.j_jwt)])))
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", str(conf), "-D"]).start()
+    with both_started(["-c", str(conf), "-D"]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 async def _connect(s, path):

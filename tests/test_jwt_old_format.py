@@ -28,7 +28,7 @@ import pytest
 from nats.aio.client import RawCredentials
 
 from natsbroker.jwtauth import claims as C
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, both_started
 from tests.test_jwt import KINDS, creds, login
 
 P = C.public_key_of
@@ -89,14 +89,8 @@ def conf(keys, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def servers(conf):
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", conf, "-D"]).start()
+    with both_started(["-c", conf, "-D"]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def _shape(out):

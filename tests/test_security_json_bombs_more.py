@@ -19,9 +19,9 @@ from natsbroker import authcallout as AC
 from natsbroker import jsonbound
 from natsbroker.jwtauth import claims as C
 from tests import test_auth_callout as AT
-from tests.test_jwt import KINDS, Keys, _shape, login
+from tests.test_jwt import Keys, _shape, login
 from tests.support.raw import Raw, count
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, both_started
 
 
 def nested(depth):
@@ -40,14 +40,8 @@ def keys():
 def servers(keys, tmp_path_factory):
     # A nested JWT is longer than the 4 KB default control line.
     conf = keys.memory_config(tmp_path_factory.mktemp("jwt-bomb"), "max_control_line: 262144\n")
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", conf]).start()
+    with both_started(["-c", conf]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def _user_with(keys, depth):
@@ -129,14 +123,8 @@ def callout_keys():
 def callout_servers(callout_keys, tmp_path_factory):
     path = tmp_path_factory.mktemp("callout-bomb") / "server.conf"
     path.write_text(AT.config_text(callout_keys))
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", str(path)]).start()
+    with both_started(["-c", str(path)]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def _callout_login(server, keys, user):

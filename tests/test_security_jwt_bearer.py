@@ -25,9 +25,9 @@ import time
 import pytest
 
 from natsbroker.jwtauth import claims as C
-from tests.test_jwt import KINDS, login
+from tests.test_jwt import login
 from tests.test_jwt_updates import Raw, _sys, _update, both
-from tests.support.servers import ServerProcess
+from tests.support.servers import both_started
 
 P = C.public_key_of
 
@@ -106,14 +106,8 @@ def keys():
 @pytest.fixture(scope="module")
 def servers(keys, tmp_path_factory):
     conf = keys.memory_config(tmp_path_factory.mktemp("bearer"))
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(kind, ["-c", conf, "-D"]).start()
+    with both_started(["-c", conf, "-D"]) as started:
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def _cases(keys):

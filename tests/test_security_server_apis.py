@@ -19,9 +19,9 @@ import os
 
 import nats
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
 
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, both_started
 
 KINDS = ["nats-server", "natsbroker"]
 
@@ -59,15 +59,8 @@ def servers(tmp_path_factory):
     d = tmp_path_factory.mktemp("apis")
     conf = d / "users.conf"
     conf.write_text(USERS)
-    started = {}
-    try:
-        for kind in KINDS:
-            started[kind] = ServerProcess(
-                kind, ["-js", "-sd", str(d / kind), "-c", str(conf)]).start()
+    with both_started(["-js", "-c", str(conf)]) as started:  # (each its own store)
         yield started
-    finally:
-        for s in started.values():
-            s.stop()
 
 
 def url(server, user):

@@ -4,6 +4,7 @@ Both get the same nats-server command-line flags and report their ports through
 ``--ports_file_dir``, so a test can run one scenario against each and compare.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -16,6 +17,24 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+KINDS = ("nats-server", "natsbroker")
+
+
+@contextlib.contextmanager
+def both_started(args, kinds=KINDS):
+    """``{kind: ServerProcess}``: a server of each kind started with the same
+    ``args``, all stopped when the block ends (those already up too, if one
+    fails to start)."""
+    started = {}
+    try:
+        for kind in kinds:
+            started[kind] = ServerProcess(kind, args).start()
+        yield started
+    finally:
+        for s in started.values():
+            s.stop()
 
 
 def nats_server_binary():
