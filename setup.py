@@ -18,17 +18,17 @@ from setuptools.command.build_ext import build_ext
 # depend on package names.
 COMPILED = [
     "natsbroker/protocol/parser.py",
-    "natsbroker/subjects.py",
-    "natsbroker/protocol/client.py",
-    "natsbroker/accounts.py",
-    "natsbroker/plugins/pubsub.py",
+    "natsbroker/subjects/sublist.py",
+    "natsbroker/connection/client.py",
+    "natsbroker/accounts/account.py",
+    "natsbroker/pubsub.py",
     "natsbroker/store/common.py",
     "natsbroker/store/leveldb.py",
-    "natsbroker/plugins/jetstream/consumer.py",
-    "natsbroker/plugins/jetstream/stream.py",
-    "natsbroker/plugins/jetstream/plugin.py",
-    "natsbroker/plugins/changefeed.py",
-    "natsbroker/plugins/changefeed_writer.py",
+    "natsbroker/jetstream/consumer.py",
+    "natsbroker/jetstream/stream.py",
+    "natsbroker/jetstream/plugin.py",
+    "natsbroker/changefeed/plugin.py",
+    "natsbroker/changefeed/writer.py",
 ]
 
 # Annotations are ignored: the sources are written for Python's semantics (an

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # ack_policy flow_control, mirror/source ``consumer`` for reliable
 # WorkQueue/Interest sourcing), the highest level whose features are all
 # here: level 5 (2.15) also detects a recreated source stream, which we do
-# not (plugins/jetstream/FEATURES.md, tests/test_js_214_level.py).
+# not (natsbroker/jetstream/FEATURES.md, tests/test_js_214_level.py).
 COMPAT_VERSION = "2.14.0"
 
 # The JetStream API level of COMPAT_VERSION (2.14.0 -> 4), sent in INFO as

@@ -8,7 +8,7 @@ verify and repair a stopped server's file store.
     natsbroker-admin repair STORE_DIR (--stream NAME | --all) [--yes] [--json]
 
 ``verify`` tells a backup directory (``backup.json``/``manifest.json`` in it)
-from a store; store checks and repairs are :mod:`natsbroker.store.check`'s.
+from a store; store checks and repairs are :mod:`natsbroker.store.fsck`'s.
 Exit status: 0 all verifies, 1 damage found (or an operation failed), 2 usage
 errors and a store in use by a running server.
 
@@ -140,7 +140,7 @@ def _say(bar, text, out):
 # -- files ---------------------------------------------------------------------
 
 def _format_of(head):
-    from natsbroker.snapfile import MAGIC
+    from natsbroker.store.snapfile import MAGIC
     if head.startswith(MAGIC):
         return FORMAT_NATSBROKER
     if head.startswith(S2_MAGIC) or head.startswith(SNAPPY_MAGIC):
@@ -152,7 +152,7 @@ def check_data(path, manifest=None, progress=None):
     """Read the data file once: SHA-256, size, and for natsbroker snapshots
     the full structural check. Compares with ``manifest`` when given.
     Returns ``(sha256 hex, size, format, reader or None)``."""
-    from natsbroker.snapfile import Reader, SnapshotError
+    from natsbroker.store.snapfile import Reader, SnapshotError
     sha = hashlib.sha256()
     size = 0
     reader = None
@@ -478,10 +478,10 @@ def verify(args, out=sys.stderr):
 
 def _select(args, need_choice):
     """``(streams, quarantined, single)``: the
-    :class:`~natsbroker.store.check.StreamDir` the command line names, the
+    :class:`~natsbroker.store.fsck.StreamDir` the command line names, the
     store's quarantined directories, and whether DIR is one stream's directory
     (no --stream needed)."""
-    from natsbroker.store import check
+    from natsbroker.store import fsck as check
     try:
         streams, quarantined = check.find_streams(args.dir)
     except check.CheckError as e:
@@ -506,7 +506,7 @@ def _print_json(value, out):
 
 def verify_store(args, out=sys.stdout):
     """``verify STORE_DIR``: 0 when every stream verifies, 1 on damage."""
-    from natsbroker.store import check
+    from natsbroker.store import fsck as check
     streams, quarantined, single = _select(args, False)
     reports = [check.verify_stream(sd) for sd in _steps(streams, "verify", "stream", quiet=args.quiet)]
     ok = all(r.ok for r in reports)
@@ -543,7 +543,7 @@ def _confirm(streams, out):
 
 def repair_store(args, out=sys.stdout):
     """``repair STORE_DIR``: 0 when every repaired stream verifies afterwards."""
-    from natsbroker.store import check
+    from natsbroker.store import fsck as check
     streams, _, _ = _select(args, True)
     if not streams:
         raise UsageError("%s: no streams" % args.dir)
@@ -629,7 +629,7 @@ def parser():
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    from natsbroker.store.check import StoreInUse
+    from natsbroker.store.fsck import StoreInUse
     try:
         if args.command == "backup":
             return asyncio.run(backup(args))

@@ -15,8 +15,8 @@ from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
-from natsbroker.imports import wire as wire_imports
-from natsbroker.accounts import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
+from natsbroker.accounts.imports import wire as wire_imports
+from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
 from natsbroker.interfaces import IBroker
 
@@ -124,14 +124,14 @@ class Broker:
         # Where clients reach us; filled in by the server once listening.
         self.port = config.port
         self.host = config.host
-        # The route table (natsbroker.cluster.Cluster) when clustered.
+        # The route table (natsbroker.cluster.routes.Cluster) when clustered.
         self.cluster = None
         self._setup_accounts(config)
         # JWT operator mode: user JWTs, accounts from a resolver (a plugin of
         # its own, started first).
         self.operator = None
         if config.operator_mode:
-            from natsbroker.jwtauth.operator import OperatorMode
+            from natsbroker.auth.jwt.operator import OperatorMode
             self.operator = OperatorMode(self, config)
             self.add_plugin(self.operator)
 

@@ -6,7 +6,7 @@ argument (``-js``, ``-T=false``); ``-DV`` is a flag of its own, not ``-D -V``;
 parsing stops at ``--`` or the first non-flag argument.  Flags override the
 values of the ``-c`` config file, as in nats-server.
 
-Each flag becomes an override in the shape :mod:`natsbroker.configfile` uses,
+Each flag becomes an override in the shape :mod:`natsbroker.config.load` uses,
 so flags, the config file and the twistd plugin (:mod:`natsbroker.tap`) share
 one mapping onto :class:`ServerConfig`.
 """
@@ -17,12 +17,12 @@ import urllib.parse
 import attrs
 
 from natsbroker import __version__ as VERSION
-from natsbroker import configfile
-from natsbroker.config import ServerConfig, TLSConfig
-from natsbroker.tls import CIPHERS_TLS12, CIPHERS_TLS13, CURVES, TLSConfigError, server_context
+from natsbroker.config import load as configfile
+from natsbroker.config.model import ServerConfig, TLSConfig
+from natsbroker.connection.tls import CIPHERS_TLS12, CIPHERS_TLS13, CURVES, TLSConfigError, server_context
 
 CIPHERS = [n for n in CIPHERS_TLS12 if "RC4" not in n and "3DES" not in n] + list(CIPHERS_TLS13)
-from natsbroker.configfile import BadValue, ConfigError
+from natsbroker.config.load import BadValue, ConfigError
 
 __all__ = ["CommandLine", "CommandLineError", "USAGE", "VERSION", "apply_flag", "build_config", "main",
            "parse_args", "parse_command_line"]

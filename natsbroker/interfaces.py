@@ -287,11 +287,11 @@ class IAccountJetStream(Interface):
     """Offered by a plugin that runs JetStream (plugins/jetstream): JetStream
     turned on, changed and off for one account while the server runs, as
     nats-server's ``configJetStream`` does when an account JWT is loaded,
-    updated or deleted. Operator mode (natsbroker/jwtauth/operator.py) calls
+    updated or deleted. Operator mode (natsbroker/auth/jwt/operator.py) calls
     it; reach it with ``broker.providers(IAccountJetStream)``.
 
     ``account`` is an account as :meth:`IBroker.account` returns it.
-    ``limits`` maps a tier to a ``natsbroker.config.AccountJetStream``: the
+    ``limits`` maps a tier to a ``natsbroker.config.model.AccountJetStream``: the
     tier ``""`` holds the limits of every stream; ``"R1"``, ``"R3"``... those
     of the streams with that many replicas (an account JWT's
     ``tiered_limits``). May be called before the plugin has started: it then

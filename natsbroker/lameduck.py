@@ -14,7 +14,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 
 from natsbroker.broker import INFO_ORDER
-from natsbroker.godur import NANOS
+from natsbroker.gocompat.durations import NANOS
 from natsbroker.protocol import wire
 
 log = Logger()

@@ -17,14 +17,14 @@ from twisted.internet.error import CannotListenError
 from twisted.logger import Logger
 
 from natsbroker import COMPAT_VERSION, __version__, _build
-from natsbroker.auth import Authenticator
+from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver
-from natsbroker.plugin import PluginLoadError, plugins_for
-from natsbroker.protocol.client import ClientFactory, ClientListener
-from natsbroker.configfile import ConfigError, load_config
+from natsbroker.discovery import PluginLoadError, plugins_for
+from natsbroker.connection.client import ClientFactory, ClientListener
+from natsbroker.config.load import ConfigError, load_config
 from natsbroker.fatal import StartupError, go_strerror, join_host_port, listen_error, path_error
-from natsbroker.tls import TLSConfigError, server_context
+from natsbroker.connection.tls import TLSConfigError, server_context
 
 log = Logger()
 
@@ -87,7 +87,7 @@ class BrokerService(service.Service):
         self.client_listener = None
         self.ws_tls = None
         self.ws_port = None
-        self.cluster = None  # natsbroker.cluster.Cluster when clustered
+        self.cluster = None  # natsbroker.cluster.routes.Cluster when clustered
         self.cluster_port = None
         self.ready = defer.Deferred()
         self._ports_file = None
@@ -130,13 +130,13 @@ class BrokerService(service.Service):
         broker = self.broker
         monitor_host = cfg.http_host or cfg.host
         if cfg.http_port:
-            from natsbroker.monitor import make_site
+            from natsbroker.monitoring.endpoints import make_site
             self.http_port = yield self._listen(monitor_host, cfg.http_port, make_site(broker),
                                                 _monitor_listen_error)
         if cfg.https_port:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            from natsbroker.monitor import make_site
+            from natsbroker.monitoring.endpoints import make_site
             self.https_tls = server_context(_https_tls(cfg.tls))
             self.https_port = yield self._listen(
                 monitor_host, cfg.https_port, TLSMemoryBIOFactory(self.https_tls, False, make_site(broker)),
@@ -159,7 +159,7 @@ class BrokerService(service.Service):
     @defer.inlineCallbacks
     def _listen_cluster(self):
         """The cluster port (routes), after the client port, as nats-server."""
-        from natsbroker.cluster import Cluster
+        from natsbroker.cluster.routes import Cluster
 
         cfg = self.config
         if cfg.jetstream.enabled:
@@ -230,7 +230,7 @@ class BrokerService(service.Service):
 
     @defer.inlineCallbacks
     def _listen_websocket(self):
-        from natsbroker.protocol.websocket import WebSocketFactory
+        from natsbroker.connection.websocket import WebSocketFactory
 
         ws = self.config.websocket
         factory = WebSocketFactory(self.broker, self.authenticator)

@@ -132,7 +132,7 @@ def process_signal(command, pid_expr, kill=os.kill, find=None):
 
 
 def _go_quote(text):
-    from natsbroker.mapping import go_quote
+    from natsbroker.subjects.mapping import go_quote
 
     return go_quote(text)
 

@@ -12,8 +12,9 @@ from twisted.application import service
 from twisted.logger import Logger
 from twisted.python import usage
 
-from natsbroker import cli, configfile, logs
-from natsbroker.configfile import ConfigError
+from natsbroker import cli, logs
+from natsbroker.config import load as configfile
+from natsbroker.config.load import ConfigError
 
 _log = Logger()
 

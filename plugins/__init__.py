@@ -2,8 +2,10 @@
 
 Like ``twisted/plugins``: every module here, and in any ``natsbroker/plugins``
 directory (without ``__init__.py``) on ``sys.path``, is scanned for objects
-providing ``natsbroker.interfaces.IBrokerPluginFactory``. Built-in features
-live here and use only ``natsbroker.interfaces`` and the broker's public API.
+providing ``natsbroker.interfaces.IBrokerPluginFactory``. The built-in ones are
+small factories; their implementations live in natsbroker's packages
+(``natsbroker.jetstream``, ``natsbroker.system`` ...) and use only
+``natsbroker.interfaces`` and the broker's public API.
 """
 
 from twisted.plugin import pluginPackagePaths

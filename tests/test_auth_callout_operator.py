@@ -18,9 +18,9 @@ import nacl.public
 import nats
 import pytest
 
-from natsbroker import authcallout as AC
+from natsbroker.auth import callout as AC
 from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 

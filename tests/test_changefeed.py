@@ -152,10 +152,10 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
     them durable, all of its records at once; stop() completes the open file."""
     from twisted.internet.task import Clock
 
-    import natsbroker.plugins.jetstream.plugin as P
+    import natsbroker.jetstream.plugin as P
     from natsbroker.broker import Broker
-    from natsbroker.config import ChangeFeedConfig, JetStreamConfig, ServerConfig
-    from natsbroker.plugins.changefeed import ChangeFeed
+    from natsbroker.config.model import ChangeFeedConfig, JetStreamConfig, ServerConfig
+    from natsbroker.changefeed.plugin import ChangeFeed
 
     feed_dir = tmp_path / "feed"
     config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path / "js")),
@@ -235,7 +235,7 @@ def _writer_pid(server_pid):
                 continue
             for pid in kids:
                 with open("/proc/%d/cmdline" % pid, "rb") as f:
-                    if b"natsbroker.plugins.changefeed_writer" in f.read():
+                    if b"natsbroker.changefeed.writer" in f.read():
                         return pid
         time.sleep(0.05)
     raise AssertionError("no feed writer process")
@@ -254,7 +254,7 @@ def test_writer_process_holds_the_directory_and_outlives_no_broker(tmp_path):
     """The writer is a process of its own holding writer.lock: a SIGKILLed
     broker's writer exits (its pipe ends) and frees the directory, and the
     restarted broker writes the feed again."""
-    from natsbroker.plugins.changefeed_process import FeedDirBusy, lock_dir
+    from natsbroker.changefeed.process import FeedDirBusy, lock_dir
 
     path, feed = conf(tmp_path)
     server = ServerProcess("natsbroker", ["-c", path]).start()
@@ -285,12 +285,12 @@ def test_writer_process_holds_the_directory_and_outlives_no_broker(tmp_path):
 def test_broker_refuses_a_feed_directory_another_writer_holds(tmp_path, monkeypatch):
     from twisted.internet.task import Clock
 
-    import natsbroker.plugins.changefeed as CF
+    import natsbroker.changefeed.plugin as CF
     from natsbroker.broker import Broker
-    from natsbroker.config import ChangeFeedConfig, JetStreamConfig, ServerConfig
+    from natsbroker.config.model import ChangeFeedConfig, JetStreamConfig, ServerConfig
     from natsbroker.fatal import StartupError
-    from natsbroker.plugins.changefeed_process import lock_dir
-    import natsbroker.plugins.jetstream.plugin as P
+    from natsbroker.changefeed.process import lock_dir
+    import natsbroker.jetstream.plugin as P
 
     feed_dir = tmp_path / "feed"
     feed_dir.mkdir()

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from natsbroker.store.base import StoredMsg, StreamEvent
-from natsbroker.plugins.changefeed_lines import PutLines, make_record
-from natsbroker.plugins.changefeed_writer import AGE, REPLAY_POS, FeedWriter
+from natsbroker.changefeed.lines import PutLines, make_record
+from natsbroker.changefeed.writer import AGE, REPLAY_POS, FeedWriter
 from tests.support.servers import ServerProcess
 
 TOKEN = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n.*>"),

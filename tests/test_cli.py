@@ -8,7 +8,7 @@ from twisted.python import usage
 
 from natsbroker import cli, tap
 from natsbroker.cli import CommandLineError, main, parse_args
-from natsbroker.configfile import ConfigError
+from natsbroker.config.load import ConfigError
 
 
 def config_of(*argv):

@@ -4,12 +4,12 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from zope.interface.verify import verifyObject
 
-from natsbroker.auth import Authenticator
+from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
-from natsbroker.config import Authorization, ServerConfig
+from natsbroker.config.model import Authorization, ServerConfig
 from natsbroker.interfaces import IBroker, IClient
-from natsbroker.plugin import plugins_for
-from natsbroker.protocol.client import ClientProtocol
+from natsbroker.discovery import plugins_for
+from natsbroker.connection.client import ClientProtocol
 
 
 class Setup:

@@ -149,9 +149,9 @@ def _in_process_route():
     from twisted.internet.testing import StringTransport
 
     from natsbroker.broker import Broker
-    from natsbroker.cluster import Cluster
-    from natsbroker.config import ClusterConfig, ServerConfig
-    from natsbroker.protocol.route import RouteProtocol
+    from natsbroker.cluster.routes import Cluster
+    from natsbroker.config.model import ClusterConfig, ServerConfig
+    from natsbroker.connection.route import RouteProtocol
 
     clock = Clock()
     broker = Broker(ServerConfig(cluster=ClusterConfig(name="c1", port=6222)), clock)
@@ -235,9 +235,9 @@ def test_in_process_acceptor_needs_connect_first():
     from twisted.internet.testing import StringTransport
 
     from natsbroker.broker import Broker
-    from natsbroker.cluster import Cluster
-    from natsbroker.config import ClusterConfig, ServerConfig
-    from natsbroker.protocol.route import RouteProtocol
+    from natsbroker.cluster.routes import Cluster
+    from natsbroker.config.model import ClusterConfig, ServerConfig
+    from natsbroker.connection.route import RouteProtocol
 
     broker = Broker(ServerConfig(cluster=ClusterConfig(name="c1", port=6222)), Clock())
     route = RouteProtocol(Cluster(broker))

@@ -52,7 +52,7 @@ def run(coro, timeout=180):
     (b"$JS.ACK.", (None, b"$JS.ACK.")),
 ])
 def test_split_deliver_reply(reply, split):
-    from natsbroker.jsforward import split_deliver_reply
+    from natsbroker.cluster.jsforward import split_deliver_reply
     assert split_deliver_reply(reply) == split
 
 
@@ -63,8 +63,8 @@ def _imported(accounts=(), cluster=True, jetstream=False, system_account=""):
     from twisted.internet.task import Clock
 
     from natsbroker.broker import Broker
-    from natsbroker.config import AccountConfig, AccountJetStream, ClusterConfig, ServerConfig
-    from natsbroker.jsforward import install
+    from natsbroker.config.model import AccountConfig, AccountJetStream, ClusterConfig, ServerConfig
+    from natsbroker.cluster.jsforward import install
 
     accs = [AccountConfig(name, jetstream=AccountJetStream() if js else None) for name, js in accounts]
     cfg = ServerConfig(accounts=accs, system_account=system_account,

@@ -23,7 +23,7 @@ import nats
 import pytest
 
 from natsbroker import _build
-from natsbroker.monitor import VARZ_OWN
+from natsbroker.monitoring.endpoints import VARZ_OWN
 from tests.support.servers import ROOT, ServerProcess
 
 
@@ -322,8 +322,8 @@ def test_property_tests_pass_interpreted():
     code = textwrap.dedent("""
         import sys
         import pytest
-        import natsbroker.protocol.parser, natsbroker.subjects
-        for m in (natsbroker.protocol.parser, natsbroker.subjects):
+        import natsbroker.protocol.parser, natsbroker.subjects.sublist
+        for m in (natsbroker.protocol.parser, natsbroker.subjects.sublist):
             assert m.__file__.endswith(".py"), m.__file__
         sys.exit(pytest.main(["-q", "-p", "no:cacheprovider"] + sys.argv[1:]))
     """)

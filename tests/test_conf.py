@@ -1,4 +1,4 @@
-"""Tests for natsbroker.conf, the nats-server configuration file parser."""
+"""Tests for natsbroker.config.syntax, the nats-server configuration file parser."""
 
 import datetime
 import os
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from natsbroker.conf import ConfError, ConfMap, parse_duration, parse_file, parse_size, parse_string
+from natsbroker.config.syntax import ConfError, ConfMap, parse_duration, parse_file, parse_size, parse_string
 
 UTC = datetime.timezone.utc
 

@@ -18,8 +18,8 @@ import subprocess
 
 import pytest
 
-from natsbroker import configfile
-from natsbroker.configfile import ConfigError, load_config
+from natsbroker.config import load as configfile
+from natsbroker.config.load import ConfigError, load_config
 from tests.support.servers import ROOT, broker_command, nats_server_binary
 
 # The same bogus key in every block nats-server checks; KEY is replaced.

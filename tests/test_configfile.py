@@ -1,11 +1,11 @@
-"""Mapping nats-server config files onto ServerConfig (natsbroker.configfile)."""
+"""Mapping nats-server config files onto ServerConfig (natsbroker.config.load)."""
 
 import textwrap
 
 import pytest
 
-from natsbroker.config import Authorization, Permission, Permissions, ResponsePermission, ServerConfig, User
-from natsbroker.configfile import ConfigError, apply_overrides, load_config
+from natsbroker.config.model import Authorization, Permission, Permissions, ResponsePermission, ServerConfig, User
+from natsbroker.config.load import ConfigError, apply_overrides, load_config
 
 
 @pytest.fixture

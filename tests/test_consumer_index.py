@@ -1,7 +1,7 @@
 """Many consumers on one stream: who is woken for a message and what it counts.
 
 natsbroker indexes a stream's consumers by filter and counts the turn's new
-messages in bulk (natsbroker.plugins.jetstream.consumer_index). These tests
+messages in bulk (natsbroker.jetstream.consumer_index). These tests
 pin the numbers that bookkeeping feeds -- the pending count in every ack reply
 subject (the cached count, not the one CONSUMER.INFO recomputes), num_pending,
 delivered sequences, interest and workqueue retention -- for many consumers
@@ -461,8 +461,8 @@ def test_random_filters_count_like_brute_force(broker, consumers, first, second,
 
 # -- the index alone: counts through long logs and trims -------------------------------------
 
-from natsbroker.subjects import subject_matches  # noqa: E402
-from natsbroker.plugins.jetstream import consumer_index as CI  # noqa: E402
+from natsbroker.subjects.sublist import subject_matches  # noqa: E402
+from natsbroker.jetstream import consumer_index as CI  # noqa: E402
 
 
 class _Js:

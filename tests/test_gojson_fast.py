@@ -15,11 +15,11 @@ import time
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from natsbroker.plugins.jetstream import api_models as AM
-from natsbroker.plugins.jetstream import consumer_models as CM
-from natsbroker.plugins.jetstream import gojson
-from natsbroker.plugins.jetstream import stream_models as SM
-from natsbroker.plugins.jetstream.gojson import GoJSONError
+from natsbroker.jetstream import api_models as AM
+from natsbroker.jetstream import consumer_models as CM
+from natsbroker.gocompat import gojson
+from natsbroker.jetstream import stream_models as SM
+from natsbroker.gocompat.gojson import GoJSONError
 
 CLASSES = [SM.StreamConfig, CM.CreateConsumerRequest, AM.MsgGetRequest, AM.StreamInfoRequest]
 

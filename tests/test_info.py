@@ -138,7 +138,7 @@ def test_info_values_are_honest(certs, tmp_path):
     import platform
 
     from natsbroker import JS_API_LEVEL
-    from natsbroker.plugins.jetstream.versions import API_LEVEL
+    from natsbroker.jetstream.versions import API_LEVEL
     # A real nkey public server key (its checksum verifies) and curve key.
     assert info["server_id"].startswith("N")
     assert _nkey_checksum_ok(info["server_id"]) and _nkey_checksum_ok(info["xkey"])

@@ -15,7 +15,7 @@ import nats
 import pytest
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.plugins.jetstream import versions
+from natsbroker.jetstream import versions
 from tests.support.servers import ServerProcess
 
 

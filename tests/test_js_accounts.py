@@ -447,8 +447,8 @@ def test_account_jetstream_config_checked_as_nats_server(tmp_path, value):
 
 
 def test_parsed_account_limits(tmp_path):
-    from natsbroker.config import AccountJetStream
-    from natsbroker.configfile import load_config
+    from natsbroker.config.model import AccountJetStream
+    from natsbroker.config.load import load_config
 
     path = tmp_path / "a.conf"
     path.write_text(
@@ -541,9 +541,9 @@ def test_nats_jetstream_client_sees_the_account(tmp_path):
 def _engine(tmp_path, accounts, clock=None):
     from twisted.internet.task import Clock
 
-    import natsbroker.plugins.jetstream.plugin as P
+    import natsbroker.jetstream.plugin as P
     from natsbroker.broker import Broker
-    from natsbroker.config import JetStreamConfig, ServerConfig
+    from natsbroker.config.model import JetStreamConfig, ServerConfig
 
     config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path)),
                           accounts=accounts)
@@ -569,7 +569,7 @@ def _req(broker, clock, account, subject, body=b""):
 
 
 def test_account_store_directories():
-    from natsbroker.plugins.jetstream.plugin import account_dir
+    from natsbroker.jetstream.plugin import account_dir
     assert account_dir("/s/jetstream", "$G") == "/s/jetstream"
     assert account_dir("/s/jetstream", "ACME") == "/s/jetstream/accounts/ACME"
     assert account_dir("/s/jetstream", "a/b c") == "/s/jetstream/accounts/a%2Fb%20c"
@@ -594,7 +594,7 @@ def test_global_account_alone_keeps_its_store_and_costs_nothing_more(tmp_path):
 
 
 def test_stream_events_name_the_account(tmp_path):
-    from natsbroker.config import AccountConfig, AccountJetStream
+    from natsbroker.config.model import AccountConfig, AccountJetStream
 
     broker, js, clock = _engine(tmp_path, [AccountConfig("A", jetstream=AccountJetStream()),
                                            AccountConfig("B", jetstream=AccountJetStream()),
@@ -620,7 +620,7 @@ def test_stream_events_name_the_account(tmp_path):
 
 
 def test_default_consumer_limit_per_stream(tmp_path, monkeypatch):
-    from natsbroker.plugins.jetstream import limits as L
+    from natsbroker.jetstream import limits as L
     monkeypatch.setattr(L, "DEFAULT_MAX_CONSUMERS", 2)
     broker, js, clock = _engine(tmp_path, [])
     try:
@@ -660,7 +660,7 @@ accounts {
 
 def test_jetstream_of_another_account_through_an_import(tmp_path):
     if not os.path.exists(os.path.join(ROOT, "natsbroker", "imports.py")):
-        pytest.skip("service imports (natsbroker/imports.py) are not in the tree yet")
+        pytest.skip("service imports (natsbroker/accounts/imports.py) are not in the tree yet")
     got = {}
     for kind in KINDS:
         with ServerProcess(kind, ["-c", _conf(tmp_path, kind, text=IMPORT_CONF)]) as s:

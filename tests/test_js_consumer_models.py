@@ -1,4 +1,4 @@
-"""JetStream consumer models (plugins/jetstream/consumer_models.py) against nats-server 2.15.1.
+"""JetStream consumer models (natsbroker/jetstream/consumer_models.py) against nats-server 2.15.1.
 
 Unit tests pin what was observed on the real server (error codes and texts,
 their order, defaults, field order); ``test_differential_*`` start nats-server
@@ -13,12 +13,12 @@ import tempfile
 import nats
 import pytest
 
-from natsbroker.plugins.jetstream import consumer_models as C
-from natsbroker.plugins.jetstream import errors as E
-from natsbroker.plugins.jetstream import gojson
-from natsbroker.plugins.jetstream import gotime
-from natsbroker.plugins.jetstream import stream_config as SC
-from natsbroker.plugins.jetstream import stream_models as SM
+from natsbroker.jetstream import consumer_models as C
+from natsbroker.jetstream import errors as E
+from natsbroker.gocompat import gojson
+from natsbroker.gocompat import times as gotime
+from natsbroker.jetstream import stream_config as SC
+from natsbroker.jetstream import stream_models as SM
 from tests.support.servers import ServerProcess
 
 V = dict(version="2.15.1", api_level=5)

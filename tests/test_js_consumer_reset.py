@@ -292,8 +292,8 @@ def test_nats_jetstream_client_reset():
 
 def test_reset_request_bodies():
     """The body through json.Unmarshal, as nats-server reads it (no server)."""
-    from natsbroker.plugins.jetstream import consumer_models as CM
-    from natsbroker.plugins.jetstream.errors import ApiError
+    from natsbroker.jetstream import consumer_models as CM
+    from natsbroker.jetstream.errors import ApiError
     assert [CM.parse_reset_request(b) for b in (b"", b"{}", b"null", b'{"seq":0}', b'{"SEQ":7}',
                                                 b'{"seq":4,"x":[]}')] == [0, 0, 0, 0, 7, 4]
     for raw, text in [

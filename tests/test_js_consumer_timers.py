@@ -11,7 +11,7 @@ at the same scale or a smaller one (see each test). Where nats-server's timers
 have slack (its ack timer fires ``ackWaitDelay`` = 1 ms late, its inactivity
 check runs on its own schedule) a test asserts "not before X, by X + slack".
 
-The clock hook: ``natsbroker.plugins.jetstream.plugin`` builds ``Stream(cfg, ss, created,
+The clock hook: ``natsbroker.jetstream.plugin`` builds ``Stream(cfg, ss, created,
 reactor)`` without ``now=``; the harness substitutes the module's ``Stream``
 (and ``now_ns``) with ones bound to the fake clock, with pytest's monkeypatch.
 """
@@ -21,10 +21,10 @@ import json
 import pytest
 from twisted.internet.task import Clock
 
-import natsbroker.plugins.jetstream.plugin as P
+import natsbroker.jetstream.plugin as P
 from natsbroker.broker import Broker
-from natsbroker.config import JetStreamConfig, ServerConfig
-from natsbroker.plugins.jetstream import gotime
+from natsbroker.config.model import JetStreamConfig, ServerConfig
+from natsbroker.gocompat import times as gotime
 from tests.test_js_consumers import raw_seqs
 
 SEC = 1_000_000_000

@@ -16,8 +16,8 @@ import nats
 import pytest
 
 from natsbroker.store.base import StoredMsg
-from natsbroker.plugins.jetstream import counters
-from natsbroker.plugins.jetstream import errors as E
+from natsbroker.jetstream import counters
+from natsbroker.jetstream import errors as E
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 

@@ -7,9 +7,9 @@ from twisted.internet.task import Clock
 
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
-from natsbroker.plugins.jetstream import errors as E
-from natsbroker.plugins.jetstream import stream_config as SC
-from natsbroker.plugins.jetstream.stream import Stream, parse_ttl
+from natsbroker.jetstream import errors as E
+from natsbroker.jetstream import stream_config as SC
+from natsbroker.jetstream.stream import Stream, parse_ttl
 
 SEC = 1_000_000_000
 T0 = 1_000 * SEC

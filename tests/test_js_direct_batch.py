@@ -524,7 +524,7 @@ def _damaged_stream(tmp_path, damaged):
 def _direct(stream, body):
     import types
 
-    from natsbroker.plugins.jetstream import api
+    from natsbroker.jetstream import api
     sent = []
     broker = types.SimpleNamespace(
         config=types.SimpleNamespace(max_pending=64 << 20),

@@ -11,10 +11,10 @@ import nats
 import pytest
 from twisted.internet.task import Clock
 
-import natsbroker.plugins.jetstream.plugin as P
+import natsbroker.jetstream.plugin as P
 from natsbroker.broker import Broker
-from natsbroker.config import JetStreamConfig, ServerConfig
-from natsbroker.plugins.jetstream import fastbatch as FB
+from natsbroker.config.model import JetStreamConfig, ServerConfig
+from natsbroker.jetstream import fastbatch as FB
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 

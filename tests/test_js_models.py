@@ -14,17 +14,17 @@ import json
 import pytest
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.godur import format_duration
-from natsbroker.subjects import subject_is_subset_match, subjects_collide
-from natsbroker.plugins.jetstream import api_models as AM
-from natsbroker.plugins.jetstream import errors as E
-from natsbroker.plugins.jetstream import gojson
-from natsbroker.plugins.jetstream import gotime
-from natsbroker.plugins.jetstream import marshal
-from natsbroker.plugins.jetstream import stream_config as SC
-from natsbroker.plugins.jetstream import stream_models as SM
-from natsbroker.plugins.jetstream import subject_rules as SR
-from natsbroker.plugins.jetstream import versions
+from natsbroker.gocompat.durations import format_duration
+from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
+from natsbroker.jetstream import api_models as AM
+from natsbroker.jetstream import errors as E
+from natsbroker.gocompat import gojson
+from natsbroker.gocompat import times as gotime
+from natsbroker.jetstream import marshal
+from natsbroker.jetstream import stream_config as SC
+from natsbroker.jetstream import stream_models as SM
+from natsbroker.jetstream import subject_rules as SR
+from natsbroker.jetstream import versions
 
 V = dict(version="2.15.1", api_level=5)
 CREATED = gotime.parse_rfc3339("2026-01-02T03:04:05.123456789Z")

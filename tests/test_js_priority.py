@@ -683,8 +683,8 @@ def test_nats_jetstream_client_priority_fetch():
 
 
 def test_unpin_request_checks_in_nats_server_order():
-    from natsbroker.plugins.jetstream import consumer_models as CM
-    from natsbroker.plugins.jetstream.errors import ApiError
+    from natsbroker.jetstream import consumer_models as CM
+    from natsbroker.jetstream.errors import ApiError
 
     def err(raw):
         with pytest.raises(ApiError) as e:
@@ -704,8 +704,8 @@ def test_unpin_request_checks_in_nats_server_order():
 
 
 def test_overflow_thresholds():
-    from natsbroker.plugins.jetstream.consumer_models import NextRequest
-    from natsbroker.plugins.jetstream.priority import overflow_waits
+    from natsbroker.jetstream.consumer_models import NextRequest
+    from natsbroker.jetstream.priority import overflow_waits
     # npc: pending after the message at hand was taken (nats-server checks npc + 1).
     assert not overflow_waits(NextRequest(), 0, 0)
     assert overflow_waits(NextRequest(min_pending=6), 4, 0)
@@ -720,9 +720,9 @@ def test_overflow_thresholds():
 def test_prioritized_queue_order():
     import collections
 
-    from natsbroker.plugins.jetstream.consumer import WaitingRequest
-    from natsbroker.plugins.jetstream.consumer_models import NextRequest
-    from natsbroker.plugins.jetstream.priority import insert_by_priority
+    from natsbroker.jetstream.consumer import WaitingRequest
+    from natsbroker.jetstream.consumer_models import NextRequest
+    from natsbroker.jetstream.priority import insert_by_priority
     q = collections.deque()
     for name, pg in [("a5", NextRequest(priority=5)), ("bare", None),
                      ("b1", NextRequest(priority=1)), ("c5", NextRequest(priority=5)),
@@ -733,7 +733,7 @@ def test_prioritized_queue_order():
 
 
 def test_pin_header_is_added_last():
-    from natsbroker.plugins.jetstream.priority import with_pin_header
+    from natsbroker.jetstream.priority import with_pin_header
     assert with_pin_header(None, "ID") == b"NATS/1.0\r\nNats-Pin-Id: ID\r\n\r\n"
     assert with_pin_header(b"", "") == b"NATS/1.0\r\nNats-Pin-Id: \r\n\r\n"
     assert with_pin_header(b"NATS/1.0\r\nA: b\r\n\r\n", "ID") == (

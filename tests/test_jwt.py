@@ -22,7 +22,7 @@ import nats
 import nkeys
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, both_started, broker_command, nats_server_binary
 

@@ -5,7 +5,7 @@ nats-server."""
 
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.servers import both_started
 from tests.test_jwt import Keys, sign
 from tests.test_websocket import WSClient

@@ -16,7 +16,7 @@ import time
 import nats
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.servers import both_started
 from tests.test_jwt import creds
 

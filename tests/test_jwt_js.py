@@ -25,10 +25,10 @@ import nats
 import pytest
 from zope.interface.verify import verifyObject
 
-from natsbroker.config import AccountJetStream
+from natsbroker.config.model import AccountJetStream
 from natsbroker.interfaces import IAccountJetStream
-from natsbroker.jwtauth import claims as C
-from natsbroker.jwtauth.jslimits import jetstream_limits
+from natsbroker.auth.jwt import claims as C
+from natsbroker.auth.jwt.jslimits import jetstream_limits
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 from tests.test_jwt import KINDS
@@ -186,8 +186,8 @@ def test_jwt_limits_as_nats_server_reads_them(keys):
 
 
 def test_the_jetstream_plugin_offers_account_jetstream():
-    from natsbroker.config import ServerConfig
-    from natsbroker.plugins.jetstream.plugin import JetStream
+    from natsbroker.config.model import ServerConfig
+    from natsbroker.jetstream.plugin import JetStream
     verifyObject(IAccountJetStream, JetStream(ServerConfig()))
 
 

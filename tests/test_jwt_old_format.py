@@ -27,7 +27,7 @@ import nkeys
 import pytest
 from nats.aio.client import RawCredentials
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.servers import ServerProcess, both_started
 from tests.test_jwt import KINDS, creds, login
 

@@ -18,7 +18,7 @@ import time
 import nats
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_jwt import KINDS, connect_line, creds, sign

@@ -16,7 +16,7 @@ import threading
 import nats
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.servers import ServerProcess
 from tests.test_jwt import FAR, KINDS, Keys, P, _start_failure, _without_server, creds
 

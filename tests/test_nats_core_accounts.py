@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.servers import ROOT, ServerProcess
 from tests.test_jwt import Keys, creds
 from tests.test_nats_core import KINDS, RUN_TIMEOUT, SCRIPT, _interpreter

@@ -20,11 +20,11 @@ import urllib.request
 import nkeys
 import pytest
 
-from natsbroker.auth import Authenticator, NkeyName
-from natsbroker.config import NkeyUser, Permission, Permissions
-from natsbroker.configfile import ConfigError, load_config
-from natsbroker.nkey import check_signature, decode_signature, new_nonce, public_user_key
-from natsbroker.protocol.client import ConnectOptions, _redact_connect
+from natsbroker.auth.users import Authenticator, NkeyName
+from natsbroker.config.model import NkeyUser, Permission, Permissions
+from natsbroker.config.load import ConfigError, load_config
+from natsbroker.auth.nkey import check_signature, decode_signature, new_nonce, public_user_key
+from natsbroker.connection.client import ConnectOptions, _redact_connect
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 

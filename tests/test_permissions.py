@@ -22,9 +22,9 @@ import nats
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from natsbroker.auth import ResolvedPermissions
-from natsbroker.config import Permission, Permissions, ResponsePermission
-from natsbroker.configfile import ConfigError, load_config
+from natsbroker.auth.users import ResolvedPermissions
+from natsbroker.config.model import Permission, Permissions, ResponsePermission
+from natsbroker.config.load import ConfigError, load_config
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -579,11 +579,11 @@ def test_delivery_check_only_where_needed(tmp_path):
     from twisted.internet.testing import StringTransport
     from zope.interface.verify import verifyObject
 
-    from natsbroker.auth import Authenticator
+    from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
     from natsbroker.interfaces import IClient
-    from natsbroker.plugin import plugins_for
-    from natsbroker.protocol.client import ClientProtocol
+    from natsbroker.discovery import plugins_for
+    from natsbroker.connection.client import ClientProtocol
 
     config = _load(CONF, tmp_path)
     broker = Broker(config, Clock())

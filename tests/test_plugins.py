@@ -8,9 +8,9 @@ import nats
 import pytest
 from zope.interface.verify import verifyObject
 
-from natsbroker.config import ServerConfig
+from natsbroker.config.model import ServerConfig
 from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory, IClientOps
-from natsbroker.plugin import discover, plugins_for
+from natsbroker.discovery import discover, plugins_for
 from tests.support.servers import ServerProcess
 
 PLUGIN = textwrap.dedent('''

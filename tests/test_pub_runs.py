@@ -160,10 +160,10 @@ def test_same_bytes_as_nats_server(name, nats_server, broker_proc):
 class _Setup:
     def __init__(self):
         from twisted.internet.task import Clock
-        from natsbroker.auth import Authenticator
+        from natsbroker.auth.users import Authenticator
         from natsbroker.broker import Broker
-        from natsbroker.config import ServerConfig
-        from natsbroker.plugin import plugins_for
+        from natsbroker.config.model import ServerConfig
+        from natsbroker.discovery import plugins_for
         self.config = ServerConfig()
         self.broker = Broker(self.config, Clock())
         for p in plugins_for(self.config):
@@ -173,7 +173,7 @@ class _Setup:
 
     def connect(self):
         from twisted.internet.testing import StringTransport
-        from natsbroker.protocol.client import ClientProtocol
+        from natsbroker.connection.client import ClientProtocol
         proto = ClientProtocol(self.broker, self.auth)
         t = StringTransport()
         proto.makeConnection(t)

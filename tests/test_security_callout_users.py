@@ -21,7 +21,7 @@ import json
 import nkeys
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_auth_callout import KINDS, Keys, connect, raw, scenario, shape

@@ -162,7 +162,7 @@ def test_unknown_connection_type_refuses_config(tmp_path, value, error):
 def _operator_conf(tmp_path):
     """An operator, its system account and an account whose scoped signing
     key's template allows WEBSOCKET only; MEMORY resolver, websocket on."""
-    from natsbroker.jwtauth import claims as C
+    from natsbroker.auth.jwt import claims as C
     P = C.public_key_of
     op, sys_acc, acc, scoped = (C.new_keypair("O"), C.new_keypair("A"), C.new_keypair("A"),
                                 C.new_keypair("A"))

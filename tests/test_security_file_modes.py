@@ -178,7 +178,7 @@ def test_private_write_atomic_ignores_planted_temp_names(tmp_path):
 def test_feed_writer_refuses_planted_feed_file(tmp_path):
     """The feed's data file is created O_EXCL | O_NOFOLLOW: a symlink at its
     name fails the open rather than being written through."""
-    from natsbroker.plugins.changefeed_writer import FeedWriter
+    from natsbroker.changefeed.writer import FeedWriter
     victim = tmp_path / "victim"
     victim.write_text("untouched")
     os.symlink(victim, tmp_path / ("feed-%020d.tmp" % 1))
@@ -194,7 +194,7 @@ def test_repaired_stream_and_backup_copy_stay_private(tmp_path):
     the new one 0755), its own files 0600, under umask 022."""
     import plyvel
 
-    from natsbroker.plugins.jetstream.plugin import pinned_meta
+    from natsbroker.jetstream.plugin import pinned_meta
     from natsbroker.store.leveldb import LevelDBStore, pack_record
     from tests.test_admin_store import admin, payload
 

@@ -15,9 +15,9 @@ import re
 import nats
 import pytest
 
-from natsbroker import authcallout as AC
+from natsbroker.auth import callout as AC
 from natsbroker import jsonbound
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests import test_auth_callout as AT
 from tests.test_jwt import Keys, _shape, login
 from tests.support.raw import Raw, count

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from natsbroker.jwtauth import claims as C
+from natsbroker.auth.jwt import claims as C
 from tests.test_jwt import login
 from tests.test_jwt_updates import Raw, _sys, _update, both
 from tests.support.servers import both_started

@@ -3,7 +3,7 @@
 
 The round trips go through natsbroker; the protocol and the API replies are
 compared with nats-server's (the spec). The payload inside the chunks is each
-server's own (nats-server: an s2 tar; natsbroker: :mod:`natsbroker.snapfile`).
+server's own (nats-server: an s2 tar; natsbroker: :mod:`natsbroker.store.snapfile`).
 """
 
 import asyncio
@@ -19,7 +19,7 @@ import tracemalloc
 import nats
 import pytest
 
-from natsbroker import snapfile
+from natsbroker.store import snapfile
 from tests.support.servers import ROOT, ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -768,9 +768,9 @@ class _HugeStore:
 def test_snapshot_streams_without_loading_the_stream(monkeypatch):
     from types import SimpleNamespace
 
-    from natsbroker.plugins.jetstream import snapshot
-    from natsbroker.plugins.jetstream import stream_config as SC
-    from natsbroker.plugins.jetstream import stream_models as SM
+    from natsbroker.jetstream import snapshot
+    from natsbroker.jetstream import stream_config as SC
+    from natsbroker.jetstream import stream_models as SM
 
     cfg = SC.fill_defaults(SM.StreamConfig(name="BIG"))
     stream = SimpleNamespace(name="BIG", config=cfg, created=1, consumers={}, store=_HugeStore())

@@ -21,7 +21,7 @@ import sys
 import pytest
 import trustme
 
-from natsbroker.conf import ConfError, parse_string
+from natsbroker.config.syntax import ConfError, parse_string
 from natsbroker.fatal import go_strerror, listen_error, path_error
 from tests.support.servers import ROOT, broker_command, nats_server_binary
 

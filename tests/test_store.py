@@ -28,7 +28,7 @@ from natsbroker.store.base import StoredMsg, StreamState, file_msg_size, msg_siz
 from natsbroker.store.common import SeqSet
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
-from natsbroker.subjects import subject_matches
+from natsbroker.subjects.sublist import subject_matches
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

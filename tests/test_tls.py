@@ -506,7 +506,7 @@ def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
     fields as nats-server shows them."""
     import urllib.request
 
-    from natsbroker.monitor import VARZ_OMITTED, VARZ_OWN
+    from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN
     servers = pair("verify: true\n  timeout: 1.5", top)
 
     def run(s):

@@ -1,4 +1,4 @@
-"""natsbroker.transform: nats-server's subject transforms.
+"""natsbroker.subjects.transform: nats-server's subject transforms.
 
 Unit tests per mapping function, then differential tests against nats-server:
 core-NATS account ``mappings`` (what a ``>`` subscriber receives), and the
@@ -15,7 +15,7 @@ import tempfile
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from natsbroker.transform import (SubjectTransform, TransformError, fnv1a32, new_transform,
+from natsbroker.subjects.transform import (SubjectTransform, TransformError, fnv1a32, new_transform,
                                   validate_mapping)
 from tests.support.servers import ServerProcess, nats_server_binary
 

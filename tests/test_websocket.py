@@ -617,7 +617,7 @@ def test_websocket_authorization_block(override):
 
 
 def _load(tmp_path, text):
-    from natsbroker import configfile
+    from natsbroker.config import load as configfile
     path = tmp_path / "ws.conf"
     path.write_text(text)
     return configfile.load_config(str(path))
@@ -643,7 +643,7 @@ ws {
     assert (ws.handshake_timeout, ws.username, ws.password, ws.auth_timeout) == (3.0, "u", "p", 4.0)
     assert warnings == []
     # As nats-server: an unknown key is an error (tests/test_config_unknown_keys.py).
-    from natsbroker.configfile import ConfigError
+    from natsbroker.config.load import ConfigError
     with pytest.raises(ConfigError, match=r'ws.conf:3:3: unknown field "bogus"$'):
         _load(tmp_path, 'ws {\n  no_tls: true\n  bogus: 1\n}\n')
 
@@ -661,13 +661,13 @@ ws {
      'trusted operators or trusted keys configuration is required for JWT authentication via cookie "jwt"'),
 ])
 def test_config_refused_as_nats_server(tmp_path, text, message):
-    from natsbroker.configfile import ConfigError
+    from natsbroker.config.load import ConfigError
     with pytest.raises(ConfigError) as e:
         _load(tmp_path, text)
     assert str(e.value) == message
 
 
 def test_config_bad_value(tmp_path):
-    from natsbroker.configfile import ConfigError
+    from natsbroker.config.load import ConfigError
     with pytest.raises(ConfigError, match=r'ws.conf:1:13: invalid value for "port"'):
         _load(tmp_path, 'websocket { port: "abc", no_tls: true }')

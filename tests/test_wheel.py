@@ -153,8 +153,8 @@ def test_installed_layout(fresh):
         assert os.path.isfile(os.path.join(fresh["dir"], "share", "man", page)), page
     for script in ("natsbroker", "natsbroker-admin", "natsbroker-ingest"):
         assert os.access(os.path.join(fresh["bin"], script), os.X_OK), script
-    code = ("import os, natsbroker, natsbroker.plugins.jetstream, natsbroker.spark.ingest\n"
-            "print(natsbroker.__file__); print(natsbroker.plugins.jetstream.__file__)\n"
+    code = ("import os, natsbroker, natsbroker.jetstream, natsbroker.spark.ingest\n"
+            "print(natsbroker.__file__); print(natsbroker.jetstream.__file__)\n"
             "print(natsbroker.spark.ingest.__file__)\n"
             "from natsbroker.spark import session\n"
             "print(all(map(os.path.isfile, (session.LOG4J_QUIET, session.LOG4J_VERBOSE))))\n"

@@ -23,7 +23,7 @@ from bisect import bisect_left
 from itertools import islice
 
 from natsbroker.store.base import StoredMsg, StreamState, StreamStore, msg_size
-from natsbroker.subjects import is_literal, subject_matches
+from natsbroker.subjects.sublist import is_literal, subject_matches
 
 _NOT_FF = re.compile(rb"[^\xff]")
 # tuple.__new__ for StoredMsg: the named tuple's own __new__ is a Python function.

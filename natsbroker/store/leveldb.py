@@ -116,7 +116,7 @@ from twisted.logger import Logger
 from natsbroker import private
 from natsbroker.store.base import file_msg_size, Store, StoredMsg
 from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
-from natsbroker.subjects import subject_matches
+from natsbroker.subjects.sublist import subject_matches
 
 _Q = struct.Struct(">Q")
 _I = struct.Struct(">I")

@@ -1397,7 +1397,7 @@ async def account_permissions(args):
 
 def account_view(ai):
     """nats-jetstream's AccountInfo. Not api.level: natsbroker announces
-    nats-server 2.12's JetStream API level on purpose (plugins/jetstream/versions.py)."""
+    nats-server 2.12's JetStream API level on purpose (natsbroker/jetstream/versions.py)."""
     lim = ai.limits
     return {"memory": ai.memory, "storage": ai.storage, "streams": ai.streams,
             "consumers": ai.consumers, "api": [ai.api.total, ai.api.errors],

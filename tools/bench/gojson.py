@@ -14,11 +14,11 @@ import argparse
 import json
 import time
 
-from natsbroker.plugins.jetstream import api_models as AM
-from natsbroker.plugins.jetstream import consumer_models as CM
-from natsbroker.plugins.jetstream import marshal
-from natsbroker.plugins.jetstream import stream_models as SM
-from natsbroker.plugins.jetstream.errors import ApiError
+from natsbroker.jetstream import api_models as AM
+from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import marshal
+from natsbroker.jetstream import stream_models as SM
+from natsbroker.jetstream.errors import ApiError
 
 
 def _go(obj):

@@ -55,11 +55,11 @@ def _api(subject, body):
 
 
 def run_once(kind, n, batch, consumers=1):
-    from natsbroker.auth import Authenticator
+    from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
-    from natsbroker.config import JetStreamConfig, ServerConfig
-    from natsbroker.plugin import plugins_for
-    from natsbroker.protocol.client import ClientProtocol
+    from natsbroker.config.model import JetStreamConfig, ServerConfig
+    from natsbroker.discovery import plugins_for
+    from natsbroker.connection.client import ClientProtocol
 
     with tempfile.TemporaryDirectory() as tmp:
         clock = Clock()

@@ -51,9 +51,9 @@ import sys
 import time
 
 from natsbroker.protocol import parser as parser_mod
-from natsbroker import subjects as subjects_mod
+from natsbroker.subjects import sublist as subjects_mod
 from natsbroker.protocol.parser import Parser
-from natsbroker.subjects import Sublist, Subscription
+from natsbroker.subjects.sublist import Sublist, Subscription
 
 PAYLOAD = bytes(range(32, 32 + 64)) * 2  # 128 printable bytes
 SIZES = (1_000, 10_000, 100_000)
@@ -273,11 +273,11 @@ class _CountingTransport:
 
 def path_cases(n_msgs: int = 20_000):
     from twisted.internet.task import Clock
-    from natsbroker.auth import Authenticator
+    from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
-    from natsbroker.config import ServerConfig
-    from natsbroker.plugin import plugins_for
-    from natsbroker.protocol.client import ClientProtocol
+    from natsbroker.config.model import ServerConfig
+    from natsbroker.discovery import plugins_for
+    from natsbroker.connection.client import ClientProtocol
 
     def connection(broker, auth):
         c = ClientProtocol(broker, auth)
