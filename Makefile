@@ -76,7 +76,7 @@ test: build $(JS_BUNDLE) $(CLIENT313_STAMP)
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q $$(grep -l "from hypothesis" tests/test_*.py)
 
-# One report: tools/bench/report/REPORT.md + plots (README links it); a failed
+# One report: tools/bench/report/REPORT.md + plots (generated, ignored by git); a failed
 # measurement does not stop the others, the report shows what failed.
 BENCH_REPORT = tools/bench/report
 bench: $(STAMP)
