@@ -156,9 +156,11 @@ def test_source_hash_matches_setup_py():
 def test_varz_and_startup_log_name_the_build(pure, tmp_path):
     need_build()
     names = sorted(module_name(p) for p in compiled_paths())
-    # With JetStream on, every compiled module is in use (the store and
-    # JetStream modules are imported only then).
-    with ServerProcess("natsbroker", ["-m", "-1", "-js", "-sd", str(tmp_path)],
+    # With JetStream and the change feed on, every compiled module is in use
+    # (the store, JetStream and change-feed modules are imported only then).
+    conf = tmp_path / "feed.conf"
+    conf.write_text("changefeed { dir: %s }\n" % json.dumps(str(tmp_path / "feed")))
+    with ServerProcess("natsbroker", ["-m", "-1", "-js", "-sd", str(tmp_path), "-c", str(conf)],
                        env=env(pure)) as server:
         field = varz(server)[list(VARZ_OWN)[0]]
         line = build_line(server.log())

@@ -147,7 +147,8 @@ def test_installed_layout(fresh):
     site = fresh["site"]
     assert not os.path.exists(os.path.join(site, "plugins"))
     assert not os.path.exists(os.path.join(site, "spark"))
-    assert os.path.isfile(os.path.join(site, "natsbroker", "plugins", "jetstream", "plugin.py"))
+    assert os.path.isfile(os.path.join(site, "natsbroker", "jetstream", "plugin.py"))
+    assert os.path.isfile(os.path.join(site, "natsbroker", "plugins", "jetstream_plugin.py"))
     assert os.path.isfile(os.path.join(site, "twisted", "plugins", "natsbroker_plugin.py"))
     for page in ("man1/natsbroker-admin.1", "man5/natsbroker.conf.5", "man8/natsbroker.8"):
         assert os.path.isfile(os.path.join(fresh["dir"], "share", "man", page)), page

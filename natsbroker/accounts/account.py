@@ -13,6 +13,17 @@ subject (``route``, ``publish``, ``deliver``, ``subscribe``, ``unsubscribe``,
 ``begin``/``end``, INFO fields, monitoring endpoints...) to the broker. So a
 plugin that serves each account separately (JetStream) runs one instance per
 account with the account as its broker, unchanged.
+
+Routing has four loops, each for a reason (tools/bench/PERF.md measures the
+first): ``route`` is the PUB path of an account without mappings, service
+imports or filtered clients, nothing in it but the match and the calls;
+``_route_full`` replaces it per account when any of those exist (mapping,
+counted deliveries, a refused queue member passing the message on);
+``route_run`` hands a run of messages to each connection at once; and
+``_deliver_to`` is the server's delivery of a stored message under its own
+subject (JetStream), where a stream import's shadow subscription must see it.
+Folding the first two costs the common path a check per message; the last
+two deliver something other than one message under its own subject.
 """
 
 import itertools
@@ -83,11 +94,10 @@ class Account:
         # Subject mappings: only when some are configured does route() look
         # the subject up first, so without them a publish costs nothing more.
         self.mappings = None
-        if mappings:
-            self.mappings = SubjectMappings(mappings, broker.config.cluster.name)
-            self._mapped = self.mappings.cache
-            self.route = self._route_mapped
+        self._counted = False
         self._rr = 0
+        if mappings:
+            self.set_mappings(mappings)
 
     def __repr__(self):
         return "<Account %s>" % self.name
@@ -174,53 +184,15 @@ class Account:
                 owner.deliver_run(sub, subject, payloads)
         return True
 
-    def _route_mapped(self, source, subject, reply, hdr_len, raw):
-        """route() with mappings: the message goes on under the subject its
-        mapping picks (as nats-server: mapped once, before matching; the
-        reply subject is left alone)."""
-        dest = self._mapped.get(subject)
-        if dest is None:
-            dest = self.mappings.resolve(subject)
-        if dest.__class__ is not bytes:
-            dest = dest.pick(subject)  # weighted or random: per message
-            if dest.__class__ is not bytes:
-                # Mapped to no valid subject: no one gets it.
-                self.broker.route_source = source
-                if reply and source is not None and source.no_responders:
-                    self._no_responders(source, dest.subject, reply)
-                return 0
-        # The rest is route() again, on purpose: a call per message is what
-        # repeating it saves.
-        self.broker.route_source = source
-        r = self._match_cache.get(dest)
-        if r is None:
-            r = self.sublist.match(dest)
-        psubs, qgroups = r
-        if not psubs and not qgroups:
-            if reply and source is not None and source.no_responders:
-                self._no_responders(source, dest, reply)
-            return 0
-        n = 0
-        no_echo = source is not None and not source.echo
-        for sub in psubs:
-            owner = sub.owner
-            if no_echo and owner is source:
-                continue
-            owner.deliver(sub, dest, reply, hdr_len, raw)
-            n += 1
-        for group in qgroups:
-            sub = self._pick(group, source if no_echo else None)
-            if sub is not None:
-                sub.owner.deliver(sub, dest, reply, hdr_len, raw)
-                n += 1
-        return n
-
-    def _route_counted(self, source, subject, reply, hdr_len, raw):
-        """route() for an account with service imports: a delivery that did
-        not happen (a service import whose exporting account had no one for
-        the request returns False) does not count, so a requester that
-        reached no one gets no-responders, as nats-server's didDeliver has it.
-        Mappings are applied as in _route_mapped."""
+    def _route_full(self, source, subject, reply, hdr_len, raw):
+        """route() for an account with subject mappings, service imports or
+        clients whose deliveries are filtered. A mapping gives the message the
+        subject its mapping picks (as nats-server: mapped once, before
+        matching; the reply subject is left alone). A delivery that did not
+        happen (a service import whose exporting account had no one for the
+        request, a filtered client: ``deliver`` returns False) does not count:
+        a queue group's next member gets the message, and a requester that
+        reached no one gets no-responders, as nats-server's didDeliver has it."""
         self.broker.route_source = source
         if self.mappings is not None:
             dest = self._mapped.get(subject)
@@ -270,8 +242,23 @@ class Account:
 
     def count_deliveries(self):
         """Route with delivery counting from now on (a client of this account
-        may refuse deliveries: see ClientProtocol.check_deliveries)."""
-        self.route = self._route_counted
+        may refuse deliveries, see ClientProtocol.check_deliveries; a service
+        import may find no one)."""
+        self._counted = True
+        self.route = self._route_full
+
+    def set_mappings(self, mappings):
+        """The account's subject mappings (at start, or from an account JWT
+        update); empty: none. Only an account with mappings or counted
+        deliveries routes through _route_full."""
+        if mappings:
+            self.mappings = SubjectMappings(mappings, self.broker.config.cluster.name)
+            self._mapped = self.mappings.cache
+            self.route = self._route_full
+        else:
+            self.mappings = None
+            if not self._counted:
+                self.__dict__.pop("route", None)
 
     def _pick(self, group, skip_owner):
         # Rotate through members so each gets an even share.

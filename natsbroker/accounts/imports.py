@@ -29,7 +29,7 @@ accounts' Sublists (server/accounts.go and server/client.go are the model):
 
 Accounts without imports or exports get none of this, and their PUB path is
 untouched; an account with service imports routes through
-``Account._route_counted`` (deliveries counted, for the 503 above).
+``Account._route_full`` (deliveries counted, for the 503 above).
 """
 
 import json
@@ -86,7 +86,7 @@ def wire(broker):
             importer_acc.sublist.insert(sub)
             importer.service_subs.append(sub)
         # Its requests must know whether the import delivered (no-responders).
-        importer_acc.route = importer_acc._route_counted
+        importer_acc.count_deliveries()
     return runtime
 
 
@@ -136,7 +136,7 @@ def add_service_import(runtime, importer, exporter, ri):
     importer.sublist.insert(sub)
     imports.service_subs.append(sub)
     # Its requests must know whether the import delivered (no-responders).
-    importer.route = importer._route_counted
+    importer.count_deliveries()
 
 
 def reshadow(account):

@@ -799,7 +799,7 @@ class OperatorMode:
         log.debug("Updating account claims: {a}/{n}", a=key, n=claims.name)
         old_keys = dict(jacc.signing_keys)
         jacc.update(claims)
-        set_mappings(jacc.account, _mappings(claims))
+        jacc.account.set_mappings(_mappings(claims))
         # Its imports, and those of the accounts importing from it.
         self.wire([key] + self._importers_of(key))
         # JetStream enabled, its limits changed, or disabled (stores kept).
@@ -1101,24 +1101,6 @@ def _max_subs_exceeded(client):
 def _close_later(client):
     if not client.closed:
         client.close("Maximum Subscriptions Exceeded")
-
-
-def set_mappings(account, mappings):
-    """Give a loaded account new subject mappings (an account JWT update),
-    as Account.__init__ sets them up (an account that routes with delivery
-    counting keeps doing so: that route applies mappings itself)."""
-    from natsbroker.subjects.mapping import SubjectMappings
-    route = account.__dict__.get("route")
-    mapped = route is not None and route.__func__ is type(account)._route_mapped
-    if mappings:
-        account.mappings = SubjectMappings(mappings, account.broker.config.cluster.name)
-        account._mapped = account.mappings.cache
-        if route is None:
-            account.route = account._route_mapped
-    elif account.mappings is not None:
-        account.mappings = None
-        if mapped:
-            del account.route
 
 
 def _check_sig(subject, sig, nonce):
