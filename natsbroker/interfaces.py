@@ -58,11 +58,15 @@ class IClientOps(Interface):
         connection, so handlers can be methods bound to per-connection state;
         the connection builds its dispatch table from these once.
 
+        An op belongs to the first plugin (in start order) that returns a
+        handler for it; a later plugin's handler for the same op is refused
+        (logged), never silently swapped in: to look at ops another plugin
+        handles (refuse some PUBs, count them), provide
+        :class:`IClientOpFilter`.
+
         ``OP_PUBS`` is a run of consecutive PUBs with one subject and reply,
         ``(OP_PUBS, subject, reply, payloads)``: the parser produces it only
-        while the table's ``OP_PUBS`` handler is the one that came with its
-        ``OP_PUB`` handler. A plugin that returns an ``OP_PUB`` handler without
-        an ``OP_PUBS`` one therefore sees every PUB one by one, as before.
+        when the plugin that handles ``OP_PUB`` handles ``OP_PUBS`` too.
         """
 
 
@@ -330,3 +334,29 @@ class IBrokerPluginFactory(Interface):
 
     def make_plugin(config):
         """Return an :class:`IBrokerPlugin` for ``config``, or ``None`` if disabled."""
+
+
+class IClientOpFilter(Interface):
+    """A plugin that sees client ops before the plugin handling them does
+    (:class:`IClientOps`; PUB, HPUB, SUB and UNSUB go to the core pub/sub
+    plugin), and may refuse or change them: a publish filter, an audit, a
+    message counter.
+
+    Filters chain: every filtering plugin's filter for an op runs, in start
+    order, then the op's handler. A server without filters dispatches ops
+    straight to their handlers (the filters cost nothing until one exists)."""
+
+    def client_op_filters(client):
+        """Return ``{op_code: op_filter}`` for one new connection (an
+        :class:`IClient`), like :meth:`IClientOps.client_ops`.
+
+        ``op_filter(op)`` returns the op to pass on (``op`` itself or a tuple
+        of the same shape) or ``None`` when it consumed it: then nothing else
+        sees it, and the filter has answered the client itself if it had to
+        (e.g. :meth:`IClient.permission_violation` for nats-server's
+        ``-ERR 'Permissions Violation for Publish to "x"'``).
+
+        The parser makes runs (``OP_PUBS``, see :class:`IClientOps`) only
+        while every plugin that filters ``OP_PUB`` filters ``OP_PUBS`` too,
+        so an ``OP_PUB`` filter alone sees every PUB one by one.
+        """
