@@ -86,6 +86,13 @@ class Stats:
         self.closed_out_bytes += client.out_bytes
 
 
+# The monitoring port's own endpoints (natsbroker.monitoring.endpoints): no
+# plugin may add one of these paths.
+BUILTIN_MONITOR_PATHS = frozenset([
+    "", "varz", "connz", "subsz", "subscriptionsz", "routez", "gatewayz", "leafz",
+    "accountz", "accstatz", "healthz", "metrics", "dashboard"])
+
+
 @implementer(IBroker)
 class Broker:
     """Shared state of one server; plugins see it through IBroker."""
@@ -232,7 +239,11 @@ class Broker:
         self._info_extra[key] = value
 
     def add_monitor_endpoint(self, path, handler):
-        self.monitor_endpoints[path.strip("/")] = handler
+        name = path.strip("/")
+        if name in BUILTIN_MONITOR_PATHS or name in self.monitor_endpoints:
+            # (served by the monitor or another plugin: it would never be reached)
+            raise ValueError("monitor endpoint /%s is taken" % name)
+        self.monitor_endpoints[name] = handler
 
     def info_fields(self, client=None, connect_info=False):
         """INFO for a new client, fields in nats-server's order (its ``Info``

@@ -233,7 +233,16 @@ class IBroker(Interface):
         """Add ``key: value`` to the INFO sent to every new client."""
 
     def add_monitor_endpoint(path, handler):
-        """Serve ``handler(request) -> dict`` as JSON at ``/path`` on the monitoring port."""
+        """Serve ``handler(request) -> dict`` (or a Deferred firing with one)
+        as JSON at ``/path`` on the monitoring port.
+
+        ``request`` is Twisted's ``IRequest``; ``request.query`` is its query
+        string decoded as nats-server decodes its endpoints' (Go's
+        ``URL.Query()``): ``{name: [value, ...]}``, str, blank values kept.
+        Raising ``ValueError`` answers 400 with its text. Raises
+        ``ValueError`` if the path is taken (a built-in endpoint such as
+        ``healthz``, or another plugin's): provide :class:`IHealthCheck` to
+        take part in ``/healthz``."""
 
     def clients():
         """The connected clients, an iterable of IClient."""
@@ -360,3 +369,18 @@ class IClientOpFilter(Interface):
         while every plugin that filters ``OP_PUB`` filters ``OP_PUBS`` too,
         so an ``OP_PUB`` filter alone sees every PUB one by one.
         """
+
+
+class IHealthCheck(Interface):
+    """A plugin that takes part in ``/healthz`` (and the ``healthz`` of
+    ``/metrics``): the server is healthy only while every such plugin is."""
+
+    def health_check():
+        """``None`` (or ``""``) when healthy, otherwise a short text saying
+        what is wrong. Called in the reactor thread for every plain
+        ``/healthz`` request (not those limited to JetStream with
+        ``js-enabled-only``, ``js-server-only``, ``js-meta-only`` or an
+        ``account``), so it must be quick. A failure answers 503
+        ``{"status": "unavailable", "error": "<name>: <text>"}``, with
+        ``details=true`` one ``{"type": "PLUGIN", "error": ...}`` per failed
+        plugin; a check that raises counts as failed."""

@@ -99,3 +99,84 @@ def _path(tmp_path):
     # The plugin's directory, then this tree (the environment's replaces
     # ServerProcess's own PYTHONPATH).
     return {"PYTHONPATH": str(tmp_path) + os.pathsep + ROOT}
+
+
+MONITOR_PLUGIN = textwrap.dedent('''
+    """An endpoint with a decoded query, and a health check switched by a subject."""
+    from zope.interface import implementer
+
+    from natsbroker.interfaces import IBrokerPlugin, IHealthCheck
+
+    @implementer(IBrokerPlugin, IHealthCheck)
+    class Plugin:
+        name = "probe"
+
+        def __init__(self, config):
+            self.problem = None
+
+        def start(self, broker):
+            broker.add_monitor_endpoint("probez", lambda request: {"query": request.query})
+            refused = []
+            for path in ("healthz", "/varz/", "probez"):
+                try:
+                    broker.add_monitor_endpoint(path, lambda request: {})
+                except ValueError as e:
+                    refused.append(str(e))
+            broker.add_monitor_endpoint("refusedz", lambda request: {"refused": refused})
+            broker.subscribe("probe.problem", self.on_problem)
+
+        def stop(self):
+            pass
+
+        def on_problem(self, sub, subject, reply, hdr_len, raw):
+            self.problem = raw[hdr_len:].decode() or None
+
+        def health_check(self):
+            return self.problem
+''')
+
+
+def _get(server, path):
+    url = "http://127.0.0.1:%d%s" % (server.http_port, path)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def _publish(url, subject, payload):
+    nc = await nats.connect(url)
+    try:
+        await nc.publish(subject, payload)
+        await nc.flush()
+    finally:
+        await nc.close()
+
+
+def test_endpoint_query_taken_paths_and_health_check(tmp_path):
+    conf = _write(tmp_path, "probe_plugin", MONITOR_PLUGIN)
+    with ServerProcess("natsbroker", ["-c", str(conf), "-m", "-1"], env=_path(tmp_path)) as server:
+        assert _get(server, "/probez?a=1&b=&a=%20x&c") == (
+            200, {"query": {"a": ["1", " x"], "b": [""], "c": [""]}})
+        assert _get(server, "/refusedz") == (200, {"refused": [
+            "monitor endpoint /healthz is taken", "monitor endpoint /varz is taken",
+            "monitor endpoint /probez is taken"]})
+        assert _get(server, "/healthz") == (200, {"status": "ok"})
+        asyncio.run(_publish(server.url, "probe.problem", b"disk full"))
+        assert _get(server, "/healthz") == (503, {"status": "unavailable",
+                                                  "error": "probe: disk full"})
+        assert _get(server, "/healthz?details=true") == (503, {
+            "status": "unavailable",
+            "errors": [{"type": "PLUGIN", "error": "probe: disk full"}]})
+        asyncio.run(_publish(server.url, "probe.problem", b""))
+        assert _get(server, "/healthz") == (200, {"status": "ok"})
+
+
+def test_builtin_monitor_paths_are_the_monitors_own():
+    from natsbroker.broker import BUILTIN_MONITOR_PATHS, Broker
+    from natsbroker.config.model import ServerConfig
+    from natsbroker.monitoring.endpoints import MonitorResource
+    from twisted.internet.task import Clock
+    resource = MonitorResource(Broker(ServerConfig(), Clock()))
+    assert {p.strip("/") for p in resource._builtin} == BUILTIN_MONITOR_PATHS
