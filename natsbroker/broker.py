@@ -8,6 +8,7 @@ protocol flushes after each read, and internal publishes schedule one flush.
 
 import collections
 import itertools
+import os
 import time
 
 from twisted.logger import Logger
@@ -85,6 +86,10 @@ class Stats:
         self.closed_out_msgs += client.out_msgs
         self.closed_out_bytes += client.out_bytes
 
+
+# The store directory when neither store_dir nor -sd gives one (relative to
+# the working directory).
+DEFAULT_STORE_DIR = "data"
 
 # The monitoring port's own endpoints (natsbroker.monitoring.endpoints): no
 # plugin may add one of these paths.
@@ -237,6 +242,13 @@ class Broker:
 
     def add_info_field(self, key, value):
         self._info_extra[key] = value
+
+    def store_path(self, name):
+        """``<store_dir>/<name>``, absolute (IBroker.store_path)."""
+        if not name or name in (".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+            raise ValueError("store directory name %r is not one path component" % (name,))
+        root = self.config.jetstream.store_dir or os.path.join(os.getcwd(), DEFAULT_STORE_DIR)
+        return os.path.join(os.path.abspath(root), name)
 
     def add_monitor_endpoint(self, path, handler):
         name = path.strip("/")

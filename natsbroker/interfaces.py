@@ -219,11 +219,15 @@ class IBroker(Interface):
     def end():
         """End a batch started with :meth:`begin`; the outermost end flushes."""
 
-    def subscribe(subject, callback, queue=None):
+    def subscribe(subject, callback, queue=None, hidden=False):
         """Subscribe internally; returns the Subscription.
 
         ``callback(sub, subject, reply, hdr_len, raw)`` is called for every
         matching message, within the reactor thread.
+
+        With ``hidden`` the subscription is the plugin's own business, as
+        nats-server's internal clients' are: /subsz, the subscription counts
+        of /varz, /accountz and /accstatz leave it out.
         """
 
     def unsubscribe(sub):
@@ -231,6 +235,14 @@ class IBroker(Interface):
 
     def add_info_field(key, value):
         """Add ``key: value`` to the INFO sent to every new client."""
+
+    def store_path(name):
+        """The absolute directory ``<store_dir>/<name>`` in which a plugin
+        keeps its files (``name``: one path component, by convention the
+        plugin's name, as ``jetstream`` and ``changefeed`` use theirs).
+        ``store_dir`` is the server's (``store_dir`` in the config file,
+        ``-sd``), ``./data`` when not given. Not created: make it (0700, with
+        ``os.makedirs``) when there is something to keep."""
 
     def add_monitor_endpoint(path, handler):
         """Serve ``handler(request) -> dict`` (or a Deferred firing with one)

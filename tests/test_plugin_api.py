@@ -180,3 +180,54 @@ def test_builtin_monitor_paths_are_the_monitors_own():
     from twisted.internet.task import Clock
     resource = MonitorResource(Broker(ServerConfig(), Clock()))
     assert {p.strip("/") for p in resource._builtin} == BUILTIN_MONITOR_PATHS
+
+
+STATE_PLUGIN = textwrap.dedent('''
+    """Counts its starts in its store directory; one hidden and one shown subscription."""
+    import os
+
+    from zope.interface import implementer
+
+    from natsbroker.interfaces import IBrokerPlugin
+
+    @implementer(IBrokerPlugin)
+    class Plugin:
+        name = "keeper"
+
+        def __init__(self, config):
+            pass
+
+        def start(self, broker):
+            d = broker.store_path("keeper")
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            path = os.path.join(d, "starts")
+            starts = int(open(path).read()) + 1 if os.path.exists(path) else 1
+            with open(path, "w") as f:
+                f.write(str(starts))
+            answer = lambda sub, subject, reply, h, raw: broker.publish(reply, b"%d|%s" % (starts, d.encode()))
+            broker.subscribe("keeper.hidden", answer, hidden=True)
+            broker.subscribe("keeper.shown", answer)
+
+        def stop(self):
+            pass
+''')
+
+
+def test_store_path_keeps_state_and_hidden_subscriptions(tmp_path):
+    conf = _write(tmp_path, "keeper_plugin", STATE_PLUGIN)
+    store = tmp_path / "store"
+    args = ["-c", str(conf), "-m", "-1", "-sd", str(store)]
+    for starts in (1, 2):
+        with ServerProcess("natsbroker", args, env=_path(tmp_path)) as server:
+            got = asyncio.run(_request(server.url, "keeper.hidden"))
+            assert got == b"%d|%s" % (starts, str(store / "keeper").encode())
+            assert asyncio.run(_request(server.url, "keeper.shown")) == got
+            _, subsz = _get(server, "/subsz?subs=1")
+            _, varz = _get(server, "/varz")
+    subjects = [s["subject"] for s in subsz["subscriptions_list"]]
+    assert "keeper.shown" in subjects and "keeper.hidden" not in subjects
+    assert subsz["num_subscriptions"] == len(subjects) == varz["subscriptions"]
+    # Without -sd: ./data, as JetStream's default.
+    with ServerProcess("natsbroker", ["-c", str(conf)], env=_path(tmp_path)) as server:
+        got = asyncio.run(_request(server.url, "keeper.hidden"))
+        assert got == b"1|%s" % os.path.join(server.dir, "data", "keeper").encode()

@@ -193,10 +193,14 @@ class Monitor:
         return self.broker.plugin("system")
 
     def _hidden(self, acc):
+        """Subscriptions /subsz and the counts leave out: the system plugin's
+        own and those plugins made with ``subscribe(..., hidden=True)``."""
         own = getattr(self._system(), "internal_subscriptions", None)
-        if not own:
-            return ()
-        return own.get(acc.name, ())
+        system = own.get(acc.name, ()) if own else ()
+        hidden = getattr(acc, "hidden_subscriptions", None)
+        if not hidden:
+            return system
+        return list(system) + list(hidden.values())
 
     def account_clients(self, acc):
         """The open connections of account ``acc``."""
@@ -246,10 +250,11 @@ class Monitor:
         fanout_total = samples = 0.0
         for acc in accounts:
             sl = acc.sublist
-            hidden = len(self._hidden(acc))
+            own = getattr(self._system(), "internal_subscriptions", None)
+            hidden = len(own.get(acc.name, ())) if own else 0
             n += sl.count - sum(1 for s in self._hidden(acc) if not s.closed)
-            inserts += max(sl.inserts - hidden, 0)
-            removes += sl.removes
+            inserts += max(sl.inserts - hidden - getattr(acc, "hidden_inserts", 0), 0)
+            removes += max(sl.removes - getattr(acc, "hidden_removes", 0), 0)
             cache += sl.cache_size
             m = max(sl.misses, self.traffic(acc)[0])
             matches += m
