@@ -19,7 +19,7 @@ from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.accounts.imports import wire as wire_imports
 from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
-from natsbroker.interfaces import IBroker
+from natsbroker.interfaces import IAccountObserver, IBroker
 
 log = Logger()
 
@@ -123,6 +123,7 @@ class Broker:
         self.monitor_endpoints = {}
         self._plugins = []
         self._by_name = {}
+        self._account_observers = []
         self._dirty = []
         self._flush_call = None
         self._depth = 0
@@ -183,7 +184,18 @@ class Broker:
             acc = self.accounts[name] = Account(self, name, mappings=mappings, is_system=is_system)
             if self.cluster is not None:
                 self.cluster.watch_account(acc)
+            self.account_event("account_added", acc)
         return acc
+
+    def account_event(self, event, acc):
+        """Tell the started IAccountObserver plugins: ``event`` is
+        ``account_added``, ``account_updated`` or ``account_removed``."""
+        for plugin in self._account_observers:
+            try:
+                getattr(plugin, event)(acc)
+            except Exception:
+                log.failure("plugin {name} failed on {event} {account}", name=plugin.name,
+                            event=event, account=acc.name)
 
     def account(self, name):
         """The account called ``name`` (an IBroker view of it), or ``None``."""
@@ -219,6 +231,14 @@ class Broker:
 
     def providers(self, iface):
         return [p for p in self._plugins if iface.providedBy(p)]
+
+    def plugin_started(self, plugin):
+        """``plugin`` has started: from now on it hears of accounts (if an
+        IAccountObserver), beginning with those there are."""
+        if IAccountObserver.providedBy(plugin) and plugin not in self._account_observers:
+            self._account_observers.append(plugin)
+            for acc in list(self.accounts.values()):
+                plugin.account_added(acc)
 
     # -- clients ---------------------------------------------------------
 

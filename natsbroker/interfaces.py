@@ -396,3 +396,29 @@ class IHealthCheck(Interface):
         ``{"status": "unavailable", "error": "<name>: <text>"}``, with
         ``details=true`` one ``{"type": "PLUGIN", "error": ...}`` per failed
         plugin; a check that raises counts as failed."""
+
+
+class IAccountObserver(Interface):
+    """A plugin that follows the accounts: one that serves a subject in
+    every account subscribes in each as it appears.
+
+    ``account`` is an account as :meth:`IBroker.account` returns it. Called
+    in the reactor thread, only once the plugin has started."""
+
+    def account_added(account):
+        """``account`` exists: called for every account there is right after
+        the plugin's :meth:`IBrokerPlugin.start` has finished (``$G``, the
+        system account, those of the config file, and any made before then),
+        then for every account made while the server runs (operator mode:
+        an account JWT loaded when a user of it logs in or a lookup needs
+        it)."""
+
+    def account_updated(account):
+        """``account``'s JWT was replaced (operator mode): its limits,
+        imports, exports or mappings may have changed."""
+
+    def account_removed(account):
+        """``account``'s JWT was deleted from the resolver (operator mode):
+        its clients are gone and no one logs in to it any more, as in
+        nats-server. The account object stays; a later JWT for it comes
+        back through :meth:`account_updated` or :meth:`account_added`."""

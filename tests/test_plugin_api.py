@@ -231,3 +231,85 @@ def test_store_path_keeps_state_and_hidden_subscriptions(tmp_path):
     with ServerProcess("natsbroker", ["-c", str(conf)], env=_path(tmp_path)) as server:
         got = asyncio.run(_request(server.url, "keeper.hidden"))
         assert got == b"1|%s" % os.path.join(server.dir, "data", "keeper").encode()
+
+
+ACCOUNTS_PLUGIN = textwrap.dedent('''
+    """Answers whoami.plugin in every account; lists the account events at /eventsz."""
+    from zope.interface import implementer
+
+    from natsbroker.interfaces import IAccountObserver, IBrokerPlugin
+
+    @implementer(IBrokerPlugin, IAccountObserver)
+    class Plugin:
+        name = "accounts-watch"
+
+        def __init__(self, config):
+            self.events = []
+
+        def start(self, broker):
+            broker.add_monitor_endpoint("eventsz", lambda request: {"events": self.events})
+
+        def stop(self):
+            pass
+
+        def account_added(self, account):
+            self.events.append(["added", account.name])
+            def answer(sub, subject, reply, hdr_len, raw, account=account):
+                if reply:
+                    account.publish(reply, account.name.encode())
+            account.subscribe("whoami.plugin", answer, hidden=True)
+
+        def account_updated(self, account):
+            self.events.append(["updated", account.name])
+
+        def account_removed(self, account):
+            self.events.append(["removed", account.name])
+''')
+
+
+def test_account_events_for_config_accounts(tmp_path):
+    conf = _write(tmp_path, "watch_plugin", ACCOUNTS_PLUGIN, conf=(
+        "accounts { A { users = [{user: a, password: a}] }, "
+        "B { users = [{user: b, password: b}] } }\n"))
+    with ServerProcess("natsbroker", ["-c", str(conf), "-m", "-1"], env=_path(tmp_path)) as server:
+        _, events = _get(server, "/eventsz")
+        who = [asyncio.run(_request("nats://%s:%s@127.0.0.1:%d" % (u, u, server.port), "whoami.plugin"))
+               for u in ("a", "b")]
+    assert sorted(events["events"]) == [["added", "$G"], ["added", "$SYS"], ["added", "A"],
+                                        ["added", "B"]]
+    assert who == [b"A", b"B"]
+
+
+def test_account_events_for_jwt_accounts(tmp_path):
+    from tests.test_jwt import creds
+    from tests.test_jwt_updates import P, Keys, _update
+    from natsbroker.auth.jwt import claims as C
+    keys = Keys()
+    jwts = tmp_path / "jwts"
+    jwts.mkdir()
+    for kp, token in [(keys.sys, keys.sys_jwt), (keys.a, keys.a_jwt)]:
+        (jwts / ("%s.jwt" % P(kp))).write_text(token)
+    (tmp_path / "op.jwt").write_text(keys.operator_jwt)
+    conf = _write(tmp_path, "watch_plugin", ACCOUNTS_PLUGIN, conf=(
+        "operator: %s\nsystem_account: %s\nresolver { type: full, dir: %s, allow_delete: true }\n"
+        % (tmp_path / "op.jwt", P(keys.sys), jwts)))
+
+    async def run(server):
+        sc = await nats.connect(server.url, user_credentials=creds(tmp_path, *keys.user(keys.sys),
+                                                                  name="sys.creds"))
+        user = await nats.connect(server.url, user_credentials=creds(tmp_path, *keys.user(keys.a)))
+        who = (await user.request("whoami.plugin", b"", timeout=10)).data
+        assert (await _update(sc, keys.account(keys.a, "A", subs=5)))["message"] == "jwt updated"
+        req = C.encode("generic", P(keys.op), keys.op, nats={"accounts": [P(keys.a)]})
+        await sc.request("$SYS.REQ.CLAIMS.DELETE", req.encode(), timeout=5)
+        await user.close()
+        await sc.close()
+        return who
+
+    with ServerProcess("natsbroker", ["-c", str(conf), "-m", "-1"], env=_path(tmp_path)) as server:
+        who = asyncio.run(run(server))
+        _, events = _get(server, "/eventsz")
+    a = P(keys.a)
+    assert who == a.encode()
+    assert [e for e in events["events"] if e[1] == a] == [["added", a], ["updated", a], ["removed", a]]
+    assert ["added", P(keys.sys)] in events["events"]
