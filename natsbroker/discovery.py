@@ -20,9 +20,10 @@ class PluginFactory:
     ``enabled(config)`` decides whether the server gets the plugin at all.
     """
 
-    def __init__(self, name, plugin_class, order=100, enabled=None):
+    def __init__(self, name, plugin_class, order=100, enabled=None, config_block=None):
         self.name = name
         self.order = order
+        self.config_block = config_block
         self._class = plugin_class
         self._enabled = enabled
 
@@ -46,8 +47,15 @@ class PluginLoadError(Exception):
     pass
 
 
-def load_named(spec, config):
-    """Load ``module:object`` as a plugin: a factory, a class, or an instance."""
+def config_blocks(specs=()):
+    """The top-level config file blocks plugins claim: the ``config_block``
+    of every drop-in factory and of the plugins named by ``specs``
+    (``module:object``), lower case."""
+    objects = list(discover()) + [_named(spec) for spec in specs]
+    return {b.lower() for b in (getattr(o, "config_block", None) for o in objects) if b}
+
+
+def _named(spec):
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise PluginLoadError("plugin %r is not of the form module:object" % spec)
@@ -57,6 +65,12 @@ def load_named(spec, config):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as e:
         raise PluginLoadError("cannot load plugin %r: %s" % (spec, e))
+    return obj
+
+
+def load_named(spec, config):
+    """Load ``module:object`` as a plugin: a factory, a class, or an instance."""
+    obj = _named(spec)
     if IBrokerPluginFactory.providedBy(obj):
         return obj.make_plugin(config)
     if IBrokerPlugin.providedBy(obj):

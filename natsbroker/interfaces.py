@@ -352,6 +352,14 @@ class IBrokerPluginFactory(Interface):
 
     name = Attribute("The plugin's name.")
     order = Attribute("Start order (lower first); the core pub/sub plugin is 0.")
+    config_block = Attribute(
+        "Optional: the name of the top-level config file block the plugin owns, e.g. "
+        "``'myplugin'`` for ``myplugin { ... }``. Its value, as plain dicts, lists, "
+        "strings, numbers and bools, is ``config.plugin_config['myplugin']`` (absent when "
+        "the file has no such block). Without a plugin claiming it, such a block is "
+        "refused as nats-server refuses an unknown field. Also read from a plugin "
+        "object or class named in the config's ``plugins``. A name the server "
+        "itself uses is not the plugin's.")
 
     def make_plugin(config):
         """Return an :class:`IBrokerPlugin` for ``config``, or ``None`` if disabled."""

@@ -313,3 +313,60 @@ def test_account_events_for_jwt_accounts(tmp_path):
     assert who == a.encode()
     assert [e for e in events["events"] if e[1] == a] == [["added", a], ["updated", a], ["removed", a]]
     assert ["added", P(keys.sys)] in events["events"]
+
+
+BLOCK_PLUGIN = textwrap.dedent('''
+    """Owns the greeter { ... } block of the config file."""
+    import json
+
+    from twisted.plugin import IPlugin
+    from zope.interface import implementer
+
+    from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory
+
+    @implementer(IBrokerPlugin)
+    class Greeter:
+        name = "greeter"
+
+        def __init__(self, config):
+            self.block = config.plugin_config.get("greeter")
+
+        def start(self, broker):
+            broker.subscribe("greet", lambda sub, subject, reply, h, raw:
+                             broker.publish(reply, json.dumps(self.block).encode()))
+
+        def stop(self):
+            pass
+
+    @implementer(IPlugin, IBrokerPluginFactory)
+    class Factory:
+        name = "greeter"
+        order = 60
+        config_block = "greeter"
+
+        def make_plugin(self, config):
+            return Greeter(config)
+
+    greeter = Factory()
+''')
+
+
+def test_plugin_config_block(tmp_path):
+    (tmp_path / "greeter_plugin.py").write_text(BLOCK_PLUGIN)
+    conf = tmp_path / "server.conf"
+    conf.write_text('plugins: ["greeter_plugin:greeter"]\n'
+                    'GREETER { greeting: "hello", subjects: [a, b], limits { n: 5, size: 1KB } }\n')
+    with ServerProcess("natsbroker", ["-c", str(conf)], env=_path(tmp_path)) as server:
+        got = json.loads(asyncio.run(_request(server.url, "greet")))
+    assert got == {"greeting": "hello", "subjects": ["a", "b"], "limits": {"n": 5, "size": 1024}}
+    # Without the plugin, the block is nats-server's unknown field.
+    conf.write_text('greeter { greeting: "hello" }\n')
+    for kind in ("nats-server", "natsbroker"):
+        server = ServerProcess(kind, ["-c", str(conf)], env=_path(tmp_path))
+        try:
+            server.start()
+            raise AssertionError("%s started" % kind)
+        except RuntimeError as e:
+            assert 'server.conf:1:0: unknown field "greeter"' in str(e), (kind, str(e))
+        finally:
+            server.stop()
