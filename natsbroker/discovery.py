@@ -6,8 +6,10 @@ drop-in package (objects providing IBrokerPluginFactory), and by
 """
 
 import importlib
+import sys
 
 from twisted.plugin import IPlugin, getPlugins
+from twisted.python.modules import getModule
 from zope.interface import implementer
 
 from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory
@@ -37,10 +39,29 @@ class PluginFactory:
 
 
 def discover():
-    """Every IBrokerPluginFactory in the ``natsbroker.plugins`` drop-in package."""
+    """Every IBrokerPluginFactory in the ``natsbroker.plugins`` drop-in package.
+
+    Raises :class:`PluginLoadError` for a drop-in module that cannot be
+    imported: a server without a plugin its operator installed must not
+    start (Twisted's ``getPlugins`` would log the traceback and go on)."""
     # Imported here: the built-in plugins import the core, never the other way.
     from natsbroker import plugins as dropin
+    _import_dropins(dropin)
     return list(getPlugins(IBrokerPluginFactory, dropin))
+
+
+def _import_dropins(package):
+    # Every module getPlugins would load, imported first (once per process:
+    # then getPlugins finds them in sys.modules).
+    for module in getModule(package.__name__).iterModules():
+        if module.name in sys.modules:
+            continue
+        try:
+            module.load()
+        except Exception as e:
+            sys.modules.pop(module.name, None)
+            raise PluginLoadError("cannot load plugin %s (%s): %s: %s" % (
+                module.name, module.filePath.path, type(e).__name__, e)) from None
 
 
 class PluginLoadError(Exception):

@@ -370,3 +370,35 @@ def test_plugin_config_block(tmp_path):
             assert 'server.conf:1:0: unknown field "greeter"' in str(e), (kind, str(e))
         finally:
             server.stop()
+
+
+def _fatal_start(command, env, cwd):
+    import subprocess
+    p = subprocess.run(command, capture_output=True, env=env, cwd=cwd, timeout=60)
+    return p.returncode, (p.stdout + p.stderr).decode(errors="replace")
+
+
+def test_broken_dropin_stops_the_server(tmp_path):
+    import re
+    import shutil
+    import sys
+    from tests.support.servers import broker_command
+    dropins = tmp_path / "site" / "natsbroker" / "plugins"
+    dropins.mkdir(parents=True)
+    (dropins / "broken_dropin.py").write_text("import no_such_module_for_natsbroker\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site") + os.pathsep + ROOT)
+    twistd = os.path.join(os.path.dirname(sys.executable), "twistd")
+    assert shutil.which(twistd)
+    # natsbroker: nats-server's [FTL] line, its last; twistd: the same text
+    # as a critical line of its own log format.
+    status, out = _fatal_start(broker_command() + ["-p", "-1"], env, str(tmp_path))
+    assert status == 1 and "Traceback" not in out, out
+    assert re.search(r"\[FTL\] " + WHY + "$", out.splitlines()[-1]), out
+    status, out = _fatal_start([twistd, "-n", "--pidfile=", "natsbroker", "--port", "-1"], env,
+                               str(tmp_path))
+    assert status == 1 and "Traceback" not in out, out
+    assert len(re.findall(r"#critical\] " + WHY + "\n", out)) == 1, out
+
+
+WHY = (r"cannot load plugin natsbroker\.plugins\.broken_dropin \(.*broken_dropin\.py\): "
+       r"ModuleNotFoundError: No module named 'no_such_module_for_natsbroker'")
