@@ -8,6 +8,7 @@ protocol flushes after each read, and internal publishes schedule one flush.
 
 import collections
 import itertools
+import os
 import time
 
 from twisted.logger import Logger
@@ -18,7 +19,7 @@ from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.accounts.imports import wire as wire_imports
 from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
-from natsbroker.interfaces import IBroker
+from natsbroker.interfaces import IAccountObserver, IBroker
 
 log = Logger()
 
@@ -86,6 +87,17 @@ class Stats:
         self.closed_out_bytes += client.out_bytes
 
 
+# The store directory when neither store_dir nor -sd gives one (relative to
+# the working directory).
+DEFAULT_STORE_DIR = "data"
+
+# The monitoring port's own endpoints (natsbroker.monitoring.endpoints): no
+# plugin may add one of these paths.
+BUILTIN_MONITOR_PATHS = frozenset([
+    "", "varz", "connz", "subsz", "subscriptionsz", "routez", "gatewayz", "leafz",
+    "accountz", "accstatz", "healthz", "metrics", "dashboard"])
+
+
 @implementer(IBroker)
 class Broker:
     """Shared state of one server; plugins see it through IBroker."""
@@ -111,6 +123,7 @@ class Broker:
         self.monitor_endpoints = {}
         self._plugins = []
         self._by_name = {}
+        self._account_observers = []
         self._dirty = []
         self._flush_call = None
         self._depth = 0
@@ -171,7 +184,18 @@ class Broker:
             acc = self.accounts[name] = Account(self, name, mappings=mappings, is_system=is_system)
             if self.cluster is not None:
                 self.cluster.watch_account(acc)
+            self.account_event("account_added", acc)
         return acc
+
+    def account_event(self, event, acc):
+        """Tell the started IAccountObserver plugins: ``event`` is
+        ``account_added``, ``account_updated`` or ``account_removed``."""
+        for plugin in self._account_observers:
+            try:
+                getattr(plugin, event)(acc)
+            except Exception:
+                log.failure("plugin {name} failed on {event} {account}", name=plugin.name,
+                            event=event, account=acc.name)
 
     def account(self, name):
         """The account called ``name`` (an IBroker view of it), or ``None``."""
@@ -208,6 +232,14 @@ class Broker:
     def providers(self, iface):
         return [p for p in self._plugins if iface.providedBy(p)]
 
+    def plugin_started(self, plugin):
+        """``plugin`` has started: from now on it hears of accounts (if an
+        IAccountObserver), beginning with those there are."""
+        if IAccountObserver.providedBy(plugin) and plugin not in self._account_observers:
+            self._account_observers.append(plugin)
+            for acc in list(self.accounts.values()):
+                plugin.account_added(acc)
+
     # -- clients ---------------------------------------------------------
 
     def next_cid(self):
@@ -231,8 +263,19 @@ class Broker:
     def add_info_field(self, key, value):
         self._info_extra[key] = value
 
+    def store_path(self, name):
+        """``<store_dir>/<name>``, absolute (IBroker.store_path)."""
+        if not name or name in (".", "..") or os.sep in name or (os.altsep and os.altsep in name):
+            raise ValueError("store directory name %r is not one path component" % (name,))
+        root = self.config.jetstream.store_dir or os.path.join(os.getcwd(), DEFAULT_STORE_DIR)
+        return os.path.join(os.path.abspath(root), name)
+
     def add_monitor_endpoint(self, path, handler):
-        self.monitor_endpoints[path.strip("/")] = handler
+        name = path.strip("/")
+        if name in BUILTIN_MONITOR_PATHS or name in self.monitor_endpoints:
+            # (served by the monitor or another plugin: it would never be reached)
+            raise ValueError("monitor endpoint /%s is taken" % name)
+        self.monitor_endpoints[name] = handler
 
     def info_fields(self, client=None, connect_info=False):
         """INFO for a new client, fields in nats-server's order (its ``Info``

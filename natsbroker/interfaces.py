@@ -58,11 +58,15 @@ class IClientOps(Interface):
         connection, so handlers can be methods bound to per-connection state;
         the connection builds its dispatch table from these once.
 
+        An op belongs to the first plugin (in start order) that returns a
+        handler for it; a later plugin's handler for the same op is refused
+        (logged), never silently swapped in: to look at ops another plugin
+        handles (refuse some PUBs, count them), provide
+        :class:`IClientOpFilter`.
+
         ``OP_PUBS`` is a run of consecutive PUBs with one subject and reply,
         ``(OP_PUBS, subject, reply, payloads)``: the parser produces it only
-        while the table's ``OP_PUBS`` handler is the one that came with its
-        ``OP_PUB`` handler. A plugin that returns an ``OP_PUB`` handler without
-        an ``OP_PUBS`` one therefore sees every PUB one by one, as before.
+        when the plugin that handles ``OP_PUB`` handles ``OP_PUBS`` too.
         """
 
 
@@ -215,11 +219,15 @@ class IBroker(Interface):
     def end():
         """End a batch started with :meth:`begin`; the outermost end flushes."""
 
-    def subscribe(subject, callback, queue=None):
+    def subscribe(subject, callback, queue=None, hidden=False):
         """Subscribe internally; returns the Subscription.
 
         ``callback(sub, subject, reply, hdr_len, raw)`` is called for every
         matching message, within the reactor thread.
+
+        With ``hidden`` the subscription is the plugin's own business, as
+        nats-server's internal clients' are: /subsz, the subscription counts
+        of /varz, /accountz and /accstatz leave it out.
         """
 
     def unsubscribe(sub):
@@ -228,8 +236,25 @@ class IBroker(Interface):
     def add_info_field(key, value):
         """Add ``key: value`` to the INFO sent to every new client."""
 
+    def store_path(name):
+        """The absolute directory ``<store_dir>/<name>`` in which a plugin
+        keeps its files (``name``: one path component, by convention the
+        plugin's name, as ``jetstream`` and ``changefeed`` use theirs).
+        ``store_dir`` is the server's (``store_dir`` in the config file,
+        ``-sd``), ``./data`` when not given. Not created: make it (0700, with
+        ``os.makedirs``) when there is something to keep."""
+
     def add_monitor_endpoint(path, handler):
-        """Serve ``handler(request) -> dict`` as JSON at ``/path`` on the monitoring port."""
+        """Serve ``handler(request) -> dict`` (or a Deferred firing with one)
+        as JSON at ``/path`` on the monitoring port.
+
+        ``request`` is Twisted's ``IRequest``; ``request.query`` is its query
+        string decoded as nats-server decodes its endpoints' (Go's
+        ``URL.Query()``): ``{name: [value, ...]}``, str, blank values kept.
+        Raising ``ValueError`` answers 400 with its text. Raises
+        ``ValueError`` if the path is taken (a built-in endpoint such as
+        ``healthz``, or another plugin's): provide :class:`IHealthCheck` to
+        take part in ``/healthz``."""
 
     def clients():
         """The connected clients, an iterable of IClient."""
@@ -327,6 +352,81 @@ class IBrokerPluginFactory(Interface):
 
     name = Attribute("The plugin's name.")
     order = Attribute("Start order (lower first); the core pub/sub plugin is 0.")
+    config_block = Attribute(
+        "Optional: the name of the top-level config file block the plugin owns, e.g. "
+        "``'myplugin'`` for ``myplugin { ... }``. Its value, as plain dicts, lists, "
+        "strings, numbers and bools, is ``config.plugin_config['myplugin']`` (absent when "
+        "the file has no such block). Without a plugin claiming it, such a block is "
+        "refused as nats-server refuses an unknown field. Also read from a plugin "
+        "object or class named in the config's ``plugins``. A name the server "
+        "itself uses is not the plugin's.")
 
     def make_plugin(config):
         """Return an :class:`IBrokerPlugin` for ``config``, or ``None`` if disabled."""
+
+
+class IClientOpFilter(Interface):
+    """A plugin that sees client ops before the plugin handling them does
+    (:class:`IClientOps`; PUB, HPUB, SUB and UNSUB go to the core pub/sub
+    plugin), and may refuse or change them: a publish filter, an audit, a
+    message counter.
+
+    Filters chain: every filtering plugin's filter for an op runs, in start
+    order, then the op's handler. A server without filters dispatches ops
+    straight to their handlers (the filters cost nothing until one exists)."""
+
+    def client_op_filters(client):
+        """Return ``{op_code: op_filter}`` for one new connection (an
+        :class:`IClient`), like :meth:`IClientOps.client_ops`.
+
+        ``op_filter(op)`` returns the op to pass on (``op`` itself or a tuple
+        of the same shape) or ``None`` when it consumed it: then nothing else
+        sees it, and the filter has answered the client itself if it had to
+        (e.g. :meth:`IClient.permission_violation` for nats-server's
+        ``-ERR 'Permissions Violation for Publish to "x"'``).
+
+        The parser makes runs (``OP_PUBS``, see :class:`IClientOps`) only
+        while every plugin that filters ``OP_PUB`` filters ``OP_PUBS`` too,
+        so an ``OP_PUB`` filter alone sees every PUB one by one.
+        """
+
+
+class IHealthCheck(Interface):
+    """A plugin that takes part in ``/healthz`` (and the ``healthz`` of
+    ``/metrics``): the server is healthy only while every such plugin is."""
+
+    def health_check():
+        """``None`` (or ``""``) when healthy, otherwise a short text saying
+        what is wrong. Called in the reactor thread for every plain
+        ``/healthz`` request (not those limited to JetStream with
+        ``js-enabled-only``, ``js-server-only``, ``js-meta-only`` or an
+        ``account``), so it must be quick. A failure answers 503
+        ``{"status": "unavailable", "error": "<name>: <text>"}``, with
+        ``details=true`` one ``{"type": "PLUGIN", "error": ...}`` per failed
+        plugin; a check that raises counts as failed."""
+
+
+class IAccountObserver(Interface):
+    """A plugin that follows the accounts: one that serves a subject in
+    every account subscribes in each as it appears.
+
+    ``account`` is an account as :meth:`IBroker.account` returns it. Called
+    in the reactor thread, only once the plugin has started."""
+
+    def account_added(account):
+        """``account`` exists: called for every account there is right after
+        the plugin's :meth:`IBrokerPlugin.start` has finished (``$G``, the
+        system account, those of the config file, and any made before then),
+        then for every account made while the server runs (operator mode:
+        an account JWT loaded when a user of it logs in or a lookup needs
+        it)."""
+
+    def account_updated(account):
+        """``account``'s JWT was replaced (operator mode): its limits,
+        imports, exports or mappings may have changed."""
+
+    def account_removed(account):
+        """``account``'s JWT was deleted from the resolver (operator mode):
+        its clients are gone and no one logs in to it any more, as in
+        nats-server. The account object stays; a later JWT for it comes
+        back through :meth:`account_updated` or :meth:`account_added`."""

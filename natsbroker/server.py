@@ -117,6 +117,7 @@ class BrokerService(service.Service):
         for plugin in broker.plugins:
             yield defer.maybeDeferred(plugin.start, broker)
             self._started.append(plugin)
+            broker.plugin_started(plugin)
         self._accept()
         self._write_ports_file()
         log.info("Server is ready")

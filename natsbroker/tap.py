@@ -8,6 +8,10 @@ twistd writes the log, in its format, but not Twisted's start/stop chatter,
 and ``--debug``/``--trace`` choose the levels as -D/-V do.
 """
 
+import atexit
+import os
+import sys
+
 from twisted.application import service
 from twisted.logger import Logger
 from twisted.python import usage
@@ -110,4 +114,20 @@ def makeService(options):
     reactor.callWhenRunning(install_twistd, reactor, top)
     from natsbroker.gctune import tune
     reactor.callWhenRunning(tune)
+    if isinstance(top, service.MultiService):
+        atexit.register(_exit_status, top.getServiceNamed("natsbroker"))
     return top
+
+
+def _exit_status(broker_service):
+    """A server that could not start exits with status 1 under twistd too
+    (twistd itself ends with 0 whatever stopped its reactor): the last thing
+    the process does, after twistd has removed its pid file."""
+    code = getattr(broker_service, "exit_code", 0)
+    if code:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)

@@ -210,13 +210,13 @@ def test_internal_subscriber_sees_every_message_of_a_run():
     assert pub.in_msgs == 100
 
 
-def test_a_pub_handler_without_runs_sees_every_pub():
-    # A plugin that replaces the PUB handler but knows nothing of runs gets
-    # every PUB as an op of its own.
+def test_a_pub_filter_without_runs_sees_every_pub():
+    # A plugin that filters PUBs but knows nothing of runs gets every PUB as
+    # an op of its own; pubsub still delivers them all.
     from zope.interface import implementer
-    from natsbroker.interfaces import IBrokerPlugin, IClientOps
+    from natsbroker.interfaces import IBrokerPlugin, IClientOpFilter
 
-    @implementer(IBrokerPlugin, IClientOps)
+    @implementer(IBrokerPlugin, IClientOpFilter)
     class Counter:
         name = "counter"
         got = []
@@ -227,12 +227,47 @@ def test_a_pub_handler_without_runs_sees_every_pub():
         def stop(self):
             pass
 
-        def client_ops(self, client):
-            return {P.OP_PUB: self.got.append}
+        def client_op_filters(self, client):
+            def count(op):
+                self.got.append(op)
+                return op
+            return {P.OP_PUB: count}
 
     s = _Setup()
     s.broker.add_plugin(Counter())
     pub, _ = s.connect()
+    sub, t = s.connect()
     assert not pub.parser.runs
+    sub.dataReceived(b"SUB foo 1\r\n")
     pub.dataReceived(_pubs(b"foo", 50))
     assert [op[3] for op in Counter.got] == [b"%05d" % i for i in range(50)]
+    assert t.value().count(b"MSG foo 1 5\r\n") == 50
+
+
+def test_a_second_pub_handler_does_not_replace_pubsub():
+    # Before, the op tables were merged with dict.update: a plugin's OP_PUB
+    # silently replaced pubsub's and every PUB was dropped.
+    from zope.interface import implementer
+    from natsbroker.interfaces import IBrokerPlugin, IClientOps
+
+    @implementer(IBrokerPlugin, IClientOps)
+    class Thief:
+        name = "thief"
+
+        def start(self, broker):
+            pass
+
+        def stop(self):
+            pass
+
+        def client_ops(self, client):
+            return {P.OP_PUB: lambda op: None}
+
+    s = _Setup()
+    s.broker.add_plugin(Thief())
+    pub, _ = s.connect()
+    sub, t = s.connect()
+    assert pub.parser.runs
+    sub.dataReceived(b"SUB foo 1\r\n")
+    pub.dataReceived(_pubs(b"foo", 20))
+    assert t.value().count(b"MSG foo 1 5\r\n") == 20

@@ -96,6 +96,11 @@ class Account:
         self.mappings = None
         self._counted = False
         self._rr = 0
+        # Plugins' subscriptions made with hidden=True: not in /subsz and the
+        # counts (as nats-server's internal clients' are not), and how many
+        # such were ever made and removed (Sublist stats count them too).
+        self.hidden_subscriptions = {}
+        self.hidden_inserts = self.hidden_removes = 0
         if mappings:
             self.set_mappings(mappings)
 
@@ -359,10 +364,13 @@ class Account:
                 n += 1
         return n
 
-    def subscribe(self, subject, callback, queue=None):
+    def subscribe(self, subject, callback, queue=None, hidden=False):
         sid = b"i%d" % next(_internal_sids)
         sub = Subscription(_b(subject), sid, InternalSink(callback),
                            _b(queue) if queue else None)
+        if hidden:
+            self.hidden_subscriptions[id(sub)] = sub
+            self.hidden_inserts += 1
         self.sublist.insert(sub)
         if self.imports is not None:
             # (An internal subscriber gets stream imports as a client does.)
@@ -372,6 +380,8 @@ class Account:
     def unsubscribe(self, sub):
         if not sub.closed:
             sub.closed = True
+            if self.hidden_subscriptions.pop(id(sub), None) is not None:
+                self.hidden_removes += 1
             self.sublist.remove(sub)
             if self.imports is not None:
                 self.imports.sub_removed(sub)

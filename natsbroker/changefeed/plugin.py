@@ -78,8 +78,7 @@ class ChangeFeed:
             log.error("change feed: no plugin offers IStreamEvents (is JetStream on?); disabled")
             return
         self.js = js
-        store_dir = os.path.abspath(self.config.jetstream.store_dir or "data")
-        self.dir = os.path.abspath(self.cfg.dir or os.path.join(store_dir, "changefeed"))
+        self.dir = os.path.abspath(self.cfg.dir or broker.store_path("changefeed"))
         private.make_dirs(self.dir)  # 0700: the feed holds message data
         try:
             names = self._start_writer(LOCK_WAIT)

@@ -1791,6 +1791,43 @@ _SERVER = _table(
 # -- entry points -----------------------------------------------------------------
 
 
+def _with_plugin_blocks(tree):
+    """The top-level table, plus the blocks plugins claim (an
+    IBrokerPluginFactory's ``config_block``) among the keys it does not know:
+    ``myplugin { ... }`` goes to ``config.plugin_config["myplugin"]``. Plugins
+    are looked for only when there is such a key; an unclaimed one stays
+    nats-server's ``unknown field``."""
+    unknown = [k for k in tree if k.lower() not in _SERVER]
+    if not unknown:
+        return _SERVER
+    from natsbroker.discovery import PluginLoadError, config_blocks
+    specs = [v for k, v in tree.items() if k.lower() == "plugins" and isinstance(v, list)]
+    try:
+        claimed = config_blocks([s for v in specs for s in v if isinstance(s, str)])
+    except PluginLoadError as e:
+        raise ConfigError(str(e)) from None
+    table = dict(_SERVER)
+    for key in unknown:
+        if key.lower() in claimed:
+            table[key.lower()] = _plugin_block(key.lower())
+    return table
+
+
+def _plugin_block(name):
+    def handler(ld, v, at, out):
+        out.setdefault("plugin_config", {})[name] = _plain(v)
+    return handler
+
+
+def _plain(v):
+    """A parsed value as plain dicts, lists, str, numbers and bools."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
 def apply_overrides(config, overrides):
     """Return a copy of ``config`` with ``overrides`` (nested field dicts) set."""
     config = copy.deepcopy(config)
@@ -1897,7 +1934,7 @@ def load_config(path, config=None):
         raise ConfigError(e.nats_text()) from e
     loader = _Loader()
     try:
-        overrides = loader.block(tree, _SERVER, _Where(os.fspath(path), 1, 1))
+        overrides = loader.block(tree, _with_plugin_blocks(tree), _Where(os.fspath(path), 1, 1))
     except BadValue as e:  # only if the top level is not a map, which conf never returns
         raise ConfigError(f"{os.fspath(path)}: {e}") from None
     except ConfigError as e:

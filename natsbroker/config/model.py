@@ -435,6 +435,9 @@ class ServerConfig:
     mappings: list = attrs.field(factory=list)  # list[SubjectMapping]
     # Extra broker plugins named as "module:object".
     plugins: list = attrs.field(factory=list)
+    # The config file's blocks that plugins claim (their factory's
+    # config_block): {block name: its value as plain dicts and lists}.
+    plugin_config: dict = attrs.field(factory=dict)
     # Config file this came from, for /varz and reloads.
     config_file: str = ""
     # The tls block came from --tls* flags (a reload keeps it, as nats-server).

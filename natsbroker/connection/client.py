@@ -22,7 +22,7 @@ from natsbroker.accounts.account import GLOBAL_ACCOUNT
 from natsbroker.auth.users import NkeyName
 from natsbroker import jsonbound
 from natsbroker.gocompat.durations import format_duration
-from natsbroker.interfaces import IClient, IClientObserver, IClientOps
+from natsbroker.interfaces import IClient, IClientObserver, IClientOpFilter, IClientOps
 from natsbroker.auth.nkey import new_nonce
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
@@ -447,12 +447,23 @@ class ClientProtocol(protocol.Protocol):
             P.OP_OK: _ignore,
             P.OP_ERR: self._on_err,
         }
+        owner = {}
         for plugin in self.broker.providers(IClientOps):
-            ops = plugin.client_ops(self)
-            if P.OP_PUB in ops and P.OP_PUBS not in ops:
-                # A PUB handler that does not take runs must see every PUB.
-                table.pop(P.OP_PUBS, None)
-            table.update(ops)
+            ops = dict(plugin.client_ops(self))
+            if P.OP_PUB in ops and P.OP_PUB not in owner:
+                # Runs only for the PUB handler that came with an OP_PUBS one.
+                ops.setdefault(P.OP_PUBS, None)
+            for code, handler in ops.items():
+                if code in owner or code in table:
+                    _op_taken(self.broker, plugin, code, owner.get(code))
+                    continue
+                owner[code] = plugin
+                if handler is not None:
+                    table[code] = handler
+        filters = [plugin.client_op_filters(self)
+                   for plugin in self.broker.providers(IClientOpFilter)]
+        if filters:
+            _chain_filters(table, filters)
         # Runs of PUBs only for a handler that takes them.
         self.parser.runs = P.OP_PUBS in table
         # Ops no one handles (and the parser's OP_ERROR) get an entry too,
@@ -1328,3 +1339,46 @@ class ClientFactory(protocol.Factory):
         p = ClientProtocol(self.broker, self.authenticator, self.listener)
         p.factory = self
         return p
+
+
+# (server, plugin, op code) conflicts already logged: once per server.
+_conflicts_logged = set()
+
+
+def _op_taken(broker, plugin, code, holder):
+    """A second plugin claims an op: the first keeps it (silently replacing
+    pubsub's PUB would drop every message); say so once."""
+    key = (id(broker), plugin.name, code)
+    if key in _conflicts_logged:
+        return
+    _conflicts_logged.add(key)
+    held = "the core" if holder is None else "plugin %s" % holder.name
+    log.error("plugin {name}: {op} is handled by {held} already; "
+              "intercept it with IClientOpFilter instead", name=plugin.name,
+              op=P.OP_NAMES.get(code, code), held=held)
+
+
+def _chain_filters(table, filters):
+    """Put each plugin's op filters in front of the op's handler, first
+    plugin first. Without an OP_PUBS filter next to every OP_PUB one, runs
+    are turned off so that the OP_PUB filters see every PUB."""
+    codes = {code for f in filters for code in f}
+    if P.OP_PUB in codes and not all(P.OP_PUBS in f for f in filters if P.OP_PUB in f):
+        table.pop(P.OP_PUBS, None)
+    for code in codes:
+        handler = table.get(code)
+        if handler is None:
+            continue  # (OP_PUBS without runs, or an op no plugin handles)
+        for f in reversed(filters):
+            op_filter = f.get(code)
+            if op_filter is not None:
+                handler = _filtered(op_filter, handler)
+        table[code] = handler
+
+
+def _filtered(op_filter, handler):
+    def filtered(op):
+        op = op_filter(op)
+        if op is not None:
+            handler(op)
+    return filtered

@@ -861,9 +861,8 @@ class JetStream:
         scfg = getattr(system, "account_config", None)
         if scfg is not None and scfg.jetstream is not None:
             raise StartupError("Not allowed to enable JetStream on the system account")
-        store_dir = os.path.abspath(self.js.store_dir or os.path.join(os.getcwd(), "data"))
-        self.store_dir = store_dir
-        root = self.root = os.path.join(store_dir, "jetstream")
+        root = self.root = broker.store_path("jetstream")
+        self.store_dir = os.path.dirname(root)
         # nats-server's checks, and its words for a store it cannot use
         # (naming the directory as it was given).
         given = os.path.normpath(os.path.join(self.js.store_dir, "jetstream")) if self.js.store_dir else root

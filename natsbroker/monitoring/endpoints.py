@@ -43,7 +43,10 @@ the counts are for. That plugin names them in its ``internal_subscriptions``
 Plugins add endpoints with ``broker.add_monitor_endpoint(path, handler)``:
 ``handler(request)`` returns a dict (or a Deferred firing with one), served as
 JSON at ``/path``; raising ``ValueError`` answers ``400`` with its text, as
-nats-server does for bad query parameters. The JetStream plugin (the plugin
+nats-server does for bad query parameters. ``request.query`` holds the decoded
+query (:func:`query_lists`). A path the monitor serves itself, or another
+plugin took, is refused. Plugins providing ``IHealthCheck`` take part in
+``/healthz`` (see :func:`_plugin_health`). The JetStream plugin (the plugin
 named ``"jetstream"``) may also provide ``varz()`` returning /varz's
 ``"jetstream"`` block (nats-server's config/stats/limits shape) and
 ``healthz(options)`` returning a health status dict; see :func:`_healthz`.
@@ -73,6 +76,7 @@ from natsbroker.monitoring import prometheus as metrics
 from natsbroker.auth.users import NkeyName
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.identity import GIT_COMMIT, runtime
+from natsbroker.interfaces import IHealthCheck
 from natsbroker.connection.tls import cert_not_after
 from natsbroker.subjects import sublist as S
 from natsbroker.subjects.sublist import is_valid_literal_subject, subject_matches
@@ -189,10 +193,14 @@ class Monitor:
         return self.broker.plugin("system")
 
     def _hidden(self, acc):
+        """Subscriptions /subsz and the counts leave out: the system plugin's
+        own and those plugins made with ``subscribe(..., hidden=True)``."""
         own = getattr(self._system(), "internal_subscriptions", None)
-        if not own:
-            return ()
-        return own.get(acc.name, ())
+        system = own.get(acc.name, ()) if own else ()
+        hidden = getattr(acc, "hidden_subscriptions", None)
+        if not hidden:
+            return system
+        return list(system) + list(hidden.values())
 
     def account_clients(self, acc):
         """The open connections of account ``acc``."""
@@ -242,10 +250,11 @@ class Monitor:
         fanout_total = samples = 0.0
         for acc in accounts:
             sl = acc.sublist
-            hidden = len(self._hidden(acc))
+            own = getattr(self._system(), "internal_subscriptions", None)
+            hidden = len(own.get(acc.name, ())) if own else 0
             n += sl.count - sum(1 for s in self._hidden(acc) if not s.closed)
-            inserts += max(sl.inserts - hidden, 0)
-            removes += sl.removes
+            inserts += max(sl.inserts - hidden - getattr(acc, "hidden_inserts", 0), 0)
+            removes += max(sl.removes - getattr(acc, "hidden_removes", 0), 0)
             cache += sl.cache_size
             m = max(sl.misses, self.traffic(acc)[0])
             matches += m
@@ -732,6 +741,7 @@ class MonitorResource(resource.Resource):
             return _text(request, 400, str(e))
 
     def _plugin(self, request, handler):
+        request.query = query_lists(request)
         try:
             result = handler(request)
         except ValueError as e:
@@ -889,6 +899,15 @@ def _healthz(broker, opts):
         else:
             status["error"] = error
         return status
+    if not any(opts[k] for k in ("js-enabled-only", "js-server-only", "js-meta-only", "account")):
+        failed = _plugin_health(broker)
+        if failed:
+            status = {"status": "unavailable", "status_code": 503}
+            if opts["details"]:
+                status["errors"] = [{"type": "PLUGIN", "error": e} for e in failed]
+            else:
+                status["error"] = failed[0]
+            return status
     if not broker.config.jetstream.enabled:
         return {"status": "ok"}
     plugin = broker.plugin("jetstream")
@@ -898,6 +917,21 @@ def _healthz(broker, opts):
     # nats-server's answer when JetStream is configured but not running.
     return {"status": "unavailable", "status_code": 503,
             "error": "JetStream not enabled (10076)"}
+
+
+def _plugin_health(broker):
+    """What every IHealthCheck plugin finds wrong, as ``"name: error"`` lines
+    (a check that raises counts as failed)."""
+    failed = []
+    for plugin in broker.providers(IHealthCheck):
+        try:
+            error = plugin.health_check()
+        except Exception as e:
+            log.failure("health check of plugin {name} failed", name=plugin.name)
+            error = "health check failed: %s" % e
+        if error:
+            failed.append("%s: %s" % (plugin.name, error))
+    return failed
 
 
 class _Row:
@@ -1128,6 +1162,17 @@ def _str(b):
 
 
 # -- query parameters, decoded as nats-server's Go code does ------------------------
+
+def query_lists(request):
+    """Go's ``r.URL.Query()``: ``{name: [value, ...]}`` from the query string
+    only, blank values kept, in order (what a plugin's endpoint gets as
+    ``request.query``; the built-in endpoints use each name's first value)."""
+    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
+    query = {}
+    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
+        query.setdefault(key, []).append(value)
+    return query
+
 
 def _query(request):
     # Go's r.URL.Query().Get(): the query string only (never a POST body), the

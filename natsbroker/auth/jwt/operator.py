@@ -805,6 +805,7 @@ class OperatorMode:
         # JetStream enabled, its limits changed, or disabled (stores kept).
         jslimits.configure(self.broker, jacc, system=jacc.account.is_system)
         self._apply_to_clients(jacc, claims, old_keys)
+        self.broker.account_event("account_updated", jacc.account)
         return None
 
     def _apply_to_clients(self, jacc, claims, old_keys):
@@ -869,6 +870,7 @@ class OperatorMode:
         jacc.cancel_expiry()
         # (removeCb: its JetStream goes too; its stores stay)
         jslimits.disable(self.broker, jacc)
+        self.broker.account_event("account_removed", jacc.account)
 
     def server_response(self, body, server_last=False):
         """A system-account reply: ``{"server": <ServerInfo>, ...body}``

@@ -1,0 +1,2 @@
+"""An example natsbroker plugin written against the public plugin API only
+(natsbroker.interfaces, natsbroker.discovery): see README.md."""
