@@ -46,7 +46,8 @@ import re
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IShutdownObserver, IStreamEvents
+from natsbroker.interfaces import (IAccountJetStream, IBrokerPlugin, IHealthCheck, ILameDuckObserver,
+                                   IShutdownObserver, IStreamEvents, IVarzSection)
 from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
@@ -510,7 +511,7 @@ class JetStreamAccount:
             if c is None:
                 self.no_responders(local, reply)
             elif hdr_len and reply and apilevel.refused(raw[:hdr_len]):
-                c._send_status(reply, apilevel.STATUS_412)
+                c.send_status(reply, apilevel.STATUS_412)
             else:
                 c.next_request(reply, raw[hdr_len:])
             return
@@ -806,7 +807,8 @@ def _query(request):
 _U64 = 1 << 64
 
 
-@implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream, IShutdownObserver)
+@implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream, IShutdownObserver,
+             ILameDuckObserver, IVarzSection, IHealthCheck)
 class JetStream:
     """The JetStream plugin: a :class:`JetStreamAccount` per account with
     JetStream, nats-server's answer in the others, and what is server-wide
@@ -818,6 +820,7 @@ class JetStream:
     (``streams``, ``file_store``, ``sourcing``...: that account's)."""
 
     name = "jetstream"
+    varz_field = "jetstream"
 
     def __init__(self, config):
         self.config = config
@@ -829,6 +832,7 @@ class JetStream:
         self._unavailable = {}  # account name -> (account, [Subscription]) answering 10039
         self._told = {}  # account name -> (account, limits; None or False: disabled) before start
         self._started = False
+        self._stopped = False  # (once: in lame duck mode, or at shutdown)
         self.store_dir = None
         self.root = None
 
@@ -946,7 +950,23 @@ class JetStream:
                 for consumer in stream.consumers.values():
                     consumer.signal_shutdown()
 
+    def lame_duck_entered(self):
+        """As nats-server: JetStream shuts down on entering lame duck mode,
+        its stores closed while the clients are told to leave."""
+        self.stop()
+
     def stop(self):
+        if self._stopped:
+            return  # in lame duck mode already
+        self._stopped = True
+        log.info("Initiating JetStream Shutdown...")  # nats-server's words
+        try:
+            self._stop()
+        except Exception:
+            log.failure("plugin {name} failed to stop", name=self.name)
+        log.info("JetStream Shutdown")
+
+    def _stop(self):
         self._started = False
         for engine in self.accounts.values():
             engine.stop()
