@@ -32,21 +32,21 @@ A field is left out rather than invented when we have nothing true to put in it
 broker does not have (routes, leaf nodes, stalled producers) are reported as
 the zero they truly are.
 
-The subscriptions the system-account plugin (the plugin named ``"system"``)
-makes for itself - nats-server's internal system client and the service
-imports every account gets - are not counted or listed: nats-server's own
-internal subscriptions differ in number anyway, and what a client made is what
-the counts are for. That plugin names them in its ``internal_subscriptions``
-(``{account name: [Subscription]}``) and may add ``system_imports(name)`` /
-``system_exports(name)`` (lists in /accountz's import/export shape).
+The subscriptions a plugin makes for itself (the system account plugin's:
+nats-server's internal system client and the service imports every account
+gets) are not counted or listed: nats-server's own internal subscriptions
+differ in number anyway, and what a client made is what the counts are for.
+Such a plugin provides :class:`~natsbroker.interfaces.IInternalSubscriptions`;
+the one that provides :class:`~natsbroker.interfaces.ISystemEvents` adds its
+``system_imports(name)`` / ``system_exports(name)`` to /accountz.
 
 Plugins add endpoints with ``broker.add_monitor_endpoint(path, handler)``:
 ``handler(request)`` returns a dict (or a Deferred firing with one), served as
 JSON at ``/path``; raising ``ValueError`` answers ``400`` with its text, as
-nats-server does for bad query parameters. The JetStream plugin (the plugin
-named ``"jetstream"``) may also provide ``varz()`` returning /varz's
-``"jetstream"`` block (nats-server's config/stats/limits shape) and
-``healthz(options)`` returning a health status dict; see :func:`_healthz`.
+nats-server does for bad query parameters. A plugin fills a /varz field with
+:class:`~natsbroker.interfaces.IVarzSection` (JetStream's ``"jetstream"``
+block: nats-server's config/stats/limits shape) and has a say in /healthz
+with :class:`~natsbroker.interfaces.IHealthCheck`; see :func:`_healthz`.
 Without a ``jsz`` endpoint of a plugin, ``/jsz`` answers as nats-server does
 with JetStream off.
 """
