@@ -178,8 +178,13 @@ def _core_files():
             yield f
 
 
+def _plugin_name_test(node):
+    return node.value if isinstance(node, ast.Constant) else None
+
+
 def test_the_core_never_names_a_builtin_plugin():
-    """The core finds what plugins offer by interface, never a plugin by name.
+    """The core finds what plugins offer by interface, never a plugin by name
+    (no ``plugin("jetstream")``, no ``plugin.name == "jetstream"``).
     (natsbroker/plugins/ holds the factories that name them, by design.)"""
     names = set(BUILTINS)
     packages = {"natsbroker." + n for n in BUILTINS}
@@ -193,6 +198,11 @@ def test_the_core_never_names_a_builtin_plugin():
                     and isinstance(node.args[0], ast.Constant)
                     and node.args[0].value in names):
                 bad.append("%s:%d: plugin(%r)" % (rel, node.lineno, node.args[0].value))
+            if (isinstance(node, ast.Compare) and len(node.comparators) == 1
+                    and {_plugin_name_test(node.left), _plugin_name_test(node.comparators[0])}
+                    & names and any(isinstance(x, ast.Attribute) and x.attr == "name"
+                                    for x in (node.left, node.comparators[0]))):
+                bad.append("%s:%d: %s" % (rel, node.lineno, ast.unparse(node)))
         for line, module, name in _imports(f):
             full = module if name is None else module + "." + name
             if any(full == p or full.startswith(p + ".") or module == p or
