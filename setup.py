@@ -26,6 +26,7 @@ COMPILED = [
     "natsbroker/store/leveldb.py",
     "natsbroker/jetstream/consumer.py",
     "natsbroker/jetstream/stream.py",
+    "natsbroker/jetstream/account.py",
     "natsbroker/jetstream/plugin.py",
     "natsbroker/changefeed/plugin.py",
     "natsbroker/changefeed/writer.py",

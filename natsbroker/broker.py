@@ -173,8 +173,33 @@ class Broker:
         self.deliver = gacc.deliver
         self.subscribe = gacc.subscribe
         self.unsubscribe = gacc.unsubscribe
+        self.route_run = gacc.route_run
         # Exports and imports, once every account exists (None: there are none).
         self.cross_account = wire_imports(self)
+
+    # The broker acts in $G (IBroker): what an account says of itself, $G says.
+
+    @property
+    def name(self):
+        return self.global_account.name
+
+    @property
+    def is_system(self):
+        return self.global_account.is_system
+
+    @property
+    def account_config(self):
+        return self.global_account.account_config
+
+    @property
+    def imports(self):
+        return self.global_account.imports
+
+    @property
+    def monitor(self):
+        """The monitoring documents (IBroker.monitor), one per broker."""
+        from natsbroker.monitoring.endpoints import monitor_for
+        return monitor_for(self)
 
     def add_account(self, name, mappings=None, is_system=False):
         """Make account ``name`` at run time (operator mode: when a user of

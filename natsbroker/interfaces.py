@@ -15,12 +15,41 @@ On top of :class:`IBrokerPlugin`, a plugin may provide:
 * :class:`IClientOps` to handle protocol ops from clients (this is how PUB,
   HPUB, SUB and UNSUB reach the core pub/sub plugin);
 * :class:`IClientObserver` to hear about clients connecting and leaving;
-* :class:`IShutdownObserver` to speak to clients once more before shutdown.
+* :class:`IShutdownObserver` to speak to clients once more before shutdown;
+* :class:`ILameDuckObserver` to act when lame duck mode closes the listeners;
+* :class:`ISystemEvents` to speak for the server in the system account;
+* :class:`IInternalSubscriptions` to keep its own subscriptions off the
+  monitoring pages;
+* :class:`IVarzSection` and :class:`IHealthCheck` for a field of /varz and a
+  say in /healthz;
+* :class:`IStreamEvents` and :class:`IAccountJetStream` when it stores streams
+  or runs JetStream.
+
+The core finds all of these with ``broker.providers(I...)``, never by a
+plugin's name, and a plugin finds other plugins' offers the same way.
 
 Plugins talk to the broker through :class:`IBroker`. Messages are routed by
 subject; a plugin that wants messages subscribes exactly as a client would
 (like nats-server's internal system clients), so nothing in the core knows
 about ``$JS.`` or any other plugin's subjects.
+
+What a plugin may import from natsbroker (tests/test_seam.py holds the built-in
+plugins to it): this module; ``natsbroker.discovery`` (``PluginFactory``, to
+register a plugin); ``natsbroker.config.model`` (what :attr:`IBroker.config`
+and the account limits are made of); ``natsbroker.fatal`` (``StartupError``,
+to refuse to start); ``natsbroker.protocol.parser`` (the ``OP_*`` codes of
+:class:`IClientOps`) and ``natsbroker.protocol.wire`` (headers, the wire's
+encodings); ``natsbroker.subjects.sublist`` (``Subscription``, ``Sublist`` and
+the subject helpers) and ``natsbroker.subjects.transform``; ``natsbroker.store``
+(the message stores and their records); ``natsbroker.gocompat`` (Go's
+formats: JSON, durations, RFC 3339 times); and the small utilities
+``natsbroker.jsonbound`` (bounded JSON decoding), ``natsbroker.nuid``,
+``natsbroker.private`` (owner-only files), ``natsbroker.logs`` and
+``natsbroker.ratelog``, and ``natsbroker.COMPAT_VERSION``. These are
+libraries: they hold no server state, so using them gives a plugin no private
+access. The connections, accounts, auth, monitoring, server and broker modules
+are the core's own: plugins reach what they offer through :class:`IClient`
+and :class:`IBroker` only.
 
 Types used throughout: subjects, reply subjects, sids and payloads are
 ``bytes``. A message with headers travels as ``(hdr_len, raw)``: ``raw`` is the
@@ -92,6 +121,85 @@ class IShutdownObserver(Interface):
         """
 
 
+class ILameDuckObserver(Interface):
+    """A plugin with something to do when the server enters lame duck mode."""
+
+    def lame_duck_entered():
+        """Lame duck mode has closed the client listeners; the clients are
+        still connected and are about to be told to leave. May return a
+        Deferred, which the server waits for before it tells them.
+
+        nats-server shuts JetStream down at this point, so that its stores are
+        closed while the clients drain; a plugin that stops here must make its
+        later :meth:`IBrokerPlugin.stop` (at shutdown) do nothing more."""
+
+
+class ISystemEvents(Interface):
+    """A plugin that speaks for the server in the system account (nats-server's
+    internal system client, events.go): the core tells it what the server does.
+    The core asks the first provider; without one, no events are sent."""
+
+    def server_info():
+        """The ``server`` block of a system-account message (nats-server's
+        ``ServerInfo``), taking the next of its one sequence of numbers."""
+
+    def lame_duck_event():
+        """The server enters lame duck mode: ``$SYS.SERVER.<id>.LAMEDUCK``."""
+
+    def shutdown_event():
+        """The server shuts down: ``$SYS.SERVER.<id>.SHUTDOWN``, and then no more
+        events (not even for the clients the shutdown closes)."""
+
+    def system_exports(name):
+        """The service exports the system account offers, as /accountz shows
+        them for account ``name`` (``[]`` unless it is the system account)."""
+
+    def system_imports(name):
+        """The service imports every account gets from the system account
+        (nats-server's ``registerSystemImports``), as /accountz shows them."""
+
+
+class IInternalSubscriptions(Interface):
+    """A plugin whose own subscriptions the monitoring pages do not show
+    (nats-server's system client subscriptions are not in /subsz, /accountz
+    or /varz's subscription counts)."""
+
+    internal_subscriptions = Attribute(
+        "``{account name: [Subscription]}`` of the plugin's own subscriptions.")
+
+
+class IVarzSection(Interface):
+    """A plugin that fills a field of /varz (and of the system account's VARZ)."""
+
+    varz_field = Attribute(
+        "The /varz field it fills, e.g. ``'jetstream'``. A field nats-server "
+        "has keeps nats-server's place; any other comes after them.")
+
+    def varz():
+        """The field's value, a JSON-ready dict in nats-server's field order."""
+
+
+class IHealthReport(Interface):
+    """A plugin that answers /healthz's own checks in nats-server's shape
+    (JetStream's: ``js-enabled-only``, ``account``, ``stream``...), in
+    /healthz and the system account's HEALTHZ. A plugin that only needs to
+    say "unhealthy" provides :class:`IHealthCheck` instead."""
+
+    def healthz(opts):
+        """This plugin's health: ``{"status": "ok"}``, or a status other than
+        ``"ok"`` with ``status_code`` (an HTTP code) and ``error``, or
+        ``errors`` (a list of ``{"type": ..., "error": ...}``) when
+        ``opts["details"]``. ``opts`` holds /healthz's query options
+        (``js-enabled-only``, ``js-server-only``, ``details``, ``account``,
+        ``stream``, ``consumer``...). The first provider not ``"ok"`` decides
+        /healthz; when all are ok, the first one's answer is it."""
+
+
+class BadRequest(Exception):
+    """A bad monitoring option (:attr:`IBroker.monitor`): nats-server's error
+    text, a 400 over HTTP and a 500 error in a system request's answer."""
+
+
 class IMessageSink(Interface):
     """Whatever a subscription delivers to: a client or an internal subscriber."""
 
@@ -111,6 +219,29 @@ class IClient(IMessageSink):
     host = Attribute("Peer address.")
     port = Attribute("Peer port.")
     account = Attribute("The client's account, an :class:`IBroker` acting in it.")
+    in_msgs = Attribute("Messages the client has published (nats-server's ``in_msgs``).")
+    in_bytes = Attribute("Payload bytes the client has published (``in_bytes``).")
+    out_msgs = Attribute("Messages delivered to the client (``out_msgs``).")
+    out_bytes = Attribute("Payload bytes delivered to the client (``out_bytes``).")
+    pedantic = Attribute("CONNECT's ``pedantic``: check subjects strictly.")
+    headers = Attribute("CONNECT's ``headers``: the client takes HMSG.")
+    closed = Attribute("True once the connection is closed (or closing).")
+    max_subs = Attribute("How many subscriptions the client may hold (0: no limit).")
+    start = Attribute("When the connection was accepted (``time.time()`` seconds).")
+    rtt = Attribute("The last measured round trip to the client, in seconds.")
+
+    def remove_sub(sub):
+        """Remove one of the client's subscriptions (UNSUB, or its max reached),
+        from its account's Sublist and from :attr:`subs`."""
+
+    def reply_violation(reply):
+        """Refuse a publish whose reply subject is reserved, in nats-server's
+        words (``-ERR`` to the client, an ERR line in the log, rate-limited)."""
+
+    def check_deliveries():
+        """From now on, check what this client's wildcard subscriptions
+        receive against its subscribe deny list (call it when a deny entry
+        overlaps one of them; other clients pay nothing for the check)."""
 
     def may_publish(subject):
         """Could this client publish to ``subject`` (bytes) itself? Its
@@ -160,6 +291,45 @@ class IBroker(Interface):
         "The IClient whose message is being delivered right now, or ``None`` for an "
         "internal publish: valid inside a subscription callback (e.g. to audit who "
         "made an API request).")
+    name = Attribute("The account's name (``'$G'`` for the broker itself).")
+    is_system = Attribute("True for the system account.")
+    account_config = Attribute(
+        "The account's ``natsbroker.config.model.AccountConfig``, or ``None`` "
+        "(``$G``, an implicit system account).")
+    imports = Attribute(
+        "The account's exports and imports wiring, or ``None`` when it has none: "
+        "``sub_removed(sub)`` must hear of every subscription removed by hand.")
+    accounts = Attribute("``{name: account}`` of every account (each an IBroker).")
+    global_account = Attribute("The global account ``$G``.")
+    system_account = Attribute("The system account, or ``None``.")
+    host = Attribute("The host the client listener is bound to.")
+    port = Attribute("The client port (the actual one once listening).")
+    num_clients = Attribute("How many clients are connected (to this account, for an account).")
+    start_time = Attribute("When the server started (``time.time()`` seconds).")
+    monitor_endpoints = Attribute(
+        "``{path: handler}`` of the monitoring endpoints plugins added "
+        "(:meth:`add_monitor_endpoint`), to ask another plugin's endpoint.")
+    monitor = Attribute(
+        "The monitoring documents the HTTP endpoints serve (``varz()``, "
+        "``connz(...)``, ``subsz(...)``, ``healthz(opts)``, ``accountz(...)``, "
+        "``accstatz(...)``, ...; ``BadRequest`` for a bad option) and the helpers "
+        "that write them as nats-server does (``encode_json``, ``rfc3339``, "
+        "``rfc3339_ns``, ``memory()``, ``cores()``, ``subjects_collide``): what "
+        "the system account's ``$SYS.REQ.SERVER`` requests answer with.")
+
+    def route_run(source, subject, payloads):
+        """Route a run of PUBs with one subject and no reply (``payloads`` a
+        list of bytes) as :meth:`route` would one by one; returns the number
+        of deliveries. The core pub/sub plugin's path for ``OP_PUBS``."""
+
+    def info_fields(client=None, connect_info=False):
+        """The INFO fields a client gets, in nats-server's order (with those of
+        :meth:`add_info_field`); ``client`` and ``connect_info`` select what
+        that client's INFO says (its id, its address, ``connect_info``)."""
+
+    def providers(iface):
+        """The started plugins that provide ``iface``, in start order: how a
+        plugin (and the core) finds what other plugins offer without naming them."""
 
     def route(source, subject, reply, hdr_len, raw):
         """Deliver a message to every interested subscription.
@@ -281,7 +451,7 @@ class IBroker(Interface):
 class IStreamEvents(Interface):
     """Offered by a plugin that stores streams (JetStream): a way to watch
     every mutation of them and to read them back, for plugins such as the
-    change feed. Reach it with ``broker.plugin(name)`` and ``providedBy``."""
+    change feed. Reach it with ``broker.providers(IStreamEvents)``."""
 
     def add_stream_observer(observer, batched=False):
         """Call ``observer(event)`` with a ``natsbroker.store.base.StreamEvent``
@@ -309,7 +479,7 @@ class IStreamEvents(Interface):
 
 
 class IAccountJetStream(Interface):
-    """Offered by a plugin that runs JetStream (plugins/jetstream): JetStream
+    """Offered by a plugin that runs JetStream (natsbroker/jetstream): JetStream
     turned on, changed and off for one account while the server runs, as
     nats-server's ``configJetStream`` does when an account JWT is loaded,
     updated or deleted. Operator mode (natsbroker/auth/jwt/operator.py) calls

@@ -15,6 +15,7 @@ from twisted.logger import Logger
 
 from natsbroker.broker import INFO_ORDER
 from natsbroker.gocompat.durations import NANOS
+from natsbroker.interfaces import ILameDuckObserver, ISystemEvents
 from natsbroker.protocol import wire
 
 log = Logger()
@@ -92,14 +93,13 @@ class LameDuck:
         log.info("Entering lame duck mode, stop accepting new clients")
         self.active = True
         # nats-server's sendLDMShutdownEventLocked: $SYS.SERVER.<id>.LAMEDUCK.
-        system = broker.plugin("system")
-        if system is not None:
-            system.lame_duck_event()
+        for speaker in broker.providers(ISystemEvents)[:1]:
+            speaker.lame_duck_event()
         broker.lame_duck = True
         listeners = list(svc.ports) + ([svc.ws_port] if svc.ws_port is not None else [])
         for port in listeners:
             yield port.stopListening()
-        yield self._stop_jetstream()
+        yield self._tell_observers()
         clients = list(broker.clients())
         if broker.shutting_down or not clients:
             self._shutdown()
@@ -119,21 +119,17 @@ class LameDuck:
         self._timer = self.reactor.callLater(grace / NANOS, self._grace_over)
 
     @defer.inlineCallbacks
-    def _stop_jetstream(self):
-        # As nats-server: JetStream is shut down on entering, its stores
-        # closed while the clients are still being told to leave.
-        svc = self.service
-        plugin = self.broker.plugin("jetstream")
-        started = getattr(svc, "_started", [])
-        if plugin is None or plugin not in started:
-            return
-        log.info("Initiating JetStream Shutdown...")
-        started.remove(plugin)
-        try:
-            yield defer.maybeDeferred(plugin.stop)
-        except Exception:
-            log.failure("plugin {name} failed to stop", name=plugin.name)
-        log.info("JetStream Shutdown")
+    def _tell_observers(self):
+        # The listeners are closed, the clients not yet told: the started
+        # plugins' turn (JetStream shuts down here, as in nats-server).
+        started = getattr(self.service, "_started", [])
+        for plugin in self.broker.providers(ILameDuckObserver):
+            if plugin not in started:
+                continue
+            try:
+                yield defer.maybeDeferred(plugin.lame_duck_entered)
+            except Exception:
+                log.failure("plugin {name} failed in lame duck mode", name=plugin.name)
 
     def _grace_over(self):
         self._timer = None

@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
-from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver
+from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver, ISystemEvents
 from natsbroker.discovery import PluginLoadError, plugins_for
 from natsbroker.connection.client import ClientFactory, ClientListener
 from natsbroker.config.load import ConfigError, load_config
@@ -386,9 +386,8 @@ class BrokerService(service.Service):
             log.info("Initiating Shutdown...")
             # nats-server's sendShutdownEvent: $SYS.SERVER.<id>.SHUTDOWN, then
             # no more events (not even for the clients closed below).
-            system = broker.plugin("system")
-            if system is not None:
-                system.shutdown_event()
+            for speaker in broker.providers(ISystemEvents)[:1]:
+                speaker.shutdown_event()
         for port in self.ports:
             yield port.stopListening()
         if self.ws_port is not None:
@@ -411,15 +410,10 @@ class BrokerService(service.Service):
         for client in list(broker.clients()):
             client.close("Server Shutdown")
         for plugin in reversed(self._started):
-            jetstream = plugin.name == "jetstream"
-            if jetstream:
-                log.info("Initiating JetStream Shutdown...")  # nats-server's words
             try:
                 yield defer.maybeDeferred(plugin.stop)
             except Exception:
                 log.failure("plugin {name} failed to stop", name=plugin.name)
-            if jetstream:
-                log.info("JetStream Shutdown")
         # Only what this server wrote. The pid file stays, as nats-server's
         # does, but not after a failed start (which leaves nothing behind).
         written = self._written + ([self._pid_file] if self._start_failed and self._pid_file else [])

@@ -569,7 +569,7 @@ def _req(broker, clock, account, subject, body=b""):
 
 
 def test_account_store_directories():
-    from natsbroker.jetstream.plugin import account_dir
+    from natsbroker.jetstream.account import account_dir
     assert account_dir("/s/jetstream", "$G") == "/s/jetstream"
     assert account_dir("/s/jetstream", "ACME") == "/s/jetstream/accounts/ACME"
     assert account_dir("/s/jetstream", "a/b c") == "/s/jetstream/accounts/a%2Fb%20c"

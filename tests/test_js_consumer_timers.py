@@ -11,9 +11,10 @@ at the same scale or a smaller one (see each test). Where nats-server's timers
 have slack (its ack timer fires ``ackWaitDelay`` = 1 ms late, its inactivity
 check runs on its own schedule) a test asserts "not before X, by X + slack".
 
-The clock hook: ``natsbroker.jetstream.plugin`` builds ``Stream(cfg, ss, created,
+The clock hook: ``natsbroker.jetstream.account`` builds ``Stream(cfg, ss, created,
 reactor)`` without ``now=``; the harness substitutes the module's ``Stream``
-(and ``now_ns``) with ones bound to the fake clock, with pytest's monkeypatch.
+(and ``now_ns``, there and in /jsz's module) with ones bound to the fake clock,
+with pytest's monkeypatch.
 """
 
 import json
@@ -21,6 +22,8 @@ import json
 import pytest
 from twisted.internet.task import Clock
 
+import natsbroker.jetstream.account as A
+import natsbroker.jetstream.jsz as JSZ
 import natsbroker.jetstream.plugin as P
 from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
@@ -87,13 +90,14 @@ class Harness:
     def __init__(self, tmp_path, monkeypatch):
         self.clock = clock = GuardedClock()
         now = self.now = lambda: T0 + round(clock.seconds() * SEC)
-        real_stream = P.Stream
+        real_stream = A.Stream
 
         def stream(*args, **kw):
             kw.setdefault("now", now)
             return real_stream(*args, **kw)
-        monkeypatch.setattr(P, "Stream", stream)
-        monkeypatch.setattr(P, "now_ns", now)
+        monkeypatch.setattr(A, "Stream", stream)
+        monkeypatch.setattr(A, "now_ns", now)
+        monkeypatch.setattr(JSZ, "now_ns", now)
         config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path)))
         self.broker = Broker(config, clock)
         self.js = P.JetStream(config)

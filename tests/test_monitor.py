@@ -43,7 +43,8 @@ from natsbroker import COMPAT_VERSION
 from natsbroker.monitoring import endpoints as monitor
 from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
-from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.interfaces import (IAccountJetStream, IBrokerPlugin, IHealthReport,
+                                   IVarzSection)
 from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN, encode_json, make_site
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
@@ -566,8 +567,12 @@ def render(site, path):
 
 
 @implementer(IBrokerPlugin)
+@implementer(IBrokerPlugin, IAccountJetStream, IVarzSection, IHealthReport)
 class FakeJetStream:
-    name = "jetstream"
+    """Runs JetStream as far as the monitor sees: found by interface, not name."""
+
+    name = "fake-jetstream"
+    varz_field = "jetstream"
 
     def __init__(self, health):
         self.health = health
@@ -584,6 +589,41 @@ class FakeJetStream:
 
     def healthz(self, opts):
         self.asked.append(opts)
+        return self.health
+
+    def enabled_for(self, name):
+        return name == "$G"
+
+    def enable_account(self, account, limits):
+        pass
+
+    def update_account(self, account, limits):
+        pass
+
+    def disable_account(self, account, answer=True):
+        pass
+
+
+@implementer(IBrokerPlugin, IVarzSection, IHealthReport)
+class FakeHealthCheck:
+    """A third party's plugin: a health check and a /varz field of its own."""
+
+    name = "fake-health"
+    varz_field = "fake"
+
+    def __init__(self, health):
+        self.health = health
+
+    def start(self, broker):
+        pass
+
+    def stop(self):
+        pass
+
+    def varz(self):
+        return {"answered": 1}
+
+    def healthz(self, opts):
         return self.health
 
 
@@ -610,10 +650,27 @@ def test_jetstream_hooks():
                                  "stats": {"memory": 0}}
 
 
-def test_healthz_without_jetstream_ignores_plugin():
-    broker = make_broker()
-    broker.add_plugin(FakeJetStream({"status": "unavailable", "status_code": 503}))
-    assert render(make_site(broker), "/healthz")[::2] == (200, b'{"status":"ok"}')
+def test_healthz_without_jetstream_is_ok():
+    assert render(make_site(make_broker()), "/healthz")[::2] == (200, b'{"status":"ok"}')
+
+
+def test_any_plugin_has_a_say_in_healthz_and_varz():
+    # Found by interface: the first health check not ok decides /healthz; a
+    # plugin's own /varz field comes after nats-server's.
+    broker = make_broker(jetstream=JetStreamConfig(enabled=True))
+    js, other = FakeJetStream({"status": "ok"}), FakeHealthCheck({"status": "ok"})
+    broker.add_plugin(js)
+    broker.add_plugin(other)
+    site = make_site(broker)
+    assert render(site, "/healthz")[::2] == (200, b'{"status":"ok"}')
+    other.health = {"status": "error", "status_code": 500, "error": "disk full"}
+    assert render(site, "/healthz")[::2] == (500, b'{"status":"error","error":"disk full"}')
+    js.health = {"status": "unavailable", "status_code": 503, "error": "not current"}
+    assert render(site, "/healthz")[0] == 503
+    varz = json.loads(render(site, "/varz")[2])
+    keys = list(varz)
+    assert varz["fake"] == {"answered": 1} and keys.index("fake") > keys.index("jetstream")
+    assert keys[-2:] == ["fake", "natsbroker_build"]
 
 
 def test_closed_snapshot_with_details():

@@ -115,6 +115,7 @@ class Account:
     def account(self, name):
         return self.broker.accounts.get(name)
 
+    @property
     def num_clients(self):
         return sum(1 for c in self.broker.clients() if c.account is self)
 

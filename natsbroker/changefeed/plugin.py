@@ -73,8 +73,9 @@ class ChangeFeed:
 
     def start(self, broker):
         self.broker = broker
-        js = broker.plugin("jetstream")
-        if js is None or not IStreamEvents.providedBy(js):
+        stores = broker.providers(IStreamEvents)
+        js = stores[0] if stores else None
+        if js is None:
             log.error("change feed: no plugin offers IStreamEvents (is JetStream on?); disabled")
             return
         self.js = js

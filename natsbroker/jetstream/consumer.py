@@ -273,7 +273,7 @@ class Consumer:
         if delete and self.is_pull:
             # Waiting requests learn the consumer is gone.
             for wr in self.waiting:
-                self._send_status(wr.reply, status(409, b"Consumer Deleted"))
+                self.send_status(wr.reply, status(409, b"Consumer Deleted"))
         self.waiting.clear()
 
     def signal_shutdown(self):
@@ -287,7 +287,7 @@ class Consumer:
             return
         last = {wr.reply: wr for wr in self.waiting}
         for reply, wr in last.items():
-            self._send_status(reply, _SHUTDOWN % (wr.n, wr.b))
+            self.send_status(reply, _SHUTDOWN % (wr.n, wr.b))
 
     # -- state ----------------------------------------------------------------
 
@@ -615,7 +615,7 @@ class Consumer:
             # A max_bytes request that got its batch with bytes to spare says
             # so; one whose last message used its bytes up exactly ends
             # silently (nats-server: wrn <= 0 && wrb > 0).
-            self._send_status(wr.reply, b"NATS/1.0 409 Batch Completed\r\n"
+            self.send_status(wr.reply, b"NATS/1.0 409 Batch Completed\r\n"
                               + _PENDING_T % (wr.n, wr.b))
         if self.maxpb:
             self.pbytes += sz
@@ -745,17 +745,17 @@ class Consumer:
         try:
             req = CM.parse_next_request(body)
         except CM.NextRequestError as e:
-            self._send_status(reply, e.header)
+            self.send_status(reply, e.header)
             return
         err = CM.next_request_error(req, cfg)
         if err is not None:
-            self._send_status(reply, err.header)
+            self.send_status(reply, err.header)
             return
         if req.priority_group and cfg.priority_policy != "none" and self.pin_id:
             if req.id == self.pin_id:
                 self._arm_pin_timer()  # the pinned client is still there
             elif req.id:
-                self._send_status(reply, P.PIN_MISMATCH)
+                self.send_status(reply, P.PIN_MISMATCH)
                 return
         batch, expires, max_bytes, no_wait, hb = (
             req.batch, req.expires, req.max_bytes, req.no_wait, req.idle_heartbeat)
@@ -766,18 +766,18 @@ class Consumer:
         if no_wait:
             pending = 0 if self._paused() else self.compute_pending() + len(self.rdq)
             if pending == 0 and not expires:
-                self._send_status(reply, _NO_MESSAGES)
+                self.send_status(reply, _NO_MESSAGES)
                 return
             if pending > 0:
                 wanted = sum(w.n for w in self.waiting)
                 if pending < wanted:
-                    self._send_status(reply, status(408, b"Requests Pending"))
+                    self.send_status(reply, status(408, b"Requests Pending"))
                     return
         if len(self.waiting) >= max_waiting:
             if hb <= 0:
                 # With heartbeats the client notices their absence and asks
                 # again later: no 409 (that would make it retry at once).
-                self._send_status(reply, status(409, b"Exceeded MaxWaiting"))
+                self.send_status(reply, status(409, b"Exceeded MaxWaiting"))
             return
         wr = WaitingRequest(reply, batch, max_bytes, now + expires if expires else 0,
                             now, hb, no_wait, req if req.priority_group else None)
@@ -789,7 +789,7 @@ class Consumer:
             self.stream.index.idle(self)  # new messages wake it again
         self.deliver_pending()
 
-    def _send_status(self, reply, hdr):
+    def send_status(self, reply, hdr):
         self.broker.begin()
         try:
             self.broker.deliver(reply, reply, b"", None, hdr)
@@ -813,7 +813,7 @@ class Consumer:
             wr = waiting[0]
             if wr.expires and now >= wr.expires:
                 waiting.popleft()
-                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                self.send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
                 continue
             pg = wr.pg
             assigned = False
@@ -823,7 +823,7 @@ class Consumer:
                 else:
                     # It still holds a pin that timed out or was unpinned.
                     waiting.popleft()
-                    self._send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
+                    self.send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
                     continue
             elif self.pin_id and not (pg is not None and pg.id == self.pin_id):
                 if pg is None or not pg.id:
@@ -834,7 +834,7 @@ class Consumer:
                         return None
                     continue
                 waiting.popleft()
-                self._send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
+                self.send_status(wr.reply, P.WRONG_PIN % (wr.n, wr.b))
                 continue
             if policy == "overflow" and pg is not None and P.overflow_waits(
                     pg, self.npc, len(self.pending)):
@@ -850,7 +850,7 @@ class Consumer:
                         wr.n = 1  # this one fits exactly: the last
                 else:
                     waiting.popleft()
-                    self._send_status(wr.reply, _MAX_BYTES % (wr.n, wr.b))
+                    self.send_status(wr.reply, _MAX_BYTES % (wr.n, wr.b))
                     if assigned:
                         self._unassign_pin()  # (nats-server sends no advisory here)
                     continue
@@ -881,18 +881,18 @@ class Consumer:
         for wr in self.waiting:
             expired = wr.expires and now >= wr.expires
             if expired:
-                self._send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
+                self.send_status(wr.reply, _TIMEOUT % (wr.n, wr.b))
                 continue
             if eos and wr.no_wait and (not wr.expires or wr.d > 0):
                 # A one-shot request that got what there was, or that nothing
                 # may go to (2.15 says 404 here); one with expires and nothing
                 # yet keeps waiting for it.
-                self._send_status(wr.reply, _NO_MESSAGES)
+                self.send_status(wr.reply, _NO_MESSAGES)
                 continue
             if not has_interest(wr.reply):
                 continue
             if wr.hbt and now >= wr.hbt:
-                self._send_status(wr.reply, _HEARTBEAT % (self.dseq - 1, self.sseq - 1))
+                self.send_status(wr.reply, _HEARTBEAT % (self.dseq - 1, self.sseq - 1))
                 wr.hbt = now + wr.hb
             keep.append(wr)
         self.waiting = keep

@@ -32,24 +32,25 @@ A field is left out rather than invented when we have nothing true to put in it
 broker does not have (routes, leaf nodes, stalled producers) are reported as
 the zero they truly are.
 
-The subscriptions the system-account plugin (the plugin named ``"system"``)
-makes for itself - nats-server's internal system client and the service
-imports every account gets - are not counted or listed: nats-server's own
-internal subscriptions differ in number anyway, and what a client made is what
-the counts are for. That plugin names them in its ``internal_subscriptions``
-(``{account name: [Subscription]}``) and may add ``system_imports(name)`` /
-``system_exports(name)`` (lists in /accountz's import/export shape).
+The subscriptions a plugin makes for itself (the system account plugin's:
+nats-server's internal system client and the service imports every account
+gets) are not counted or listed: nats-server's own internal subscriptions
+differ in number anyway, and what a client made is what the counts are for.
+Such a plugin provides :class:`~natsbroker.interfaces.IInternalSubscriptions`;
+the one that provides :class:`~natsbroker.interfaces.ISystemEvents` adds its
+``system_imports(name)`` / ``system_exports(name)`` to /accountz.
 
 Plugins add endpoints with ``broker.add_monitor_endpoint(path, handler)``:
 ``handler(request)`` returns a dict (or a Deferred firing with one), served as
 JSON at ``/path``; raising ``ValueError`` answers ``400`` with its text, as
 nats-server does for bad query parameters. ``request.query`` holds the decoded
 query (:func:`query_lists`). A path the monitor serves itself, or another
-plugin took, is refused. Plugins providing ``IHealthCheck`` take part in
-``/healthz`` (see :func:`_plugin_health`). The JetStream plugin (the plugin
-named ``"jetstream"``) may also provide ``varz()`` returning /varz's
-``"jetstream"`` block (nats-server's config/stats/limits shape) and
-``healthz(options)`` returning a health status dict; see :func:`_healthz`.
+plugin took, is refused. A plugin fills a /varz field with
+:class:`~natsbroker.interfaces.IVarzSection` (JetStream's ``"jetstream"``
+block: nats-server's config/stats/limits shape), takes part in plain
+``/healthz`` with :class:`~natsbroker.interfaces.IHealthCheck` (see
+:func:`_plugin_health`) and answers /healthz's detailed checks with
+:class:`~natsbroker.interfaces.IHealthReport`; see :func:`_healthz`.
 Without a ``jsz`` endpoint of a plugin, ``/jsz`` answers as nats-server does
 with JetStream off.
 """
@@ -75,8 +76,9 @@ from natsbroker.monitoring import dashboard
 from natsbroker.monitoring import prometheus as metrics
 from natsbroker.auth.users import NkeyName
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.interfaces import (BadRequest, IAccountJetStream, IHealthCheck, IHealthReport,
+                                   IInternalSubscriptions, ISystemEvents, IVarzSection)
 from natsbroker.identity import GIT_COMMIT, runtime
-from natsbroker.interfaces import IHealthCheck
 from natsbroker.connection.tls import cert_not_after
 from natsbroker.subjects import sublist as S
 from natsbroker.subjects.sublist import is_valid_literal_subject, subject_matches
@@ -165,9 +167,7 @@ class _MonitorSite(server.Site):
                   uri=request.uri.decode("ascii", "replace"), code=request.code)
 
 
-class BadRequest(Exception):
-    """A bad option: nats-server's error text (a 400 over HTTP, a 500 error
-    in a system request's answer)."""
+# (BadRequest, a bad option, is the plugin API's: natsbroker.interfaces.)
 
 
 class Monitor:
@@ -189,18 +189,19 @@ class Monitor:
 
     # -- accounts --------------------------------------------------------------
 
-    def _system(self):
-        return self.broker.plugin("system")
-
     def _hidden(self, acc):
-        """Subscriptions /subsz and the counts leave out: the system plugin's
-        own and those plugins made with ``subscribe(..., hidden=True)``."""
-        own = getattr(self._system(), "internal_subscriptions", None)
-        system = own.get(acc.name, ()) if own else ()
-        hidden = getattr(acc, "hidden_subscriptions", None)
-        if not hidden:
-            return system
-        return list(system) + list(hidden.values())
+        """Subscriptions /subsz and the counts leave out: those plugins keep
+        to themselves (IInternalSubscriptions) and those made with
+        ``subscribe(..., hidden=True)``."""
+        hidden = []
+        for plugin in self.broker.providers(IInternalSubscriptions):
+            own = plugin.internal_subscriptions
+            if own and own.get(acc.name):
+                hidden.extend(own[acc.name])
+        made = getattr(acc, "hidden_subscriptions", None)
+        if made:
+            hidden.extend(made.values())
+        return hidden
 
     def account_clients(self, acc):
         """The open connections of account ``acc``."""
@@ -277,19 +278,14 @@ class Monitor:
     def jetstream_enabled(self, acc):
         """Whether account ``acc`` has JetStream, as nats-server decides: with
         JetStream on, ``$G`` alone when no other account is configured, else
-        the accounts whose config enables it. The JetStream plugin may say
-        itself (``account_enabled(name)``, or its ``accounts`` dict of the
-        accounts it serves)."""
+        the accounts whose config enables it. A plugin that runs JetStream
+        (:class:`IAccountJetStream`) says itself."""
         cfg = self.broker.config
         if not cfg.jetstream.enabled:
             return False
-        plugin = self.broker.plugin("jetstream")
-        hook = getattr(plugin, "account_enabled", None)
-        if hook is not None:
-            return bool(hook(acc.name))
-        engines = getattr(plugin, "accounts", None)
-        if isinstance(engines, dict):  # one JetStream per enabled account
-            return acc.name in engines
+        runners = self.broker.providers(IAccountJetStream)
+        if runners:
+            return any(p.enabled_for(acc.name) for p in runners)
         acfg = getattr(acc, "account_config", None)
         if acfg is not None:
             return acfg.jetstream is not None
@@ -305,6 +301,7 @@ class Monitor:
         cfg = b.config
         now_ns = time.time_ns()
         stats = b.stats
+        sections = self.plugin_varz()
         v = {
             "server_id": b.server_id,
             "server_name": b.server_name,
@@ -348,7 +345,7 @@ class Monitor:
             "leaf": {},
             "mqtt": {},
             "websocket": _websocket_varz(b),
-            "jetstream": self.jetstream_varz(),
+            "jetstream": sections.pop("jetstream", {}),
             "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
             "write_deadline": _ns(cfg.write_deadline),
             "start": _rfc3339(b.start_time),
@@ -391,6 +388,8 @@ class Monitor:
             not_after = cert_not_after(tls.cert_file)
             if not_after is not None:
                 v["tls_cert_not_after"] = _rfc3339(not_after)
+        for field, value in sections.items():  # other plugins' fields, after nats-server's
+            v.setdefault(field, value)
         # natsbroker's own field (nats-server has none): compiled build or interpreted.
         v["natsbroker_build"] = _build.info()
         return v
@@ -406,12 +405,13 @@ class Monitor:
         return len({id(c.account) for c in self.broker.clients()
                     if getattr(c, "account", None) is not None})
 
+    def plugin_varz(self):
+        """``{field: value}`` of the /varz fields plugins fill (:class:`IVarzSection`)."""
+        return {p.varz_field: p.varz() or {} for p in self.broker.providers(IVarzSection)}
+
     def jetstream_varz(self):
-        plugin = self.broker.plugin("jetstream")
-        hook = getattr(plugin, "varz", None)
-        if hook is None:
-            return {}
-        return hook() or {}
+        """/varz's ``jetstream`` field, ``{}`` when no plugin fills it."""
+        return self.plugin_varz().get("jetstream", {})
 
     # -- /connz ------------------------------------------------------------------
 
@@ -556,7 +556,8 @@ class Monitor:
         acc = b.accounts.get(name)
         if acc is None:
             raise BadRequest("Account %s does not exist" % name)
-        system = self._system()
+        speakers = self.broker.providers(ISystemEvents)
+        system = speakers[0] if speakers else None
         d = {"account_name": name, "update_time": _rfc3339(b.start_time)}
         if acc.is_system:
             d["is_system"] = True
@@ -572,12 +573,9 @@ class Monitor:
         if mappings:
             d["mappings"] = mappings
         exports, imports = _config_exports_imports(getattr(acc, "account_config", None))
-        hook = getattr(system, "system_exports", None)
-        if hook is not None:
-            exports += hook(name)
-        hook = getattr(system, "system_imports", None)
-        if hook is not None:
-            imports += hook(name)
+        if system is not None:
+            exports += system.system_exports(name)
+            imports += system.system_imports(name)
         if exports:
             d["exports"] = exports
         if imports:
@@ -870,12 +868,13 @@ class MonitorResource(resource.Resource):
 
 
 def _healthz(broker, opts):
-    """nats-server's health status; a JetStream plugin decides its own part.
+    """nats-server's health status; the plugins decide their own part.
 
     nats-server checks the request first, then stops at "ok" when JetStream is
-    off. With JetStream on, the plugin named "jetstream" answers through
-    ``healthz(opts)`` (a dict like ``{"status": "ok"}``, with ``status_code``
-    when not 200); without such a plugin JetStream cannot be healthy.
+    off. With JetStream on, a plugin must run it (:class:`IAccountJetStream`),
+    or JetStream cannot be healthy. Every :class:`IHealthCheck` plugin then
+    answers ``healthz(opts)`` (a dict like ``{"status": "ok"}``, with
+    ``status_code`` when not 200): the first one not ok decides.
     """
     error = None
     if opts["consumer"] and not opts["stream"]:
@@ -908,15 +907,18 @@ def _healthz(broker, opts):
             else:
                 status["error"] = failed[0]
             return status
-    if not broker.config.jetstream.enabled:
-        return {"status": "ok"}
-    plugin = broker.plugin("jetstream")
-    hook = getattr(plugin, "healthz", None)
-    if hook is not None:
-        return dict(hook(opts))
-    # nats-server's answer when JetStream is configured but not running.
-    return {"status": "unavailable", "status_code": 503,
-            "error": "JetStream not enabled (10076)"}
+    if broker.config.jetstream.enabled and not broker.providers(IAccountJetStream):
+        # nats-server's answer when JetStream is configured but not running.
+        return {"status": "unavailable", "status_code": 503,
+                "error": "JetStream not enabled (10076)"}
+    first = None
+    for plugin in broker.providers(IHealthReport):
+        status = dict(plugin.healthz(opts))
+        if status.get("status") != "ok":
+            return status
+        if first is None:
+            first = status
+    return first if first is not None else {"status": "ok"}
 
 
 def _plugin_health(broker):
@@ -1492,3 +1494,13 @@ def memory():
 def cores():
     """CPUs this process may run on (nats-server's "cores")."""
     return _cores()
+
+
+# The helpers plugins reach through IBroker.monitor (the system account's
+# documents are written as the endpoints' are).
+Monitor.BadRequest = BadRequest
+for _name, _helper in [("encode_json", encode_json), ("rfc3339", rfc3339),
+                      ("rfc3339_ns", rfc3339_ns), ("memory", memory), ("cores", cores),
+                      ("subjects_collide", subjects_collide)]:
+    setattr(Monitor, _name, staticmethod(_helper))
+del _name, _helper

@@ -56,7 +56,7 @@ from natsbroker.store.leveldb import (
     STATE_KEY, HighWater, LevelDBStore, PinnedMeta, RecordDamaged, locate_key, verify_record)
 
 REPAIRS_NAME = "NATSBROKER-REPAIRS"  # JSON lines, one per repair, in the stream's directory
-CONFIG_KEY = b"config"  # the stream's config meta record (natsbroker/jetstream/plugin.py)
+CONFIG_KEY = b"config"  # the stream's config meta record (natsbroker/jetstream/meta_keys.py)
 TIME_FORMAT = "%Y%m%dT%H%M%SZ"  # as the server names quarantine directories
 _QUARANTINED = re.compile(r"^(.+)-\d{8}T\d{6}Z(?:-before-repair)?(?:\.\d+)?$")
 BATCH_BYTES = 4 << 20  # a rebuilt database is written in batches of about this size

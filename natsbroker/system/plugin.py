@@ -55,8 +55,9 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
-from natsbroker.monitoring import endpoints as M
-from natsbroker.interfaces import IBrokerPlugin, IClientObserver
+from natsbroker.gocompat import times as gotime
+from natsbroker.interfaces import (BadRequest, IAccountJetStream, IBrokerPlugin, IClientObserver,
+                                   IInternalSubscriptions, ISystemEvents)
 from natsbroker.nuid import nuid
 from natsbroker.protocol import wire
 from natsbroker.subjects.sublist import is_literal, subject_matches
@@ -393,7 +394,7 @@ class _OptionsRequest:
         pass
 
 
-@implementer(IBrokerPlugin, IClientObserver)
+@implementer(IBrokerPlugin, IClientObserver, ISystemEvents, IInternalSubscriptions)
 class SystemAccount:
     """nats-server's internal system client (events.go)."""
 
@@ -420,7 +421,7 @@ class SystemAccount:
     def start(self, broker):
         self.broker = broker
         self.reactor = broker.reactor
-        self.monitor = M.monitor_for(broker)
+        self.monitor = broker.monitor
         self.sys = sys_acc = broker.system_account
         sid = broker.server_id
         sub = self._subscribe
@@ -498,7 +499,7 @@ class SystemAccount:
         if js and cfg.jetstream.domain:
             si["domain"] = cfg.jetstream.domain
         si.update({"ver": COMPAT_VERSION, "jetstream": js, "flags": _JS_FLAGS if js else 0,
-                   "seq": self._seq, "time": M.rfc3339_ns(time.time_ns())})
+                   "seq": self._seq, "time": gotime.rfc3339(time.time_ns())})
         return si
 
     def _send(self, acc, subject, build, headers=None):
@@ -510,7 +511,7 @@ class SystemAccount:
             self._seq += 1
             return 0
         value = build()
-        payload = value if isinstance(value, bytes) else M.encode_json(value, indent=False).encode()
+        payload = value if isinstance(value, bytes) else self.monitor.encode_json(value, indent=False).encode()
         self.broker.begin()
         try:
             return acc.publish(subject, payload, headers=headers)
@@ -528,7 +529,7 @@ class SystemAccount:
             return
 
         def compressed():
-            raw = M.encode_json(build(), indent=False).encode()
+            raw = self.monitor.encode_json(build(), indent=False).encode()
             return gzip.compress(raw) if encoding == "gzip" else raw
         self._send(acc, reply, compressed, headers=[("Content-Encoding", encoding)])
 
@@ -545,9 +546,9 @@ class SystemAccount:
         sent = {"msgs": st.out_msgs, "bytes": st.out_bytes}
         received = {"msgs": st.in_msgs, "bytes": st.in_bytes}
         s = {
-            "start": M.rfc3339(b.start_time),
-            "mem": M.memory(),
-            "cores": M.cores(),
+            "start": _go_time(b.start_time),
+            "mem": self.monitor.memory(),
+            "cores": self.monitor.cores(),
             "cpu": m.cpu(),
             "connections": b.num_clients,
             "total_connections": st.total_connections,
@@ -650,7 +651,7 @@ class SystemAccount:
             data = respond(opts)
         except _Skip:
             return
-        except M.BadRequest as e:
+        except BadRequest as e:
             self._error(acc, reply, hdr, str(e), null_data)
             return
         if isinstance(data, defer.Deferred):
@@ -746,7 +747,7 @@ class SystemAccount:
 
     def _jsz_endpoint(self):
         b = self.broker
-        if not b.config.jetstream.enabled or b.plugin("jetstream") is None:
+        if not b.config.jetstream.enabled or not b.providers(IAccountJetStream):
             return None
         return b.monitor_endpoints.get("jsz")
 
@@ -762,12 +763,12 @@ class SystemAccount:
         b = self.broker
         endpoint = self._jsz_endpoint()
         if endpoint is None:
-            raise M.BadRequest("jetstream not enabled")
+            raise BadRequest("jetstream not enabled")
         acc = b.accounts.get(name)
         if acc is None:
-            raise M.BadRequest('account "%s" not found' % name)
+            raise BadRequest('account "%s" not found' % name)
         if not self.monitor.jetstream_enabled(acc):
-            raise M.BadRequest('account "%s" not jetstream enabled' % name)
+            raise BadRequest('account "%s" not jetstream enabled' % name)
         query = {q: o[k] for k, q in self._JSZ_QUERY.items()}
         query["acc"] = name
         result = endpoint(_OptionsRequest("/jsz", query))
@@ -812,7 +813,7 @@ class SystemAccount:
                 if c.cid == cid:
                     act(c)
                     return None
-            raise M.BadRequest(missing)
+            raise BadRequest(missing)
         self._zreq(acc, reply, hdr, body, "EventFilterOptions", {}, respond, null_data=False)
 
     def _kick_request(self, acc, subject, reply, hdr, body):
@@ -934,7 +935,7 @@ class SystemAccount:
             if is_literal(subject):
                 if subject_matches(s.subject, subject):
                     n += 1
-            elif M.subjects_collide(s.subject, subject):
+            elif self.monitor.subjects_collide(s.subject, subject):
                 n += 1
         self._send(acc, reply, lambda: str(n).encode())
 
@@ -950,7 +951,7 @@ class SystemAccount:
                 self._conns[acc.name] = self._conns.get(acc.name, 0) + 1
                 self._account_conns_update(acc)
             self._event(self.sys, "$SYS.ACCOUNT.%s.CONNECT" % acc.name, lambda: {
-                "type": CONNECT_EVENT, "id": nuid(), "timestamp": M.rfc3339_ns(time.time_ns()),
+                "type": CONNECT_EVENT, "id": nuid(), "timestamp": gotime.rfc3339(time.time_ns()),
                 "server": self.server_info(), "client": _client_info(client)})
         finally:
             self.broker.end()
@@ -1020,7 +1021,7 @@ class SystemAccount:
 
     def _account_conns_message(self, acc):
         msg = {"type": ACCOUNT_CONNS_EVENT, "id": nuid(),
-               "timestamp": M.rfc3339_ns(time.time_ns()), "server": self.server_info()}
+               "timestamp": gotime.rfc3339(time.time_ns()), "server": self.server_info()}
         msg.update(self.monitor.account_stat(acc))
         return msg
 
@@ -1144,10 +1145,16 @@ def _rtt_ns(rtt):
     return ns
 
 
+def _go_time(t):
+    """A ``time.time()`` as the monitoring documents write it: the microseconds
+    it truly holds, as Go's RFC 3339 with nanoseconds."""
+    return gotime.rfc3339(int(round(t * 1e6)) * 1000)
+
+
 def _client_info(client, stop_ns=None):
     """nats-server's ClientInfo of a connection (``stop_ns``: it has closed)."""
     acc = client.account.name
-    ci = {"start": M.rfc3339(client.start), "host": client.host}
+    ci = {"start": _go_time(client.start), "host": client.host}
     if client.cid:
         ci["id"] = client.cid
     ci["acc"] = acc
@@ -1162,7 +1169,7 @@ def _client_info(client, stop_ns=None):
         rtt = _rtt_ns(getattr(client, "rtt", 0.0) or 0.0)
         if rtt:
             ci["rtt"] = rtt
-        ci["stop"] = M.rfc3339_ns(stop_ns)
+        ci["stop"] = gotime.rfc3339(stop_ns)
     if getattr(opts, "jwt", ""):
         ci["jwt"] = opts.jwt
     if getattr(opts, "nkey", ""):
@@ -1175,7 +1182,7 @@ def _client_info(client, stop_ns=None):
 
 def _disconnect_event(plugin, client, stop_ns):
     return {
-        "type": DISCONNECT_EVENT, "id": nuid(), "timestamp": M.rfc3339_ns(stop_ns),
+        "type": DISCONNECT_EVENT, "id": nuid(), "timestamp": gotime.rfc3339(stop_ns),
         "server": plugin.server_info(), "client": _client_info(client, stop_ns),
         "sent": {"msgs": client.in_msgs, "bytes": client.in_bytes},
         "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},

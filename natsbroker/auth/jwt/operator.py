@@ -21,7 +21,7 @@ from natsbroker.auth.users import connection_type
 from natsbroker.config.model import (CONNECTION_TYPES, MapDest, Permission, Permissions, ResponsePermission,
                                SubjectMapping)
 from natsbroker.gocompat.durations import format_duration
-from natsbroker.interfaces import IBrokerPlugin, IClientObserver
+from natsbroker.interfaces import IBrokerPlugin, IClientObserver, ISystemEvents
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
 from natsbroker.auth.jwt import links
@@ -877,10 +877,10 @@ class OperatorMode:
         (``server_last``: after the body, as a Go map marshals it)."""
         import json
         b = self.broker
-        system = b.plugin("system")
-        if system is not None and hasattr(system, "server_info"):
+        speakers = b.providers(ISystemEvents)
+        if speakers:
             # The system account's ServerInfo and its one sequence number.
-            info = system.server_info()
+            info = speakers[0].server_info()
         else:
             self._seq += 1
             info = {"name": b.server_name, "host": b.host or "0.0.0.0", "id": b.server_id,
