@@ -251,8 +251,8 @@ class Monitor:
         fanout_total = samples = 0.0
         for acc in accounts:
             sl = acc.sublist
-            own = getattr(self._system(), "internal_subscriptions", None)
-            hidden = len(own.get(acc.name, ())) if own else 0
+            hidden = sum(len((p.internal_subscriptions or {}).get(acc.name, ()))
+                         for p in self.broker.providers(IInternalSubscriptions))
             n += sl.count - sum(1 for s in self._hidden(acc) if not s.closed)
             inserts += max(sl.inserts - hidden - getattr(acc, "hidden_inserts", 0), 0)
             removes += max(sl.removes - getattr(acc, "hidden_removes", 0), 0)
