@@ -19,7 +19,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import jsonbound
-from natsbroker.auth.users import ResolvedPermissions
+from natsbroker.auth.permissions import ResolvedPermissions
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
 from natsbroker.connection.client import ConnectOptions, _redact_connect

@@ -27,7 +27,8 @@ from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.auth.users import Authenticator, NkeyName, _password_ok, _resolve, type_allowed
+from natsbroker.auth.permissions import resolve
+from natsbroker.auth.users import Authenticator, NkeyName, password_ok, type_allowed
 from natsbroker.connection.client import PLAIN, ClientListener, ClientProtocol
 
 log = Logger()
@@ -289,7 +290,7 @@ class WebSocketAuthenticator:
     def authenticate(self, opts, tls_names=None, **kw):
         ws = self.ws
         if ws.username:
-            if opts.user == ws.username and _password_ok(ws.password or None, opts.password):
+            if opts.user == ws.username and password_ok(ws.password or None, opts.password):
                 return True, ws.username, None, GLOBAL_ACCOUNT
             return False, None, None, None
         if ws.token:
@@ -302,13 +303,13 @@ class WebSocketAuthenticator:
             found = self._nkeys.get(ws.no_auth_user)
             if found is not None and not opts.nkey:
                 if type_allowed(found[0], "WEBSOCKET"):
-                    return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
+                    return True, NkeyName(found[0].nkey), resolve(found[0].permissions), found[1]
                 return False, None, None, None
             # (verify_and_map: the certificate names the user, not this.)
             found = self._users.get(ws.no_auth_user)
             if found is not None and tls_names is None and not (opts.nkey and self._nkeys):
                 if type_allowed(found[0], "WEBSOCKET"):
-                    return True, found[0].user, _resolve(found[0].permissions), found[1]
+                    return True, found[0].user, resolve(found[0].permissions), found[1]
                 return False, None, None, None
         return self.base.authenticate(opts, tls_names, **kw)
 
