@@ -47,8 +47,14 @@ LAYERS = [
     ("configuration model and syntax", ["natsbroker.config", "natsbroker.config.model",
                                         "natsbroker.config.syntax"]),
     ("accounts", ["natsbroker.accounts"]),
+    # the formats, not the runtime: nkeys, the JWT codec, which keys are trusted
+    ("credential formats", ["natsbroker.auth.nkey", "natsbroker.auth.jwt.claims",
+                            "natsbroker.auth.jwt.trust"]),
+    # contexts built from a tls { } block, which the loader checks as nats-server does
+    ("TLS contexts", ["natsbroker.connection.tls"]),
+    # config.load checks what nats-server checks at load time, below every runtime
+    ("configuration loader", ["natsbroker.config.load", "natsbroker.config.operator"]),
     ("authentication", ["natsbroker.auth"]),
-    ("configuration loader", ["natsbroker.config.load"]),
     ("message stores", ["natsbroker.store"]),
     ("connections", ["natsbroker.connection"]),
     ("cluster", ["natsbroker.cluster"]),
