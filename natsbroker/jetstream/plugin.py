@@ -668,7 +668,8 @@ class JetStreamAccount:
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
                      "stream": c.stream.name, "consumer": c.name, "paused": False,
-                     "pause_until": gotime.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
+                     "pause_until": gotime.rfc3339(gotime.go_parse_rfc3339(c.config.pause_until)[0],
+                                                   zero_is_unset=False)
                      if c.config.pause_until else gotime.ZERO_TIME})
 
     def ack_msg(self, stream, consumer, seq):
@@ -1262,7 +1263,7 @@ class JetStream:
         if consumers and stream.consumers:
             out = []
             for _, c in sorted(stream.consumers.items()):
-                info = consumer_api._info(e, stream, c)
+                info = consumer_api.info_response(e, stream, c)
                 if config:
                     meta = (info.get("config") or {}).get("metadata")
                     if meta:

@@ -115,7 +115,7 @@ from twisted.logger import Logger
 
 from natsbroker import private
 from natsbroker.store.base import file_msg_size, Store, StoredMsg
-from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
+from natsbroker.store.common import NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
 from natsbroker.subjects.sublist import subject_matches
 
 _Q = struct.Struct(">Q")
@@ -661,7 +661,7 @@ class LevelDBStream(StreamBase):
             self._first = first
             self._first_ts = 0
         else:
-            k = _NOT_00.search(present).start()
+            k = NOT_00.search(present).start()
             b = present[k]
             self._first = first + (k << 3) + (b & -b).bit_length() - 1
             self._first_ts = None
