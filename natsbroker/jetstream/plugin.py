@@ -66,7 +66,7 @@ from natsbroker.jetstream import stream_config as SC
 from natsbroker.jetstream import stream_models as SM
 from natsbroker.jetstream import versions
 from natsbroker.jetstream.consumer import Consumer
-from natsbroker.jetstream.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
+from natsbroker.store.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
 from natsbroker.jetstream.sourcing import Sourcing
 from natsbroker.jetstream.stream import Accepted, Stream, now_ns
 from natsbroker.jetstream.stream_state import stream_state

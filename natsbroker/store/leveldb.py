@@ -128,6 +128,10 @@ FORMAT_KEY = b"F"  # -> format byte; b"\x02": every record must carry a checksum
 FORMAT_CRC = b"\x02"
 _STATE = struct.Struct(">QQQ")  # first_seq, last_seq, last_ts
 STATE_KEY = b"S"
+# The record layout natsbroker.store.fsck reads offline: b"d" + SEQ_STRUCT(seq)
+# keys a message, b"s" + U32_STRUCT(len) + subject + seq indexes it, STATE_KEY
+# holds STATE_STRUCT.
+SEQ_STRUCT, U32_STRUCT, STATE_STRUCT = _Q, _I, _STATE
 
 # The high-water mark file (see :class:`HighWater`), inside each stream's
 # LevelDB directory (LevelDB ignores file names it does not own).
