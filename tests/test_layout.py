@@ -74,6 +74,17 @@ LAYERS = [
 
 PROTOCOL = "natsbroker.protocol"
 
+# The layers below accounts know no feature's subjects ($JS., $KV., $O., $SYS.)
+# but for these, each with its reason.
+FEATURE_SUBJECT_PREFIXES = ("$JS.", "$KV.", "$O.", "$SYS.")
+FEATURE_SUBJECT_ALLOWANCES = {
+    # Sublist.match does not cache ack subjects: each names one delivery and
+    # never comes again. Decided on every cache miss of every publish, before
+    # the match result is known (see the comment there).
+    ("natsbroker.subjects.sublist", "$JS.ACK."),
+}
+BELOW_FEATURES = "accounts"
+
 
 @attrs.frozen
 class Import:
@@ -357,6 +368,26 @@ def test_protocol_is_sans_io():
                     continue
                 found.append("%s: imports %s" % (_line(module, node.lineno), target))
     assert not found, "the sans-IO protocol modules import only stdlib and each other:\n" + "\n".join(found)
+
+
+def test_low_layers_name_no_feature_subjects():
+    ceiling = next(i for i, (name, _) in enumerate(LAYERS) if name == BELOW_FEATURES)
+    found = []
+    for module in sorted(MODULES):
+        if _layer(module) >= ceiling:
+            continue
+        docstrings = {id(n.body[0].value) for n in ast.walk(TREES[module])
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(TREES[module]):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))):
+                continue
+            if id(node) in docstrings:
+                continue
+            value = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+            if value.startswith(FEATURE_SUBJECT_PREFIXES) and (module, value) not in FEATURE_SUBJECT_ALLOWANCES:
+                found.append("%s: %r" % (_line(module, node.lineno), value))
+    assert not found, "a feature's subjects below the accounts layer:\n" + "\n".join(found)
 
 
 def test_every_module_has_a_layer():
