@@ -302,13 +302,6 @@ def _listen(host_field, port_field, port_check):
     return handle
 
 
-def _refuse(why):
-    def handle(ld, v, at, out):
-        raise BadValue(f"not supported by natsbroker ({why})")
-
-    return handle
-
-
 def _permission(ld, v, at):
     """publish: subjects (all allowed), or a map of allow/deny."""
     if isinstance(v, dict):

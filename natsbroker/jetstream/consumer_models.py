@@ -100,7 +100,6 @@ MAX_FILE_NAME = 255      # a longer consumer name can not be a directory of the 
 _API = "io.nats.jetstream.api.v1."
 TYPE_CONSUMER_CREATE = _API + "consumer_create_response"
 TYPE_CONSUMER_INFO = _API + "consumer_info_response"
-TYPE_CONSUMER_DELETE = _API + "consumer_delete_response"
 TYPE_CONSUMER_NAMES = _API + "consumer_names_response"
 TYPE_CONSUMER_LIST = _API + "consumer_list_response"
 TYPE_CONSUMER_PAUSE = _API + "consumer_pause_response"
@@ -186,10 +185,6 @@ class ConsumerConfig:
     priority_groups: Optional[list] = _f(STRINGS, None, omit=True)
     priority_policy: str = _f(PRIORITY_POLICY, "none", omit=True, omit_value="none")
     priority_timeout: int = _f(DURATION, 0, omit=True)
-
-    @property
-    def is_durable(self):
-        return bool(self.durable_name)
 
     @property
     def is_pull(self):
@@ -298,13 +293,6 @@ class ConsumerInfoResponse:
     type: str = _f(STRING, TYPE_CONSUMER_INFO)
     error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
     info: Optional[ConsumerInfo] = _f(None, None, omit=True, embed=True)
-
-
-@attrs.define
-class ConsumerDeleteResponse:
-    type: str = _f(STRING, TYPE_CONSUMER_DELETE)
-    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
-    success: bool = _f(BOOL, False, omit=True)
 
 
 @attrs.define

@@ -1223,15 +1223,6 @@ class JetStream:
         """Does the account called ``account`` have JetStream?"""
         return account in self.accounts
 
-    def account_jsz(self, account, streams=False, consumers=False, config=False):
-        """nats-server's ``AccountDetail`` of one account (/jsz?acc=, the
-        system account's ``$SYS.REQ.ACCOUNT.<acc>.JSZ``), or ``None``
-        without JetStream there."""
-        e = self.accounts.get(account)
-        if e is None:
-            return None
-        return self._account_detail(e, streams or consumers, consumers, config)
-
     def _account_detail(self, e, streams, consumers, config):
         mem, sto = e.usage()
         # (a tiered account reserves nothing account-wide, as nats-server shows it)
