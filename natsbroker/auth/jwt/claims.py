@@ -369,11 +369,6 @@ class UserClaims(Claims):
     issuer_account = property(lambda self: self.nats.get("issuer_account") or "")
     bearer_token = property(lambda self: bool(self.nats.get("bearer_token")))
 
-    def permission_limits(self):
-        """The user's ``UserPermissionLimits`` (permissions, limits, bearer,
-        connection types) as a dict of the JSON names."""
-        return {k: self.nats[k] for k in _USER_PERMISSION_LIMITS if k in self.nats}
-
     def validate(self, vr, now=None):
         super().validate(vr, now)
         validate_permissions(self.nats, vr)
