@@ -17,12 +17,14 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.accounts.imports import unwire
 from natsbroker.auth import callout_policy
 from natsbroker.auth.users import connection_type
 from natsbroker.config.operator import OperatorError
 from natsbroker.config.model import CONNECTION_TYPES, MapDest, SubjectMapping
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
+from natsbroker.subjects.mapping import SubjectMappings
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
 from natsbroker.auth.jwt import links
@@ -571,7 +573,6 @@ class OperatorMode:
         jacc.expired_flag = True
         for client in self._clients_of(jacc):
             _account_auth_expired(client)
-        from natsbroker.accounts.imports import unwire
         unwire(jacc.account)
         jacc.cancel_expiry()
         # (removeCb: its JetStream goes too; its stores stay)
@@ -813,7 +814,6 @@ def set_mappings(account, mappings):
     """Give a loaded account new subject mappings (an account JWT update),
     as Account.__init__ sets them up (an account that routes with delivery
     counting keeps doing so: that route applies mappings itself)."""
-    from natsbroker.subjects.mapping import SubjectMappings
     route = account.__dict__.get("route")
     mapped = route is not None and route.__func__ is type(account)._route_mapped
     if mappings:
