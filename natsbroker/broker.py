@@ -398,16 +398,6 @@ class Broker:
 
     # -- internal pub/sub (the plugin API) --------------------------------
 
-    def match_stats(self):
-        """``(matches, cache_hits)`` of the Sublist for /subsz.
-
-        Every routed message is one match; counting them from the message
-        counters keeps an increment off the PUB path.
-        """
-        matches = self.stats.in_msgs + self.internal_publishes
-        misses = sum(a.sublist.misses for a in self.accounts.values())
-        return max(matches, misses), max(matches - misses, 0)
-
     internal_publishes = 0
 
 

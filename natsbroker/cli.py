@@ -412,9 +412,15 @@ def main(argv=None):
     if cl.check_config:
         print(f"natsbroker: configuration file {cl.config_file} is valid", file=sys.stderr)
         return 0
+    # late, as the server below: operator mode pulls in the JWT runtime
+    from natsbroker.auth.jwt.operator import check_resolver_start
+    from natsbroker.config.operator import OperatorError
+
     try:
-        configfile.validate_start(config)  # checked at start, not by -t (as nats-server)
-    except ConfigError as e:
+        # checked at start, not by -t (as nats-server)
+        configfile.validate_start(config)
+        check_resolver_start(config)
+    except (ConfigError, OperatorError) as e:
         print(f"natsbroker: {e}", file=sys.stderr)
         return 1
     from natsbroker.server import run  # late: the server pulls in the reactor

@@ -74,6 +74,10 @@ class Options(usage.Options):
     )
 
     def postOptions(self):
+        # late: twistd imports this module to list plugins
+        from natsbroker.auth.jwt.operator import check_resolver_start
+        from natsbroker.config.operator import OperatorError
+
         # Option values go through the command line's flag table, so that
         # e.g. --port here and -p there are checked and mapped by the same code.
         cl = cli.CommandLine()
@@ -92,7 +96,8 @@ class Options(usage.Options):
                     cl.set("port", value=0)
             self.config, self.warnings = cli.build_config(cl)
             configfile.validate_start(self.config)
-        except (cli.CommandLineError, ConfigError) as e:
+            check_resolver_start(self.config)
+        except (cli.CommandLineError, ConfigError, OperatorError) as e:
             raise usage.UsageError(str(e)) from None
 
 

@@ -20,7 +20,7 @@ import plyvel
 import pytest
 
 from natsbroker.store.leveldb import LevelDBStore, pack_record
-from natsbroker.jetstream.meta_keys import pinned_meta
+from natsbroker.store.meta_keys import pinned_meta
 from tests.support.servers import ROOT, ServerProcess
 
 pytestmark = pytest.mark.timeout(300)

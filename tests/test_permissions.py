@@ -22,7 +22,7 @@ import nats
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from natsbroker.auth.users import ResolvedPermissions
+from natsbroker.auth.permissions import ResolvedPermissions
 from natsbroker.config.model import Permission, Permissions, ResponsePermission
 from natsbroker.config.load import ConfigError, load_config
 from tests.support.raw import Conversation

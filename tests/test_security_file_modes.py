@@ -194,7 +194,7 @@ def test_repaired_stream_and_backup_copy_stay_private(tmp_path):
     the new one 0755), its own files 0600, under umask 022."""
     import plyvel
 
-    from natsbroker.jetstream.meta_keys import pinned_meta
+    from natsbroker.store.meta_keys import pinned_meta
     from natsbroker.store.leveldb import LevelDBStore, pack_record
     from tests.test_admin_store import admin, payload
 

@@ -25,7 +25,7 @@ from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, 
 from natsbroker.subjects.mapping import go_quote
 from natsbroker.subjects.sublist import (
     is_literal, is_valid_subject, subject_is_subset_match, subjects_collide)
-from natsbroker.subjects.transform import _WILDCARD_RE, SubjectTransform, TransformError, _function_args
+from natsbroker.subjects.transform import SubjectTransform, TransformError, transform_untokenize
 
 # nats-server's error texts (server/errors.go).
 ERR_STREAM_IMPORT_AUTH = "stream import not authorized"
@@ -42,7 +42,7 @@ SINGLETON, STREAMED, CHUNKED = "Singleton", "Stream", "Chunked"
 
 __all__ = ["CHUNKED", "SINGLETON", "STREAMED", "ExportAuth", "Refused", "Resolution",
            "ResolvedServiceImport", "ResolvedStreamImport", "ServiceExportRule", "resolve",
-           "service_export_for", "subjects_collide", "transform_tokenize", "transform_untokenize"]
+           "service_export_for", "subjects_collide", "transform_tokenize"]
 
 
 class Refused(ValueError):
@@ -162,19 +162,6 @@ def transform_tokenize(subject):
     return ".".join(out)
 
 
-def transform_untokenize(subject):
-    """transformUntokenize: ``$n`` and ``{{wildcard(n)}}`` tokens become ``*``."""
-    out = []
-    for t in _tokens(subject):
-        args = _function_args(_WILDCARD_RE, t)
-        if (len(t) > 1 and t[0] == "$" and "1" <= t[1] <= "9") or (
-                args is not None and len(args) == 1 and args[0] != ""):
-            out.append("*")
-        else:
-            out.append(t)
-    return ".".join(out)
-
-
 # -- resolution ------------------------------------------------------------------------
 
 
@@ -215,8 +202,8 @@ def resolve(accounts):
                     errors.append(f"Error adding {kind} export {go_quote(e.subject)}: {err}")
     # Every account's stream imports, then every account's service imports
     # (the order of nats-server's errors).
-    for kind, cls, add in (("stream", StreamImport, _add_stream_import),
-                           ("service", ServiceImport, _add_service_import)):
+    for kind, cls, add in (("stream", StreamImport, add_stream_import),
+                           ("service", ServiceImport, add_service_import)):
         for acfg in accounts:
             acc = accs[acfg.name]
             for i in acfg.imports:
@@ -301,7 +288,7 @@ def service_export_for(exports, subject):
     return None
 
 
-def _add_stream_import(acc, exporter, i, accs):
+def add_stream_import(acc, exporter, i, accs):
     remote = i.subject
     if not exporter.streams or not _valid(remote) or not _approved(
             exporter.streams, acc.name, remote, getattr(i, "claim", None)):
@@ -358,7 +345,7 @@ def _check_stream_cycles(acc, to, visited, accs):
             _check_stream_cycles(accs[si.exporter], to, visited, accs)
 
 
-def _add_service_import(acc, exporter, i, accs):
+def add_service_import(acc, exporter, i, accs):
     # AddServiceImport(destination, from=to or subject, to=subject)
     local = i.to or i.subject
     remote = i.subject

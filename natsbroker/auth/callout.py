@@ -30,24 +30,21 @@ made by PyNaCl; JWTs are :mod:`natsbroker.auth.jwt.claims`'.
 import os
 import time
 
-import attrs
-
 import nacl.exceptions
 import nacl.public
 import nacl.utils
 from twisted.logger import Logger
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.auth.users import ResolvedPermissions, deny_publish
-from natsbroker.config.model import Permission, Permissions
+from natsbroker.auth.callout_policy import (AUTH_CALLOUT_SUBJECT, deny_callout_subject, external_auth,
+                                            raw_auth_user)
+from natsbroker.auth.permissions import ResolvedPermissions
 from natsbroker.auth.jwt import claims as C
-from natsbroker.auth.jwt.operator import (JwtUser, _permission_limits_empty, _process_template,
-                                         permissions_from_jwt, validate_times)
+from natsbroker.auth.jwt.user_limits import (JwtUser, permission_limits_empty, permissions_from_jwt,
+                                            process_template, validate_times)
 
 log = Logger()
 
-AUTH_CALLOUT_SUBJECT = "$SYS.REQ.USER.AUTH"
 AUTH_REQUEST_AUDIENCE = "nats-authorization-request"
 XKEY_HEADER = "Nats-Server-Xkey"
 AUTHORIZATION_REQUEST = "authorization_request"
@@ -63,10 +60,6 @@ ERR_INVALID_ENC_VERSION = "nkeys: encrypted input wrong version"
 ERR_INVALID_SENDER = "nkeys: not a valid sender public curve key"
 ERR_COULD_NOT_DECRYPT = "nkeys: could not decrypt input"
 
-# What a token is in client_info.user (nats-server 2.15 never sends it).
-REDACTED = "[REDACTED]"
-# The reason of an account's auth error event when no callout refused.
-AUTH_FAILURE = "Authentication Failure"
 ANY_ACCOUNT = "*"
 
 _CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS",
@@ -101,144 +94,6 @@ def open_sealed(private_key, sender, data):
         return box.decrypt(rest[_NONCE_LEN:], rest[:_NONCE_LEN])
     except nacl.exceptions.CryptoError:
         raise ValueError(ERR_COULD_NOT_DECRYPT) from None
-
-
-# -- who is asked about ----------------------------------------------------------------------
-
-
-def raw_auth_user(opts, no_auth_user=""):
-    """nats-server's getRawAuthUser: what a CONNECT calls itself (its nkey,
-    its user name, or the redacted token); the no_auth_user for a CONNECT
-    without credentials."""
-    if opts.nkey:
-        return opts.nkey
-    if opts.user:
-        return opts.user
-    if opts.auth_token:
-        return REDACTED
-    if no_auth_user and opts.password is None:
-        return no_auth_user
-    return ""
-
-
-class CalloutPolicy:
-    """Which CONNECTs go to the auth service (the configuration's
-    ``authorization { auth_callout { } }``)."""
-
-    def __init__(self, config):
-        self.config = config
-        self.callout = config.authorization.auth_callout
-        self.account = self.callout.account or GLOBAL_ACCOUNT
-        self.auth_users = frozenset(self.callout.auth_users)
-
-    def wanted(self, opts, ok, account):
-        """As nats-server (processClientOrLeafAuthentication's deferred
-        check): one of the ``auth_users`` is decided by its own login; so
-        is a user of an account of its own that ``allowed_accounts`` leaves
-        out; anyone else (a failed login, a user of ``$G``, a user of any
-        account when ``allowed_accounts`` is empty, or of one it lists) is
-        the service's to decide, whatever its password said."""
-        if ok and account not in (None, GLOBAL_ACCOUNT):
-            allowed = self.callout.allowed_accounts
-            if allowed and account not in allowed:
-                return False
-        return raw_auth_user(opts, self.config.no_auth_user) not in self.auth_users
-
-    def admitted(self, perms, account):
-        """A client of the callout account may not publish authorization
-        requests itself: its permissions with that publish denied."""
-        if account != self.account:
-            return perms
-        return deny_publish(perms, [AUTH_CALLOUT_SUBJECT])
-
-
-# -- operator mode ---------------------------------------------------------------------------
-
-
-def external_auth(jacc):
-    """An account JWT's ``authorization`` claim when it turns callout on
-    (nats-server: ``auth_users`` not empty), else None."""
-    ext = jacc.claims.nats.get("authorization")
-    if isinstance(ext, dict) and isinstance(ext.get("auth_users"), list) and ext["auth_users"]:
-        return ext
-    return None
-
-
-class CalloutAccount(str):
-    """The account of an operator-mode login whose CONNECT the account's
-    auth service decides (what :meth:`OperatorCalloutPolicy.wanted` looks
-    for)."""
-
-
-class OperatorRoute:
-    """Where an operator-mode callout goes: ``callout`` the JwtAccount with
-    the ``authorization`` claim, ``request`` the Account the request is sent
-    in (the client's: the callout account after the user JWT logged in, else
-    ``$G``, where no service listens, as nats-server), ``user`` the user JWT's
-    claims when it logged in (None otherwise)."""
-
-    __slots__ = ("callout", "request", "user")
-
-    def __init__(self, callout, request, user):
-        self.callout = callout
-        self.request = request
-        self.user = user
-
-
-def operator_refusal(client, opts, jacc, refused):
-    """The answer of ``OperatorMode.authenticate`` when a user JWT of
-    ``jacc`` is refused from here on: unchanged without callout; with it, a
-    CONNECT that names one of the ``auth_users`` (its nkey or user field)
-    stays refused (the account hears of it), any other goes to the service."""
-    ext = external_auth(jacc)
-    if client is None or ext is None:
-        return refused
-    if (opts.nkey or opts.user or "") in ext["auth_users"]:
-        client.auth_error = (jacc.account, AUTH_FAILURE, {})
-        return refused
-    client.callout_route = OperatorRoute(jacc, client.account, None)
-    return refused[:3] + (CalloutAccount(""),)
-
-
-def operator_login(client, opts, jacc, juc, result):
-    """The answer of ``OperatorMode.authenticate`` for a user JWT of
-    ``jacc`` that logged in: unchanged without callout; one of the
-    ``auth_users`` (by nkey, user or the JWT's key) is in, and may not
-    publish authorization requests; anyone else goes to the service."""
-    ext = external_auth(jacc)
-    if client is None or ext is None:
-        return result
-    client.auth_error = None
-    ok, user, perms, account = result
-    if (opts.nkey or opts.user or juc.subject) in ext["auth_users"]:
-        return ok, user, deny_callout_subject(perms), account
-    client.callout_route = OperatorRoute(jacc, jacc.account, juc)
-    return ok, user, perms, CalloutAccount(account)
-
-
-def deny_callout_subject(perms):
-    """``perms`` (a :class:`Permissions` or None, not changed) with
-    publishing to the callout subject denied (mergeDenyPermissions)."""
-    pub = perms.publish if perms is not None else None
-    out = attrs.evolve(perms) if perms is not None else Permissions()
-    out.publish = Permission(list(pub.allow) if pub else [],
-                             (list(pub.deny) if pub else []) + [AUTH_CALLOUT_SUBJECT])
-    return out
-
-
-class OperatorCalloutPolicy:
-    """Operator mode: which CONNECTs go to an auth service is decided per
-    account by the login itself (:func:`operator_refusal`,
-    :func:`operator_login`)."""
-
-    operator_mode = True
-
-    def wanted(self, opts, ok, account):
-        """Did the login mark this CONNECT for its account's service?"""
-        return isinstance(account, CalloutAccount)
-
-    def admitted(self, perms, account):
-        return perms
 
 
 # -- one request -----------------------------------------------------------------------------
@@ -524,11 +379,11 @@ class PendingCallout:
         if scope is not None:
             if scope.get("key") != user.issuer:
                 raise CalloutRefused("user JWT is not valid: issuer not the scoped signer")
-            if not _permission_limits_empty(user.nats):
+            if not permission_limits_empty(user.nats):
                 raise CalloutRefused("user JWT is not valid: scoped users require no permissions "
                                      "or limits set")
             try:
-                limits = _process_template(scope.get("template") or {}, user, target)
+                limits = process_template(scope.get("template") or {}, user, target)
             except ValueError as e:
                 raise CalloutRefused("user JWT generated invalid permissions: %s" % e) from None
         perms = permissions_from_jwt(limits)
@@ -557,37 +412,16 @@ class PendingCallout:
                          target.account.name, 0.0)
 
 
-_RESPONSE_SPEC = dict(C._CLAIMS_DATA, nats=dict(jwt=C._S.STR, error=C._S.STR, issuer_account=C._S.STR,
-                                                 **C._GENERIC))
-
-
 def _decode_response(msg):
-    """jwt.DecodeAuthorizationResponseClaims, with Go's error texts. (The
-    claims codec reads only the kinds operator mode needs; this is its
-    decode for one more kind, from its own parts.)"""
+    """jwt.DecodeAuthorizationResponseClaims, with Go's error texts."""
     try:
         token = msg.decode("utf-8")
     except UnicodeDecodeError:
         raise CalloutRefused("expected 3 chunks") from None
-    chunks = token.split(".")
-    if len(chunks) != 3:
-        raise CalloutRefused("expected 3 chunks")
     try:
-        C._parse_header(chunks[0])
-        payload = C._loads(C._b64decode(chunks[1]))
-        if not isinstance(payload, dict):
-            raise C.JWTError("json: cannot unmarshal %s into Go value of type jwt.identifier"
-                             % C._json_kind(payload))
-        C._Schema("AuthorizationResponseClaims").check(payload, _RESPONSE_SPEC, [])
-        sig = C._b64decode(chunks[2])
+        claims = C.decode_authorization_response(token)
     except C.JWTError as e:
         raise CalloutRefused(str(e)) from None
-    claims = C.GenericClaims(payload, C.LIB_VERSION, token)
-    signed = token[:len(chunks[0]) + len(chunks[1]) + 1]
-    if not C.verify(claims.issuer, signed.encode(), sig):
-        raise CalloutRefused("claim failed V2 signature verification")
-    if not C.is_public_key(claims.issuer, "A"):
-        raise CalloutRefused("unable to validate expected prefixes - [account]")
     if claims.nats.get("type") != AUTHORIZATION_RESPONSE:
         raise CalloutRefused("not an authorization request claim")
     return claims

@@ -37,7 +37,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.auth.users import _password_ok
+from natsbroker.auth.users import password_ok
 from natsbroker.identity import runtime
 from natsbroker.cluster.jsforward import install as install_js_forwarding, split_deliver_reply
 from natsbroker.netaddrs import global_unicast_addresses
@@ -366,7 +366,7 @@ class Cluster:
         user, password = data.get("user"), data.get("pass")
         if user != self.username:
             return False
-        return _password_ok(self.password, password if isinstance(password, str) else "")
+        return password_ok(self.password, password if isinstance(password, str) else "")
 
     def check_connect(self, data):
         """The acceptor's cluster name check on CONNECT: the -ERR text to

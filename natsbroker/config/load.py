@@ -33,12 +33,14 @@ import cattrs
 
 from natsbroker.config import syntax as conf
 from natsbroker.connection import tls as tls_module
+from natsbroker.config.operator import OperatorError, check_operator_config
 from natsbroker.config.model import (CONNECTION_TYPES, DEFAULT_PORT, AccountConfig, AccountJetStream, AuthCallout,
                                MapDest, NkeyUser, Permissions, ResolverConfig, ServerConfig, ServiceExport,
                                ServiceImport, StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.accounts.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
 from natsbroker.gocompat.durations import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
+from natsbroker.gocompat.urls import host_and_port, parse_origin
 from natsbroker.auth.nkey import public_user_key
 from natsbroker.subjects.mapping import MappingError, compile_mapping, go_quote
 from natsbroker.subjects.sublist import is_valid_subject
@@ -296,13 +298,6 @@ def _listen(host_field, port_field, port_check):
         if host:
             out[host_field] = host
         out[port_field] = port_check(number)
-
-    return handle
-
-
-def _refuse(why):
-    def handle(ld, v, at, out):
-        raise BadValue(f"not supported by natsbroker ({why})")
 
     return handle
 
@@ -1420,7 +1415,6 @@ def validate_operator(config):
     (validateTrustedOperators, validateNoAuthUser, the system account):
     raises :class:`ConfigError`; sets ``system_account`` from the operator
     JWT when the config names none, and the default resolver."""
-    from natsbroker.auth.jwt.operator import OperatorError, check_operator_config
     try:
         check_operator_config(config)
     except OperatorError as e:
@@ -1708,12 +1702,8 @@ def validate_start(config):
     mode = config.cluster.compression
     if mode and mode.lower() not in _COMPRESSION_MODES:
         raise ConfigError(f'unsupported compression mode "{mode}"')
-    # (then NewServer's: the URL resolver's server and the system account)
-    from natsbroker.auth.jwt.operator import OperatorError, check_resolver_start
-    try:
-        check_resolver_start(config)
-    except OperatorError as e:
-        raise ConfigError(str(e)) from None
+    # (then NewServer's: the URL resolver's server and the system account,
+    # natsbroker.auth.jwt.operator.check_resolver_start, which fetches)
 
 
 def validate_lame_duck(config):
@@ -1883,10 +1873,9 @@ def validate_websocket(config):
         return
     if ws.tls is None and not ws.no_tls:
         raise ConfigError("websocket requires TLS configuration")
-    from natsbroker.connection.websocket import _host_port, _parse_origin
     for origin in ws.allowed_origins:
         try:
-            scheme, host = _parse_origin(origin)
+            scheme, host = parse_origin(origin)
         except ValueError as e:
             raise ConfigError(f"unable to parse allowed origin: {e}") from None
         if scheme not in ("http", "https"):
@@ -1895,7 +1884,7 @@ def validate_websocket(config):
         if not host:
             raise ConfigError(f'unable to parse allowed origin "{origin}": host is required')
         try:
-            _host_port(scheme == "https", host)
+            host_and_port(scheme == "https", host)
         except ValueError as e:
             raise ConfigError(f"unable to parse allowed origin: {e}") from None
     users = config.authorization.users + config.authorization.nkeys

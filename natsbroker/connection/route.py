@@ -19,10 +19,11 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import jsonbound
-from natsbroker.auth.users import ResolvedPermissions
+from natsbroker.auth.permissions import ResolvedPermissions
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
-from natsbroker.connection.client import ConnectOptions, _redact_connect
+from natsbroker.protocol.redact import redact_secrets
+from natsbroker.connection.client import ConnectOptions
 from natsbroker.subjects.sublist import Subscription
 from natsbroker.connection.tls import describe_handshake_error
 
@@ -334,7 +335,7 @@ class RouteProtocol(protocol.Protocol):
                 fields = [name, origin, acc, subject] + mid + sizes
             elif code == R.OP_CONNECT:
                 # The password never reaches the log, as nats-server's trace.
-                fields = [b"CONNECT", _redact_connect(op[1])]
+                fields = [b"CONNECT", redact_secrets(op[1])]
             else:
                 fields = [R.OP_NAMES[code].encode()] + list(op[1:])
             text = b" ".join(f for f in fields if f is not None).decode(errors="replace")

@@ -27,7 +27,9 @@ from wsproto.utilities import generate_accept_token
 from zope.interface import implementer
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.auth.users import Authenticator, NkeyName, _password_ok, _resolve, type_allowed
+from natsbroker.auth.permissions import resolve
+from natsbroker.gocompat.urls import host_and_port, parse_origin
+from natsbroker.auth.users import Authenticator, NkeyName, password_ok, type_allowed
 from natsbroker.connection.client import PLAIN, ClientListener, ClientProtocol
 
 log = Logger()
@@ -190,83 +192,6 @@ def _header(headers, name):
     return ""
 
 
-class _AddrError(ValueError):
-    """Go's net.AddrError: why an address is not ``host:port``."""
-
-
-def _split_host_port(hostport):
-    """Go's net.SplitHostPort, its refusals included."""
-    i = hostport.rfind(":")
-    if i < 0:
-        raise _AddrError("missing port in address")
-    j = k = 0
-    if hostport.startswith("["):
-        end = hostport.find("]")
-        if end < 0:
-            raise _AddrError("missing ']' in address")
-        if end + 1 == len(hostport):
-            raise _AddrError("missing port in address")
-        if end + 1 != i:
-            if hostport[end + 1] == ":":
-                raise _AddrError("too many colons in address")
-            raise _AddrError("missing port in address")
-        host = hostport[1:end]
-        j, k = 1, end + 1
-    else:
-        host = hostport[:i]
-        if ":" in host:
-            raise _AddrError("too many colons in address")
-    if "[" in hostport[j:]:
-        raise _AddrError("unexpected '[' in address")
-    if "]" in hostport[k:]:
-        raise _AddrError("unexpected ']' in address")
-    return host, hostport[i + 1:]
-
-
-def _host_port(tls, hostport):
-    """nats-server's wsGetHostAndPort: ``(host, port)``, a missing port
-    being the scheme's (443 with TLS, else 80); ValueError for an address
-    Go's SplitHostPort refuses otherwise."""
-    try:
-        host, port = _split_host_port(hostport)
-    except _AddrError as e:
-        if "missing port" not in str(e):
-            raise ValueError("address %s: %s" % (hostport, e)) from None
-        host, port = hostport, "443" if tls else "80"
-    return host.lower(), port
-
-
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_PORT = re.compile(r"(:[0-9]*)?\Z")
-
-
-def _parse_origin(origin):
-    """``(scheme, host)`` of an Origin as Go's url.ParseRequestURI reads it
-    (scheme lower-cased, user info dropped, the port checked); ValueError if
-    it refuses the text. ``host`` keeps its port, as Go's ``URL.Host``."""
-    if origin == "*":  # (Go's request URI for "the server itself")
-        return "", ""
-    m = _SCHEME.match(origin)
-    rest = origin[m.end():] if m else origin
-    if not rest.startswith("/"):
-        raise ValueError('parse "%s": invalid URI for request' % origin)
-    if not m or not rest.startswith("//"):
-        return (m.group(1).lower() if m else ""), ""
-    authority = rest[2:].split("?", 1)[0].split("/", 1)[0]
-    host = authority[authority.rfind("@") + 1:]
-    if host.startswith("["):
-        end = host.rfind("]")
-        if end < 0:
-            raise ValueError('parse "%s": missing \']\' in host' % origin)
-        port = host[end + 1:]
-    else:
-        colon = host.find(":")
-        port = host[colon:] if colon >= 0 else ""
-    if not _PORT.match(port):
-        raise ValueError('parse "%s": invalid port "%s" after host' % (origin, port))
-    return m.group(1).lower(), host
-
-
 class WebSocketAuthenticator:
     """The websocket block's own auth, when it has some, before the server's.
 
@@ -289,7 +214,7 @@ class WebSocketAuthenticator:
     def authenticate(self, opts, tls_names=None, **kw):
         ws = self.ws
         if ws.username:
-            if opts.user == ws.username and _password_ok(ws.password or None, opts.password):
+            if opts.user == ws.username and password_ok(ws.password or None, opts.password):
                 return True, ws.username, None, GLOBAL_ACCOUNT
             return False, None, None, None
         if ws.token:
@@ -302,13 +227,13 @@ class WebSocketAuthenticator:
             found = self._nkeys.get(ws.no_auth_user)
             if found is not None and not opts.nkey:
                 if type_allowed(found[0], "WEBSOCKET"):
-                    return True, NkeyName(found[0].nkey), _resolve(found[0].permissions), found[1]
+                    return True, NkeyName(found[0].nkey), resolve(found[0].permissions), found[1]
                 return False, None, None, None
             # (verify_and_map: the certificate names the user, not this.)
             found = self._users.get(ws.no_auth_user)
             if found is not None and tls_names is None and not (opts.nkey and self._nkeys):
                 if type_allowed(found[0], "WEBSOCKET"):
-                    return True, found[0].user, _resolve(found[0].permissions), found[1]
+                    return True, found[0].user, resolve(found[0].permissions), found[1]
                 return False, None, None, None
         return self.base.authenticate(opts, tls_names, **kw)
 
@@ -553,13 +478,13 @@ class WebSocketProtocol(protocol.Protocol):
         if not origin:
             return ""
         try:
-            scheme, host = _parse_origin(origin)
-            oh, op = _host_port(scheme == "https", host)
+            scheme, host = parse_origin(origin)
+            oh, op = host_and_port(scheme == "https", host)
             if cfg.same_origin:
                 # The expected origin is this request's: its Host, and the
                 # listener's scheme (https on wss), as nats-server builds it.
                 tls = cfg.tls is not None
-                rh, rp = _host_port(tls, _header(headers, b"host"))
+                rh, rp = host_and_port(tls, _header(headers, b"host"))
                 if oh != rh or op != rp or scheme != ("https" if tls else "http"):
                     return "not same origin"
         except ValueError as e:
@@ -702,8 +627,8 @@ class WebSocketFactory(protocol.Factory):
         self.allowed_origins = {}
         for origin in ws.allowed_origins:
             try:
-                scheme, host = _parse_origin(origin)
-                h, p = _host_port(scheme == "https", host)
+                scheme, host = parse_origin(origin)
+                h, p = host_and_port(scheme == "https", host)
             except ValueError as e:
                 # (As nats-server: validated at start; skipped if not.)
                 log.error("error parsing allowed origin: {e}", e=e)

@@ -40,7 +40,7 @@ from natsbroker.jetstream import snapshot
 from natsbroker.jetstream import stream_config as SC
 from natsbroker.jetstream import stream_models as SM
 from natsbroker.jetstream.consumer import Consumer
-from natsbroker.jetstream.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
+from natsbroker.store.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
 from natsbroker.jetstream.sourcing import Sourcing
 from natsbroker.jetstream.stream import Accepted, Stream, now_ns
 
@@ -640,7 +640,8 @@ class JetStreamAccount:
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
                      "stream": c.stream.name, "consumer": c.name, "paused": False,
-                     "pause_until": gotime.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
+                     "pause_until": gotime.rfc3339(gotime.go_parse_rfc3339(c.config.pause_until)[0],
+                                                   zero_is_unset=False)
                      if c.config.pause_until else gotime.ZERO_TIME})
 
     def ack_msg(self, stream, consumer, seq):

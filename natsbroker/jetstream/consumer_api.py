@@ -46,7 +46,8 @@ def info_object(js, stream, c):
         push_bound=i["push_bound"], pinned=i["pinned"])
 
 
-def _info(js, stream, c):
+def info_response(js, stream, c):
+    """A consumer's info as the API answers it (CONSUMER.INFO, CREATE, ...), without its type."""
     out = CM.consumer_info_json(info_object(js, stream, c))
     out.pop("type", None)
     return out
@@ -78,7 +79,7 @@ def consumer_create(js, args, body, legacy=False):
         if CM.consumer_config_json(existing.config) != CM.consumer_config_json(cfg):
             existing.update_config(cfg)
             js.save_consumer_config(existing)
-        out = _info(js, stream, existing)
+        out = info_response(js, stream, existing)
         out["_after_commit"] = True
         return out
     if not name:
@@ -93,8 +94,8 @@ def consumer_create(js, args, body, legacy=False):
         js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, name),
                   {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
                    "consumer": name, "paused": True,
-                   "pause_until": gotime.rfc3339(CM._time_ns(cfg.pause_until))})
-    out = _info(js, stream, c)
+                   "pause_until": gotime.rfc3339(gotime.go_parse_rfc3339(cfg.pause_until)[0])})
+    out = info_response(js, stream, c)
     out["_after_commit"] = True
     return out
 
@@ -115,7 +116,7 @@ def consumer_durable_create(js, args, body):
 def consumer_info(js, args, body):
     _empty(body)
     stream = _stream(js, args[0])
-    return _info(js, stream, _consumer(stream, args[1]))
+    return info_response(js, stream, _consumer(stream, args[1]))
 
 
 def consumer_delete(js, args, body):
@@ -154,7 +155,7 @@ def consumer_pause(js, args, body):
     req = CM.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
-    cfg = CM._clone(c.config)
+    cfg = CM.copy_config(c.config)
     cfg.pause_until = req.pause_until
     CM.set_static_metadata(cfg)  # pausing raises the required API level
     c.update_config(cfg)
@@ -196,7 +197,7 @@ def consumer_reset(js, c, reply, body, hdr=b""):
         js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})
         return
     out = {"type": CM.TYPE_CONSUMER_RESET}
-    out.update(_info(js, c.stream, c))
+    out.update(info_response(js, c.stream, c))
     out["reset_seq"] = seq
     js.consumer_dirty(c, urgent=True)
     js.reply_after_commit(reply, gojson.go_json_dumps(out).encode())

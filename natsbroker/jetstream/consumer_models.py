@@ -100,7 +100,6 @@ MAX_FILE_NAME = 255      # a longer consumer name can not be a directory of the 
 _API = "io.nats.jetstream.api.v1."
 TYPE_CONSUMER_CREATE = _API + "consumer_create_response"
 TYPE_CONSUMER_INFO = _API + "consumer_info_response"
-TYPE_CONSUMER_DELETE = _API + "consumer_delete_response"
 TYPE_CONSUMER_NAMES = _API + "consumer_names_response"
 TYPE_CONSUMER_LIST = _API + "consumer_list_response"
 TYPE_CONSUMER_PAUSE = _API + "consumer_pause_response"
@@ -186,10 +185,6 @@ class ConsumerConfig:
     priority_groups: Optional[list] = _f(STRINGS, None, omit=True)
     priority_policy: str = _f(PRIORITY_POLICY, "none", omit=True, omit_value="none")
     priority_timeout: int = _f(DURATION, 0, omit=True)
-
-    @property
-    def is_durable(self):
-        return bool(self.durable_name)
 
     @property
     def is_pull(self):
@@ -301,13 +296,6 @@ class ConsumerInfoResponse:
 
 
 @attrs.define
-class ConsumerDeleteResponse:
-    type: str = _f(STRING, TYPE_CONSUMER_DELETE)
-    error: Optional[SM.ApiErrorBody] = _f(None, None, omit=True)
-    success: bool = _f(BOOL, False, omit=True)
-
-
-@attrs.define
 class ConsumerNamesResponse:
     """``consumers`` is always a list, ``[]`` when empty and on errors."""
     type: str = _f(STRING, TYPE_CONSUMER_NAMES)
@@ -379,7 +367,8 @@ for _cls in (ConsumerConfig, CreateConsumerRequest, ConsumersRequest, ConsumerPa
     marshal.converter.register_structure_hook(_cls, (lambda c: lambda v, _: _build(c, v))(_cls))
 
 
-def _clone(cfg):
+def copy_config(cfg):
+    """A ConsumerConfig to change: its lists and metadata copied, not shared."""
     return attrs.evolve(cfg, backoff=_copy(cfg.backoff), filter_subjects=_copy(cfg.filter_subjects),
                         metadata=_copy(cfg.metadata), priority_groups=_copy(cfg.priority_groups))
 
@@ -556,7 +545,7 @@ def fill_consumer_defaults(cfg, stream_cfg, *, pedantic=False, existing=None,
     Not here (as in nats-server): the ephemeral ``inactive_threshold`` of 5s,
     applied by ``check_consumer_config`` after the checks.
     """
-    cfg = _clone(cfg)
+    cfg = copy_config(cfg)
     if existing is not None:
         cfg.pause_until = existing.pause_until
     set_static_metadata(cfg)
@@ -889,7 +878,7 @@ def check_consumer_update(old, new, *, deliver_subject_has_interest=False):
             raise E.consumer_create("max waiting can not be updated")
         if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
             raise E.consumer_max_deliver_backoff()
-    cfg = _clone(new)
+    cfg = copy_config(new)
     if cfg.pause_until is not None:
         cfg.pause_until = rfc3339(_time_ns(cfg.pause_until), zero_is_unset=False)
     return _finalise(cfg)
@@ -939,7 +928,7 @@ def check_consumer_config(cfg, stream_cfg, action=ACTION_CREATE_OR_UPDATE, *, co
     workqueue = stream_cfg.retention == "workqueue"
     existing = consumers.get(cname) if cname else None
     if existing is not None:
-        if action == ACTION_CREATE and _copy_metadata(_clone(cfg), existing) != existing:
+        if action == ACTION_CREATE and _copy_metadata(copy_config(cfg), existing) != existing:
             raise E.consumer_already_exists()
         if workqueue and not _partition_unique(cname, cfg.filters, consumers):
             raise E.consumer_wq_consumer_not_unique()
@@ -972,7 +961,7 @@ def check_consumer_config(cfg, stream_cfg, action=ACTION_CREATE_OR_UPDATE, *, co
     file_store = not cfg.mem_storage and getattr(stream_cfg, "storage", "file") == "file"
     if file_store and not cfg.direct and len(cname.encode("utf-8")) > MAX_FILE_NAME:
         raise E.consumer_create("error creating store for consumer")
-    return _finalise(_clone(cfg))
+    return _finalise(copy_config(cfg))
 
 
 def process_consumer_create(subject, raw, stream_cfg, consumers=None, *, clustered=False, **limits):

@@ -121,15 +121,6 @@ class JetStreamMonitoring:
             out["offline_streams"] = dict(sorted(offline.items()))
         return out
 
-    def account_jsz(self, account, streams=False, consumers=False, config=False):
-        """nats-server's ``AccountDetail`` of one account (/jsz?acc=, the
-        system account's ``$SYS.REQ.ACCOUNT.<acc>.JSZ``), or ``None``
-        without JetStream there."""
-        e = self.accounts.get(account)
-        if e is None:
-            return None
-        return self._account_detail(e, streams or consumers, consumers, config)
-
     def _account_detail(self, e, streams, consumers, config):
         mem, sto = e.usage()
         # (a tiered account reserves nothing account-wide, as nats-server shows it)
@@ -161,7 +152,7 @@ class JetStreamMonitoring:
         if consumers and stream.consumers:
             out = []
             for _, c in sorted(stream.consumers.items()):
-                info = consumer_api._info(e, stream, c)
+                info = consumer_api.info_response(e, stream, c)
                 if config:
                     meta = (info.get("config") or {}).get("metadata")
                     if meta:

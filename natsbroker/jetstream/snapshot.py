@@ -69,7 +69,7 @@ from natsbroker.jetstream import marshal
 from natsbroker.jetstream import stream_config as SC
 from natsbroker.jetstream import stream_models as SM
 from natsbroker.jetstream import subject_rules as SR
-from natsbroker.jetstream.meta_keys import META_CONFIG, META_CREATED
+from natsbroker.store.meta_keys import META_CONFIG, META_CREATED
 from natsbroker.jetstream.stream import Stream
 from natsbroker.jetstream.stream_state import stream_state
 

@@ -28,7 +28,8 @@ from natsbroker.subjects.sublist import is_literal, subject_matches
 _NOT_FF = re.compile(rb"[^\xff]")
 # tuple.__new__ for StoredMsg: the named tuple's own __new__ is a Python function.
 _tuple_new = tuple.__new__
-_NOT_00 = re.compile(rb"[^\x00]")
+# the first byte with a bit set (of a presence bitmap)
+NOT_00 = re.compile(rb"[^\x00]")
 INVERT = bytes(255 - i for i in range(256))
 
 _LITERAL = {}
@@ -95,7 +96,7 @@ class SeqSet:
         out = []
         base = self.base
         bits = self.bits
-        for m in _NOT_00.finditer(bits):
+        for m in NOT_00.finditer(bits):
             k = m.start()
             b = bits[k]
             at = base + (k << 3)

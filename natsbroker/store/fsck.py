@@ -1,4 +1,4 @@
-"""Offline verification and repair of a file store's streams (issue 12): what
+"""Offline verification and repair of a file store's streams: what
 ``natsbroker-admin verify`` and ``natsbroker-admin repair`` run. Plain
 functions over plyvel, no reactor, so the server can call them as well.
 
@@ -51,12 +51,13 @@ import plyvel
 
 from natsbroker import private
 from natsbroker.store.base import file_msg_size
+from natsbroker.store.meta_keys import (CONSUMER_CONFIG, CONSUMER_PREFIX, CONSUMER_STATE, META_CONFIG,
+                                        META_CREATED, pinned_meta)
 from natsbroker.store.leveldb import (
-    _I, _Q, _STATE, FORMAT_CRC, FORMAT_KEY, HWM_NAME, META_GEN_KEY, META_NAME,
-    STATE_KEY, HighWater, LevelDBStore, PinnedMeta, RecordDamaged, locate_key, verify_record)
+    FORMAT_CRC, FORMAT_KEY, HWM_NAME, META_GEN_KEY, META_NAME, SEQ_STRUCT, STATE_KEY, STATE_STRUCT, U32_STRUCT,
+    HighWater, LevelDBStore, PinnedMeta, RecordDamaged, locate_key, verify_record)
 
 REPAIRS_NAME = "NATSBROKER-REPAIRS"  # JSON lines, one per repair, in the stream's directory
-CONFIG_KEY = b"config"  # the stream's config meta record (natsbroker/jetstream/meta_keys.py)
 TIME_FORMAT = "%Y%m%dT%H%M%SZ"  # as the server names quarantine directories
 _QUARANTINED = re.compile(r"^(.+)-\d{8}T\d{6}Z(?:-before-repair)?(?:\.\d+)?$")
 BATCH_BYTES = 4 << 20  # a rebuilt database is written in batches of about this size
@@ -325,15 +326,15 @@ def scan_db(db, path, upper=0, meta_keys=()):
     if why is not None:
         sc.state_error = why
     elif raw is not None:
-        if len(raw) == _STATE.size:
-            sc.state = _STATE.unpack(raw)
+        if len(raw) == STATE_STRUCT.size:
+            sc.state = STATE_STRUCT.unpack(raw)
         else:
             sc.state_error = "state record of %d bytes" % len(raw)
     raw, _ = _get(db, FORMAT_KEY)
     sc.strict = raw == FORMAT_CRC
     raw, _ = _get(db, META_GEN_KEY)
     if raw is not None and len(raw) == 8:
-        sc.gen = _Q.unpack(raw)[0]
+        sc.gen = SEQ_STRUCT.unpack(raw)[0]
     for kind, k, x in walk(db, b"m", b"n"):
         if kind is OK:
             sc.meta[k[1:]] = x
@@ -359,14 +360,14 @@ def _scan_records(db, path, sc):
         elif len(k) != 9:
             sc.bad_keys.append((k, "message key of %d bytes" % len(k)))
         elif kind is BAD:
-            sc.damaged[_Q.unpack_from(k, 1)[0]] = (x, _where(db, path, k))
+            sc.damaged[SEQ_STRUCT.unpack_from(k, 1)[0]] = (x, _where(db, path, k))
         else:
             _take_record(db, path, sc, k, x)
 
 
 def _take_record(db, path, sc, k, v):
     """Verify record ``v`` under key ``k``: into ``sc.records`` or ``sc.damaged``."""
-    seq = _Q.unpack_from(k, 1)[0]
+    seq = SEQ_STRUCT.unpack_from(k, 1)[0]
     try:
         off, a, b, ts = verify_record(seq, v, sc.strict)
     except RecordDamaged as e:
@@ -389,10 +390,10 @@ PROBE_MAX = 1 << 20  # sequences read one by one in one unlistable range, at mos
 def _probe_gaps(db, path, sc, upper, meta_keys):
     for prefix, lo, hi, why, where in list(sc.gaps):
         if prefix == b"d":
-            first = _Q.unpack(lo[1:9].ljust(8, b"\0"))[0] if lo[1:] else 0
-            last = min(upper, _Q.unpack(hi[1:9].ljust(8, b"\0"))[0] if hi < b"e" else upper)
+            first = SEQ_STRUCT.unpack(lo[1:9].ljust(8, b"\0"))[0] if lo[1:] else 0
+            last = min(upper, SEQ_STRUCT.unpack(hi[1:9].ljust(8, b"\0"))[0] if hi < b"e" else upper)
             for seq in range(max(first, 1), min(last, first + PROBE_MAX) + 1):
-                k = b"d" + _Q.pack(seq)
+                k = b"d" + SEQ_STRUCT.pack(seq)
                 if not lo <= k < hi or seq in sc.records or seq in sc.damaged:
                     continue
                 v, err = _get(db, k)
@@ -403,11 +404,11 @@ def _probe_gaps(db, path, sc, upper, meta_keys):
         elif prefix == b"s":
             for seq, (sid, size, _) in list(sc.records.items()):
                 subj = sc.subjects[sid]
-                k = b"s" + _I.pack(len(subj)) + subj + _Q.pack(seq)
+                k = b"s" + U32_STRUCT.pack(len(subj)) + subj + SEQ_STRUCT.pack(seq)
                 if lo <= k < hi and seq not in sc.index:
                     v, err = _get(db, k)
                     if v is not None:
-                        sc.index[seq] = (subj, _I.unpack(v)[0] if len(v) == 4 else None)
+                        sc.index[seq] = (subj, U32_STRUCT.unpack(v)[0] if len(v) == 4 else None)
                     elif err is not None:
                         sc.index_bad[seq] = err
         else:
@@ -431,15 +432,15 @@ def _scan_index(db, path, sc):
         if kind is GAP:
             sc.gaps.append((b"s",) + k + (x, _where(db, path, k[0])))
             continue
-        if len(k) < 13 or len(k) != 13 + _I.unpack_from(k, 1)[0]:
+        if len(k) < 13 or len(k) != 13 + U32_STRUCT.unpack_from(k, 1)[0]:
             sc.bad_keys.append((k, "index key does not parse"))
             continue
-        seq = _Q.unpack_from(k, len(k) - 8)[0]
+        seq = SEQ_STRUCT.unpack_from(k, len(k) - 8)[0]
         subj = k[5:-8]
         if kind is BAD:
             sc.index_bad[seq] = x
             continue
-        size = _I.unpack(x)[0] if len(x) == 4 else None
+        size = U32_STRUCT.unpack(x)[0] if len(x) == 4 else None
         if seq in sc.index:
             sc.index_extra.append((seq, subj))
         else:
@@ -597,15 +598,6 @@ def read_repairs(path):
     return out
 
 
-def pinned_key(key):
-    """The meta records the server keeps in NATSBROKER-META too (the stream's
-    and its consumers' config and creation time). A copy of
-    natsbroker.jetstream.plugin.pinned_meta: the store package must not import
-    the plugin."""
-    return key in (CONFIG_KEY, b"created") or (
-        key.startswith(b"c.") and (key.endswith(b".config") or key.endswith(b".created")))
-
-
 @attrs.define
 class _Bounds:
     """The sequence range the evidence gives: state record, high-water mark and
@@ -722,7 +714,7 @@ _PREFIXES = {b"d": "message", b"s": "index", b"m": "meta"}
 
 def _in_gap(sc, seq):
     """The data gap (keys LevelDB cannot list) holding ``seq``'s record, or None."""
-    k = b"d" + _Q.pack(seq)
+    k = b"d" + SEQ_STRUCT.pack(seq)
     for g in sc.gaps:
         if g[0] == b"d" and g[1] <= k < g[2]:
             return g
@@ -786,7 +778,7 @@ def _check_hwm(r, sc, hw, exists, gen, held, b, done, listed):
         if exists:
             r.add(HWM, "%s cannot be read (both slots damaged)" % HWM_NAME)
         else:
-            r.add(HWM, "no %s (written by natsbroker since issue 12)" % HWM_NAME, damage=False)
+            r.add(HWM, "no %s (a store written before natsbroker kept one)" % HWM_NAME, damage=False)
         return
     hfirst, hlast, _, hmsgs, hbytes, floors = hw
     r.hwm = {"first_seq": hfirst, "last_seq": hlast, "msgs": hmsgs, "bytes": hbytes,
@@ -822,21 +814,21 @@ def _check_meta(r, sc, pinned, pinned_exists):
     # The server puts pinned records back on open when NATSBROKER-META is of a
     # later generation than the database (LevelDBStream._load).
     restores = pinned is not None and pinned[0] > (sc.gen or 0)
-    if CONFIG_KEY not in sc.meta and CONFIG_KEY not in sc.meta_bad:
-        if restores and CONFIG_KEY in pinned[1]:
+    if META_CONFIG not in sc.meta and META_CONFIG not in sc.meta_bad:
+        if restores and META_CONFIG in pinned[1]:
             r.add(META, "no stream config record; %s has it: the server puts it back"
                   % META_NAME, damage=False)
         else:
             r.add(META, "no stream config record (the server quarantines the stream)")
     for k, v in sorted(sc.meta.items()):
-        if k == CONFIG_KEY or k.endswith((b".config", b".state")):
+        if k == META_CONFIG or k.endswith((b"." + CONSUMER_CONFIG, b"." + CONSUMER_STATE)):
             try:
                 ok = isinstance(json.loads(v), dict)
             except ValueError:
                 ok = False
             if not ok:
                 r.add(META, "meta record %r is not a JSON object" % k.decode(errors="replace"))
-        elif k.endswith(b"created") and not v.strip().isdigit():
+        elif k.endswith(META_CREATED) and not v.strip().isdigit():
             r.add(META, "meta record %r is not a number" % k.decode(errors="replace"))
     if pinned is None:
         if pinned_exists:
@@ -859,7 +851,7 @@ def _check_meta(r, sc, pinned, pinned_exists):
         else:
             r.add(PINNED, "record %r differs from %s's copy" % (name, META_NAME), damage=False)
     if restores:
-        for k in sorted(k for k in sc.meta if pinned_key(k) and k not in recs):
+        for k in sorted(k for k in sc.meta if pinned_meta(k) and k not in recs):
             r.add(PINNED, "record %r was deleted since (%s, generation %d > %d, lacks it): "
                   "the server removes it" % (k.decode(errors="replace"), META_NAME, pgen,
                                              sc.gen or 0), damage=False)
@@ -885,10 +877,11 @@ def examine(db, sd, path=None):
 def _scan(db, path, side):
     hw, pinned = side["hwm"], side["pinned"]
     keys = set(pinned[1]) if pinned is not None else set()
-    keys |= {k[:-len(b"config")] + b"state" for k in keys if k.startswith(b"c.")
-             and k.endswith(b".config")}
+    # each consumer whose config is pinned has a state record too
+    keys |= {k[:-len(CONSUMER_CONFIG)] + CONSUMER_STATE for k in keys if k.startswith(CONSUMER_PREFIX)
+             and k.endswith(b"." + CONSUMER_CONFIG)}
     return scan_db(db, path, upper=hw[1] if hw is not None else 0,
-                   meta_keys=sorted(keys | {CONFIG_KEY, b"created"}))
+                   meta_keys=sorted(keys | {META_CONFIG, META_CREATED}))
 
 
 def verify_stream(sd, workdir=None, examine_copy=True):
@@ -1123,9 +1116,9 @@ def _rebuild(sd, work, rep):
             if not sc.no_crc:
                 dst.put(FORMAT_KEY, FORMAT_CRC)
             if gen is not None:
-                dst.put(META_GEN_KEY, _Q.pack(gen))
+                dst.put(META_GEN_KEY, SEQ_STRUCT.pack(gen))
             # Last, synced: LevelDB's log then holds every write above.
-            dst.put(STATE_KEY, _STATE.pack(b.first, b.last, b.last_ts), sync=True)
+            dst.put(STATE_KEY, STATE_STRUCT.pack(b.first, b.last, b.last_ts), sync=True)
         finally:
             dst.close()
     finally:
@@ -1175,11 +1168,11 @@ def _records(src, sc):
     only point reads found (in key ranges the walk cannot list) read one by one."""
     seen = set()
     for kind, k, v in walk(src, b"d", b"e"):
-        if kind is OK and len(k) == 9 and _Q.unpack_from(k, 1)[0] in sc.records:
-            seen.add(_Q.unpack_from(k, 1)[0])
+        if kind is OK and len(k) == 9 and SEQ_STRUCT.unpack_from(k, 1)[0] in sc.records:
+            seen.add(SEQ_STRUCT.unpack_from(k, 1)[0])
             yield k, v
     for seq in sorted(set(sc.records) - seen):
-        k = b"d" + _Q.pack(seq)
+        k = b"d" + SEQ_STRUCT.pack(seq)
         v, _ = _get(src, k)
         yield k, v if v is not None else b""
 
@@ -1189,7 +1182,7 @@ def _write_records(src, dst, sc):
     wb = dst.write_batch()
     n = 0
     for k, v in _records(src, sc):
-        seq = _Q.unpack_from(k, 1)[0]
+        seq = SEQ_STRUCT.unpack_from(k, 1)[0]
         try:
             off, a, b, _ = verify_record(seq, v, sc.strict)
         except RecordDamaged:
@@ -1199,8 +1192,8 @@ def _write_records(src, dst, sc):
         subj = v[off:a]
         mv = memoryview(v)
         wb.put(k, v)
-        wb.put(b"s" + _I.pack(len(subj)) + subj + k[1:],
-               _I.pack(file_msg_size(subj, mv[a:b], mv[b:])))
+        wb.put(b"s" + U32_STRUCT.pack(len(subj)) + subj + k[1:],
+               U32_STRUCT.pack(file_msg_size(subj, mv[a:b], mv[b:])))
         n += len(v) + 2 * len(subj) + 30
         if n >= BATCH_BYTES:
             wb.write()
@@ -1225,11 +1218,11 @@ def _write_meta(dst, sc, pinned, rep):
             for k, v in sorted(recs.items()):
                 have = meta.get(k)
                 if have is None or (newer and have != v) or (
-                        k.endswith(b"config") and not _json_object(have)):
+                        k.endswith(META_CONFIG) and not _json_object(have)):
                     meta[k] = v
                     rep.restored_meta.append(k.decode(errors="replace"))
         if newer:
-            for k in sorted(k for k in meta if pinned_key(k) and k not in recs):
+            for k in sorted(k for k in meta if pinned_meta(k) and k not in recs):
                 del meta[k]
                 rep.restored_meta.append("-" + k.decode(errors="replace"))
             gen = pgen
@@ -1266,7 +1259,7 @@ def _write_side(path, work, side, b, sc, rep, held):
         hw = h.read()
         side["hwm_gen"] = h.gen
     if side["pinned"] is None and side["pinned_exists"]:
-        recs = {k: v for k, v in sc.meta.items() if pinned_key(k)}
+        recs = {k: v for k, v in sc.meta.items() if pinned_meta(k)}
         PinnedMeta(os.path.join(work, META_NAME)).write(sc.gen or 0, recs, True)
         rep.notes.append("%s could not be read: rewritten from the database" % META_NAME)
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

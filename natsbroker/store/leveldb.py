@@ -115,7 +115,7 @@ from twisted.logger import Logger
 
 from natsbroker import private
 from natsbroker.store.base import file_msg_size, Store, StoredMsg
-from natsbroker.store.common import _NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
+from natsbroker.store.common import NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
 from natsbroker.subjects.sublist import subject_matches
 
 _Q = struct.Struct(">Q")
@@ -128,6 +128,10 @@ FORMAT_KEY = b"F"  # -> format byte; b"\x02": every record must carry a checksum
 FORMAT_CRC = b"\x02"
 _STATE = struct.Struct(">QQQ")  # first_seq, last_seq, last_ts
 STATE_KEY = b"S"
+# The record layout natsbroker.store.fsck reads offline: b"d" + SEQ_STRUCT(seq)
+# keys a message, b"s" + U32_STRUCT(len) + subject + seq indexes it, STATE_KEY
+# holds STATE_STRUCT.
+SEQ_STRUCT, U32_STRUCT, STATE_STRUCT = _Q, _I, _STATE
 
 # The high-water mark file (see :class:`HighWater`), inside each stream's
 # LevelDB directory (LevelDB ignores file names it does not own).
@@ -661,7 +665,7 @@ class LevelDBStream(StreamBase):
             self._first = first
             self._first_ts = 0
         else:
-            k = _NOT_00.search(present).start()
+            k = NOT_00.search(present).start()
             b = present[k]
             self._first = first + (k << 3) + (b & -b).bit_length() - 1
             self._first_ts = None

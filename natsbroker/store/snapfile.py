@@ -219,18 +219,3 @@ def _json(body, what):
     if not isinstance(value, dict):
         raise SnapshotError("snapshot corrupt: bad %s" % what)
     return value
-
-
-def verify_file(path, progress=None):
-    """Check a snapshot file completely; returns the Reader (counts, header)."""
-    r = Reader()
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                break
-            r.feed(block)
-            if progress is not None:
-                progress(len(block))
-    r.finish()
-    return r

@@ -360,6 +360,11 @@ class Sublist:
             # it): it never comes again, and caching it would only push out
             # subjects that do (one per ack, the cache cleared every 1024).
             # A cache_max of 0: no cache at all (no_sublist_cache).
+            # Why here and not in JetStream: the decision is made on a cache
+            # miss of every publish, before anyone knows which subscriptions
+            # match; a per-subscription "do not cache" flag would cost a look
+            # at every match result. The one JetStream name in subjects/ is
+            # an explicit allowance in tests/test_layout.py.
             return r
         cache = self._cache
         if len(cache) >= self._cache_max:

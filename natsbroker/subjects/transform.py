@@ -40,6 +40,7 @@ __all__ = [
     "new_transform",
     "validate_mapping",
     "fnv1a32",
+    "transform_untokenize",
 ]
 
 # nats-server's error texts (server/errors.go).
@@ -146,6 +147,19 @@ def _function_args(regex, token):
     if m is None:
         return None
     return _COMMA_RE.split(m.group(1))
+
+
+def transform_untokenize(subject):
+    """transformUntokenize: ``$n`` and ``{{wildcard(n)}}`` tokens become ``*``."""
+    out = []
+    for t in subject.split("."):
+        args = _function_args(_WILDCARD_RE, t)
+        if (len(t) > 1 and t[0] == "$" and "1" <= t[1] <= "9") or (
+                args is not None and len(args) == 1 and args[0] != ""):
+            out.append("*")
+        else:
+            out.append(t)
+    return ".".join(out)
 
 
 def _index_int_args(token, args, kind):

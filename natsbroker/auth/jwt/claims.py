@@ -369,11 +369,6 @@ class UserClaims(Claims):
     issuer_account = property(lambda self: self.nats.get("issuer_account") or "")
     bearer_token = property(lambda self: bool(self.nats.get("bearer_token")))
 
-    def permission_limits(self):
-        """The user's ``UserPermissionLimits`` (permissions, limits, bearer,
-        connection types) as a dict of the JSON names."""
-        return {k: self.nats[k] for k in _USER_PERMISSION_LIMITS if k in self.nats}
-
     def validate(self, vr, now=None):
         super().validate(vr, now)
         validate_permissions(self.nats, vr)
@@ -806,11 +801,12 @@ def validate_limits(limits, vr):
             vr.add_error("end in time range is invalid %s" % json.dumps(end))
     loc = limits.get("times_location") or ""
     if loc:
-        if _zone(loc) is None:
+        if load_zone(loc) is None:
             vr.add_error("could not parse iana time zone by name: unknown time zone %s" % loc)
 
 
-def _zone(name):
+def load_zone(name):
+    """The IANA time zone ``name`` (a user JWT's ``times_location``), or None."""
     try:
         import zoneinfo
         return zoneinfo.ZoneInfo(name)
@@ -1028,6 +1024,33 @@ def decode_activation(token):
 def decode_generic(token):
     """jwt.DecodeGeneric: any JWT, its ClaimsData and raw ``nats`` data."""
     return decode(token)
+
+
+_AUTHORIZATION_RESPONSE_SPEC = dict(_CLAIMS_DATA, nats=dict(jwt=_S.STR, error=_S.STR, issuer_account=_S.STR,
+                                                           **_GENERIC))
+
+
+def decode_authorization_response(token):
+    """The header, payload and account signature of an auth callout
+    service's answer (jwt.DecodeAuthorizationResponseClaims, up to its
+    ``type``, which the caller checks); :class:`JWTError` with Go's text.
+    (:func:`decode` reads only the kinds operator mode needs.)"""
+    chunks = token.split(".")
+    if len(chunks) != 3:
+        raise JWTError("expected 3 chunks")
+    _parse_header(chunks[0])
+    payload = _loads(_b64decode(chunks[1]))
+    if not isinstance(payload, dict):
+        raise JWTError("json: cannot unmarshal %s into Go value of type jwt.identifier" % _json_kind(payload))
+    _Schema("AuthorizationResponseClaims").check(payload, _AUTHORIZATION_RESPONSE_SPEC, [])
+    sig = _b64decode(chunks[2])
+    claims = GenericClaims(payload, LIB_VERSION, token)
+    signed = token[:len(chunks[0]) + len(chunks[1]) + 1]
+    if not verify(claims.issuer, signed.encode(), sig):
+        raise JWTError("claim failed V2 signature verification")
+    if not is_public_key(claims.issuer, "A"):
+        raise JWTError("unable to validate expected prefixes - [account]")
+    return claims
 
 
 # -- decorated files (nsc's .creds and .jwt) ------------------------------------------------

@@ -202,7 +202,7 @@ def wire(operator, jacc):
             else:
                 ji = JwtStreamImport(name, subject, prefix=to, claim=i)
             try:
-                X._add_stream_import(jacc, exporter, ji, operator.accounts)
+                X.add_stream_import(jacc, exporter, ji, operator.accounts)
             except X.Refused as e:
                 log.debug("Error adding stream import to account [{a}]: {e}", a=label, e=e)
                 incomplete.append(i)
@@ -216,7 +216,7 @@ def wire(operator, jacc):
                       f=frm, a=label, t=remote)
             ji = JwtServiceImport(name, remote or frm, to=frm, share=bool(i.get("share")), claim=i)
             try:
-                X._add_service_import(jacc, exporter, ji, operator.accounts)
+                X.add_service_import(jacc, exporter, ji, operator.accounts)
             except X.Refused as e:
                 log.debug("Error adding service import to account [{a}]: {e}", a=label, e=e)
                 incomplete.append(i)

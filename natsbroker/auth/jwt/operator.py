@@ -17,16 +17,21 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.accounts.imports import unwire
+from natsbroker.auth import callout_policy
 from natsbroker.auth.users import connection_type
-from natsbroker.config.model import (CONNECTION_TYPES, MapDest, Permission, Permissions, ResponsePermission,
-                               SubjectMapping)
+from natsbroker.config.operator import OperatorError
+from natsbroker.config.model import CONNECTION_TYPES, MapDest, SubjectMapping
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver, ISystemEvents
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
 from natsbroker.auth.jwt import links
 from natsbroker.auth.jwt.resolver import (CacheResolver, DirResolver, FetchPending, MemoryResolver,
-                                         ResolverError, URLResolver)
+                                         ResolverError, URLResolver, fetch_blocking)
+from natsbroker.auth.jwt.trust import ACCOUNT_VALIDATION, trusted_keys, verify_account
+from natsbroker.auth.jwt.user_limits import (JwtUser, permission_limits_empty, permissions_from_jwt,
+                                            process_template, validate_src, validate_times)
 from natsbroker.auth.nkey import decode_signature
 
 log = Logger()
@@ -34,102 +39,9 @@ log = Logger()
 ERR_MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
 ERR_EXPIRED = "User Authentication Expired"
-ACCOUNT_VALIDATION = "account validation failed"
-
-
-class OperatorError(Exception):
-    """A configuration nats-server refuses to start with (its words)."""
-
-
-class JwtUser(str):
-    """The identity of a client logged in with a user JWT: its public key.
-    ``log_tag`` is nats-server's ``"<account>/<account name>/jwt:<user>"``;
-    ``bearer``: it logged in without signing the nonce (its JWT's own
-    ``bearer_token``, or its scoped signing key's template's)."""
-
-    __slots__ = ("claims", "account", "log_tag", "valid_for", "claims_limits", "bearer")
 
 
 # -- start-up checks ---------------------------------------------------------------
-
-
-def _version(text):
-    parts = text.split(".") if text else []
-    if not text:
-        return 0, 0, 0
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise ValueError("invalid version string format %s" % text)
-    return tuple(int(p) for p in parts)
-
-
-def check_operator_config(config):
-    """nats-server's validateTrustedOperators and the operator-mode parts of
-    its start (no_auth_user, the system account, the default resolver).
-    Sets ``config.system_account`` from the operator JWT when the config
-    names none. Raises :class:`OperatorError`."""
-    if not config.operators:
-        if config.trusted_keys and config.no_auth_user:
-            raise OperatorError("no_auth_user not compatible with Trusted Operator")
-        return
-    operators = [C.decode_operator(j) for j in config.operators]
-    if len(operators) == 1:
-        if config.resolver is None and config.resolver_url is None:
-            config.resolver_url = (operators[0].account_server_url or "") + "/accounts"
-        if not config.system_account:
-            config.system_account = operators[0].system_account
-    if config.resolver is None and config.resolver_url is None:
-        raise OperatorError("operators require an account resolver to be configured")
-    if config.accounts:
-        raise OperatorError("operators do not allow Accounts to be configured directly")
-    auth = config.authorization
-    if auth.users or auth.nkeys:
-        raise OperatorError("operators do not allow users to be configured directly")
-    if config.trusted_keys:
-        raise OperatorError("conflicting options for 'TrustedKeys' and 'TrustedOperators'")
-    if config.system_account:
-        non_empty = [op.system_account for op in operators if op.system_account]
-        if non_empty and config.system_account not in non_empty:
-            raise OperatorError("system_account in config and operator JWT must be identical")
-    elif config.resolver is not None and config.resolver.type in ("FULL", "CACHE"):
-        raise OperatorError("using nats based account resolver - the system account needs to be "
-                            "specified in configuration or the operator jwt")
-    server = _version(COMPAT_VERSION.split("-")[0])
-    for op in operators:
-        try:
-            want = _version(op.assert_server_version)
-        except ValueError as e:
-            raise OperatorError("operator %s expects version %s got error instead: %s"
-                                % (op.subject, op.assert_server_version, e)) from None
-        for i, what in enumerate(("major", "minor", "update")):
-            if want[i] > server[i]:
-                raise OperatorError("operator %s expected %s version %d > server %s version %d"
-                                    % (op.subject, what, want[i], what, server[i]))
-            if server[i] > want[i]:
-                break
-    for key in trusted_keys(config, operators):
-        if not C.is_public_key(key, "O"):
-            raise OperatorError("trusted Keys %s are required to be a valid public operator nkey"
-                                % _quote(key))
-    for key in config.resolver_pinned_accounts:
-        if not C.is_public_key(key, "A"):
-            raise OperatorError("pinned account key %s is not a valid public account nkey" % _quote(key))
-    if config.no_auth_user:
-        raise OperatorError("no_auth_user not compatible with Trusted Operator")
-    if config.resolver is None:
-        # The operator's account server: a URL resolver (checked at start).
-        from natsbroker.config.model import ResolverConfig
-        url = config.resolver_url or ""
-        config.resolver = ResolverConfig("URL", url=url if url.endswith("/") else url + "/")
-    sys_key = config.system_account
-    if sys_key and config.resolver.type == "MEMORY":
-        # The system account is looked up when the server starts.
-        if not C.is_public_key(sys_key, "A"):
-            raise OperatorError("error resolving system account: will only fetch valid account keys")
-        token = config.resolver_preload.get(sys_key)
-        if token is None:
-            raise OperatorError("error resolving system account: account missing")
-        if verify_account(token, sys_key, set(trusted_keys(config, operators))) is None:
-            raise OperatorError("error resolving system account: " + ACCOUNT_VALIDATION)
 
 
 def check_resolver_start(config):
@@ -137,8 +49,8 @@ def check_resolver_start(config):
     serves anyone (and before the reactor runs): no preloads, its server
     answers ``GET <url>``; then it fetches the system account (kept in
     ``config.resolver.fetched``; without it the server bootstraps one).
-    Raises :class:`OperatorError`."""
-    from natsbroker.auth.jwt.resolver import fetch_blocking
+    Raises :class:`OperatorError`. Run by the commands that start a server
+    (``natsbroker``, ``twistd natsbroker``), not by ``-t``."""
     rc = config.resolver
     if not config.operators or rc is None or rc.type != "URL":
         return
@@ -155,35 +67,6 @@ def check_resolver_start(config):
             rc.fetched[sys_key] = fetch_blocking(rc.url + sys_key)
         except ResolverError:
             pass
-
-
-def trusted_keys(config, operators=None):
-    """The operator keys account JWTs may be signed with."""
-    if operators is None:
-        operators = [C.decode_operator(j) for j in config.operators]
-    keys = list(config.trusted_keys)
-    for op in operators:
-        if not op.strict_signing_key_usage:
-            keys.append(op.subject)
-        keys.extend(op.signing_keys)
-    return keys
-
-
-def verify_account(token, name, trusted, now=None):
-    """The AccountClaims of ``token`` if it is a valid account JWT for
-    ``name`` issued by a ``trusted`` key (nats-server's verifyAccountClaims),
-    else None."""
-    try:
-        claims = C.decode_account(token)
-    except C.JWTError:
-        return None
-    if claims.issuer not in trusted:
-        return None
-    vr = C.ValidationResults()
-    claims.validate(vr, now)
-    if vr.is_blocking(True) or claims.subject != name:
-        return None
-    return claims
 
 
 def _quote(s):
@@ -299,29 +182,6 @@ def _min_limit(value, limit):
     return limit
 
 
-def permissions_from_jwt(p):
-    """nats-server's buildPermissionsFromJwt: a :class:`Permissions`, or
-    None when the JWT sets none."""
-    if not p:
-        return None
-    out = None
-    pub, sub, resp = p.get("pub") or {}, p.get("sub") or {}, p.get("resp")
-    if pub.get("allow") or pub.get("deny"):
-        out = Permissions()
-        out.publish = Permission(list(pub.get("allow") or []), list(pub.get("deny") or []))
-    if sub.get("allow") or sub.get("deny"):
-        out = out or Permissions()
-        out.subscribe = Permission(list(sub.get("allow") or []), list(sub.get("deny") or []))
-    if resp is not None:
-        out = out or Permissions()
-        out.allow_responses = True
-        max_msgs = int(resp.get("max") or 0)
-        ttl = int(resp.get("ttl") or 0)
-        out.response = ResponsePermission(max_msgs=max_msgs or 1,
-                                          expires=ttl / 1e9 if ttl else 120.0)
-    return out
-
-
 def _mappings(claims):
     out = []
     for source, dests in (claims.nats.get("mappings") or {}).items():
@@ -330,9 +190,7 @@ def _mappings(claims):
     return out
 
 
-# -- scoped signing keys --------------------------------------------------------------
-
-_UPL_LISTS = ("src", "times", "allowed_connection_types")
+# -- connection types -----------------------------------------------------------------
 
 
 def _connection_type_allowed(limits, client, debug):
@@ -352,156 +210,6 @@ def _connection_type_allowed(limits, client, debug):
         debug("Connection type not allowed")
         return False
     return True
-
-
-def _permission_limits_empty(nats):
-    """Go's ``UserPermissionLimits.Empty()`` (reflect.DeepEqual with the zero
-    value): a scoped user's JWT may set none of them."""
-    for which in ("pub", "sub"):
-        p = nats.get(which)
-        if isinstance(p, dict) and (p.get("allow") is not None or p.get("deny") is not None):
-            return False
-    if nats.get("resp") is not None:
-        return False
-    for key in _UPL_LISTS:
-        if nats.get(key) is not None:
-            return False
-    if nats.get("times_location"):
-        return False
-    for key in ("subs", "data", "payload"):
-        if nats.get(key):
-            return False
-    return not nats.get("bearer_token")
-
-
-def _apply_template(entries, user, acc, fail_on_bad):
-    """nats-server's processUserPermissionsTemplate for one list."""
-    from natsbroker.subjects.sublist import is_valid_subject
-    if not any(t.startswith("{{") and t.endswith("}}") for e in entries for t in e.split(".")):
-        return list(entries)
-    out = []
-    for entry in entries:
-        tokens = entry.split(".")
-        new_tokens = []
-        tag_values = []
-        for tk in tokens:
-            if tk.startswith("{{") and tk.endswith("}}"):
-                op = tk[2:-2].lower()
-                if op == "name()":
-                    tk = user.name
-                elif op == "subject()":
-                    tk = user.subject
-                elif op == "account-name()":
-                    tk = acc.name_tag
-                elif op == "account-subject()":
-                    tk = user.issuer_account
-                elif (op.startswith("tag(") or op.startswith("account-tag(")) and op.endswith(")"):
-                    tk = ""
-                    if op.startswith("account-tag("):
-                        tags = acc.claims.tags
-                        prefix = op[len("account-tag("):-1].lower() + ":"
-                    else:
-                        tags = user.tags
-                        prefix = op[len("tag("):-1].lower() + ":"
-                    values = [t[len(prefix):] for t in tags if t.startswith(prefix)]
-                    if values:
-                        tag_values.append(values)
-                else:
-                    tk = " "
-            new_tokens.append(tk)
-        if not tag_values:
-            candidates = [".".join(new_tokens)]
-        else:
-            candidates = []
-            for combo in _product(tag_values):
-                combo = list(combo)
-                parts = []
-                for tk in new_tokens:
-                    parts.append(combo.pop(0) if tk == "" else tk)
-                candidates.append(".".join(parts))
-        for subj in candidates:
-            if is_valid_subject(subj.encode()):
-                out.append(subj)
-            elif fail_on_bad:
-                raise ValueError("generated invalid subject")
-    return out
-
-
-def _product(lists):
-    import itertools
-    return itertools.product(*lists)
-
-
-def _process_template(template, user, acc):
-    lim = dict(template)
-    pub = dict(lim.get("pub") or {})
-    sub = dict(lim.get("sub") or {})
-    sub_allow_was = bool(sub.get("allow"))
-    pub_allow_was = bool(pub.get("allow"))
-    sub["allow"] = _apply_template(sub.get("allow") or [], user, acc, False)
-    sub["deny"] = _apply_template(sub.get("deny") or [], user, acc, True)
-    pub["allow"] = _apply_template(pub.get("allow") or [], user, acc, False)
-    pub["deny"] = _apply_template(pub.get("deny") or [], user, acc, True)
-    if sub_allow_was and not sub["allow"] and ">" not in sub["deny"]:
-        sub["deny"].append(">")
-    if pub_allow_was and not pub["allow"] and ">" not in pub["deny"]:
-        pub["deny"].append(">")
-    lim["pub"], lim["sub"] = pub, sub
-    return lim
-
-
-# -- time windows ---------------------------------------------------------------------
-
-
-def validate_times(nats, now=None):
-    """nats-server's validateTimes: ``(allowed now, seconds left or 0)``."""
-    ranges = nats.get("times") or []
-    if not ranges:
-        return True, 0
-    import datetime
-    tz = None
-    loc = nats.get("times_location") or ""
-    if loc:
-        tz = C._zone(loc)
-        if tz is None:
-            return False, 0
-    current = datetime.datetime.now(tz) if now is None else now
-    if tz is None:
-        current = current.astimezone()
-    midnight = current.replace(hour=0, minute=0, second=0, microsecond=0)
-    for tr in ranges:
-        start = C.parse_clock(tr.get("start"))
-        end = C.parse_clock(tr.get("end"))
-        if start is None or end is None:
-            return False, 0
-        s = midnight + datetime.timedelta(seconds=start)
-        e = midnight + datetime.timedelta(seconds=end)
-        if start > end:
-            e += datetime.timedelta(days=1)
-        if s < current < e:
-            return True, (e - current).total_seconds()
-    return False, 0
-
-
-def validate_src(nats, host):
-    """nats-server's validateSrc."""
-    import ipaddress
-    cidrs = C.cidr_list(nats.get("src"))
-    if not cidrs:
-        return True
-    if not host:
-        return False
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    for text in cidrs:
-        net = C.parse_cidr(text)
-        if net is None:
-            return False
-        if ip.version == net.version and ip in net:
-            return True
-    return False
 
 
 # -- the mode itself -------------------------------------------------------------------
@@ -865,7 +573,6 @@ class OperatorMode:
         jacc.expired_flag = True
         for client in self._clients_of(jacc):
             _account_auth_expired(client)
-        from natsbroker.accounts.imports import unwire
         unwire(jacc.account)
         jacc.cancel_expiry()
         # (removeCb: its JetStream goes too; its stores stay)
@@ -926,11 +633,10 @@ class OperatorMode:
         if jacc is None:
             debug("Account JWT lookup error: %s" % why)
             return refused
-        # Auth callout (natsbroker.auth.callout): from here on, an account
+        # Auth callout (natsbroker.auth.callout_policy): from here on, an account
         # whose JWT turns callout on has its service decide refused logins
         # and the logins of users other than its auth_users.
-        from natsbroker.auth import callout as authcallout
-        refused = authcallout.operator_refusal(client, opts, jacc, refused)
+        refused = callout_policy.operator_refusal(client, opts, jacc, refused)
         if jacc.claims.issuer not in self.trusted:
             debug("Account JWT not signed by trusted operator")
             return refused
@@ -943,11 +649,11 @@ class OperatorMode:
             if scope.get("key") != juc.issuer:
                 debug("User JWT is not valid: issuer not the scoped signer")
                 return refused
-            if not _permission_limits_empty(nats):
+            if not permission_limits_empty(nats):
                 debug("User JWT is not valid: scoped users require no permissions or limits set")
                 return refused
             try:
-                limits = _process_template(scope.get("template") or {}, juc, jacc)
+                limits = process_template(scope.get("template") or {}, juc, jacc)
             except ValueError:
                 debug("User JWT generated invalid permissions")
                 return refused
@@ -995,7 +701,7 @@ class OperatorMode:
         user.bearer = bearer
         user_limits = {k: limits.get(k, 0) for k in ("subs", "payload")}
         user.claims_limits = user_limits
-        return authcallout.operator_login(client, opts, jacc, juc, (True, user, perms, jacc.account.name))
+        return callout_policy.operator_login(client, opts, jacc, juc, (True, user, perms, jacc.account.name))
 
     def admit(self, client):
         """After the login of a JWT user: the account's connection limit,
