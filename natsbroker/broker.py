@@ -19,6 +19,7 @@ from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.accounts.imports import wire as wire_imports
 from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.ratelog import RateLimitedLog
+from natsbroker.monitoring.endpoints import monitor_for
 from natsbroker.interfaces import IAccountObserver, IBroker
 
 log = Logger()
@@ -198,7 +199,6 @@ class Broker:
     @property
     def monitor(self):
         """The monitoring documents (IBroker.monitor), one per broker."""
-        from natsbroker.monitoring.endpoints import monitor_for
         return monitor_for(self)
 
     def add_account(self, name, mappings=None, is_system=False):

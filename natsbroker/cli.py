@@ -19,6 +19,7 @@ import attrs
 from natsbroker import __version__ as VERSION
 from natsbroker.config import load as configfile
 from natsbroker.config.model import ServerConfig, TLSConfig
+from natsbroker.discovery import config_blocks
 from natsbroker.connection.tls import CIPHERS_TLS12, CIPHERS_TLS13, CURVES, TLSConfigError, server_context
 
 CIPHERS = [n for n in CIPHERS_TLS12 if "RC4" not in n and "3DES" not in n] + list(CIPHERS_TLS13)
@@ -344,7 +345,7 @@ def build_config(cl):
     with the flags on top.  Returns ``(config, warnings)``."""
     config, warnings = ServerConfig(), []
     if cl.config_file:
-        config, warnings = configfile.load_config(cl.config_file)
+        config, warnings = configfile.load_config(cl.config_file, plugin_blocks=config_blocks)
     config = configfile.apply_overrides(config, cl.overrides)
     if cl.tls_flags:
         config.tls = _tls_from_flags(cl.tls_flags)

@@ -64,7 +64,7 @@ def _import_dropins(package):
                 module.name, module.filePath.path, type(e).__name__, e)) from None
 
 
-class PluginLoadError(Exception):
+class PluginLoadError(ValueError):
     pass
 
 

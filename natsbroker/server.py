@@ -20,7 +20,7 @@ from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver, ISystemEvents
-from natsbroker.discovery import PluginLoadError, plugins_for
+from natsbroker.discovery import PluginLoadError, config_blocks, plugins_for
 from natsbroker.connection.client import ClientFactory, ClientListener
 from natsbroker.config.load import ConfigError, load_config
 from natsbroker.fatal import StartupError, go_strerror, join_host_port, listen_error, path_error
@@ -338,7 +338,7 @@ class BrokerService(service.Service):
         try:
             fresh = cfg
             if cfg.config_file:
-                fresh, _ = load_config(cfg.config_file)
+                fresh, _ = load_config(cfg.config_file, plugin_blocks=config_blocks)
                 if cfg.tls_from_flags:
                     fresh.tls = cfg.tls
             pairs = [(self.client_tls, fresh.tls), (self.https_tls, fresh.tls),

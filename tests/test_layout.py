@@ -58,8 +58,10 @@ LAYERS = [
     ("message stores", ["natsbroker.store"]),
     ("connections", ["natsbroker.connection"]),
     ("cluster", ["natsbroker.cluster"]),
-    ("broker", ["natsbroker.broker"]),
+    # The monitor reads the broker's state by its attributes and imports none
+    # of it: the broker hands plugins its documents (IBroker.monitor).
     ("monitoring", ["natsbroker.monitoring"]),
+    ("broker", ["natsbroker.broker"]),
     ("built-in features", ["natsbroker.pubsub", "natsbroker.jetstream", "natsbroker.system",
                            "natsbroker.changefeed", "natsbroker.objstore"]),
     ("drop-in factories and their loader", ["natsbroker.plugins", "natsbroker.discovery"]),

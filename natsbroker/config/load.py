@@ -1781,20 +1781,22 @@ _SERVER = _table(
 # -- entry points -----------------------------------------------------------------
 
 
-def _with_plugin_blocks(tree):
+def _with_plugin_blocks(tree, plugin_blocks):
     """The top-level table, plus the blocks plugins claim (an
     IBrokerPluginFactory's ``config_block``) among the keys it does not know:
-    ``myplugin { ... }`` goes to ``config.plugin_config["myplugin"]``. Plugins
-    are looked for only when there is such a key; an unclaimed one stays
-    nats-server's ``unknown field``."""
+    ``myplugin { ... }`` goes to ``config.plugin_config["myplugin"]``.
+    ``plugin_blocks(specs)`` (natsbroker.discovery.config_blocks, handed in by
+    the entry points: plugin discovery sits above the loader) finds them; it
+    is asked only when there is such a key, and an unclaimed one stays
+    nats-server's ``unknown field``. It raises ValueError (PluginLoadError)
+    for a plugin that cannot be loaded."""
     unknown = [k for k in tree if k.lower() not in _SERVER]
-    if not unknown:
+    if not unknown or plugin_blocks is None:
         return _SERVER
-    from natsbroker.discovery import PluginLoadError, config_blocks
     specs = [v for k, v in tree.items() if k.lower() == "plugins" and isinstance(v, list)]
     try:
-        claimed = config_blocks([s for v in specs for s in v if isinstance(s, str)])
-    except PluginLoadError as e:
+        claimed = plugin_blocks([s for v in specs for s in v if isinstance(s, str)])
+    except ValueError as e:
         raise ConfigError(str(e)) from None
     table = dict(_SERVER)
     for key in unknown:
@@ -1906,9 +1908,11 @@ def validate_websocket(config):
                           f'JWT authentication via cookie "{ws.jwt_cookie}"')
 
 
-def load_config(path, config=None):
+def load_config(path, config=None, plugin_blocks=None):
     """Read the nats-server config file at ``path`` onto ``config`` (default:
-    a fresh :class:`ServerConfig`).
+    a fresh :class:`ServerConfig`). ``plugin_blocks``: how to find the
+    plugins that claim top-level blocks (see :func:`_with_plugin_blocks`);
+    without it every unknown key is refused.
 
     Returns ``(config, warnings)``; the given config is not modified.  Raises
     :class:`ConfigError` in nats-server's words: ``open FILE: <Go's text>`` for
@@ -1923,7 +1927,7 @@ def load_config(path, config=None):
         raise ConfigError(e.nats_text()) from e
     loader = _Loader()
     try:
-        overrides = loader.block(tree, _with_plugin_blocks(tree), _Where(os.fspath(path), 1, 1))
+        overrides = loader.block(tree, _with_plugin_blocks(tree, plugin_blocks), _Where(os.fspath(path), 1, 1))
     except BadValue as e:  # only if the top level is not a map, which conf never returns
         raise ConfigError(f"{os.fspath(path)}: {e}") from None
     except ConfigError as e:
