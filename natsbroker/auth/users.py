@@ -13,7 +13,7 @@ from twisted.logger import Logger
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
 from natsbroker.config.model import Permission, Permissions, ResponsePermission
-from natsbroker.subjects.mapping import go_quote
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.auth.nkey import check_signature
 from natsbroker.subjects.sublist import is_literal
 

@@ -40,7 +40,8 @@ from natsbroker.accounts.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
 from natsbroker.gocompat.durations import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
 from natsbroker.auth.nkey import public_user_key
-from natsbroker.subjects.mapping import MappingError, compile_mapping, go_quote
+from natsbroker.subjects.mapping import MappingError, compile_mapping
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.subjects.sublist import is_valid_subject
 from natsbroker.subjects.transform import TransformError
 

@@ -22,7 +22,7 @@ import sys
 import attrs
 
 from natsbroker import jsonbound
-from natsbroker.jetstream.errors import go_quote
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.gocompat.times import go_parse_rfc3339, rfc3339
 
 # ---------------------------------------------------------------------------

@@ -46,6 +46,7 @@ import re
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from natsbroker.gocompat.query import go_bool, go_int, query_values
 from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IShutdownObserver, IStreamEvents
 from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
@@ -770,39 +771,6 @@ class JetStreamAccount:
         return sum(len(s.consumers) for s in self.streams.values())
 
 
-def _go_bool(query, name):
-    s = query.get(name, "")
-    if s in ("", "0", "f", "F", "FALSE", "false", "False"):
-        return False
-    if s in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    raise ValueError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                     "invalid syntax" % (name, E.go_quote(s)))
-
-
-def _go_int(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not re.fullmatch(r"[+-]?[0-9]+", s):
-        why = "invalid syntax"
-    elif not -2**63 <= int(s) < 2**63:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise ValueError("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
-                     % (name, E.go_quote(s), why))
-
-
-def _query(request):
-    import urllib.parse
-    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
-    query = {}
-    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
-        query.setdefault(key, value)
-    return query
-
-
 _U64 = 1 << 64
 
 
@@ -1177,16 +1145,16 @@ class JetStream:
     def jsz(self, request):
         """/jsz with nats-server's options: ``accounts``, ``acc``, ``streams``,
         ``consumers``, ``config``, ``offset``, ``limit`` (decoded in its order)."""
-        q = _query(request)
-        accounts = _go_bool(q, "accounts")
-        streams = _go_bool(q, "streams")
-        consumers = _go_bool(q, "consumers")
-        config = _go_bool(q, "config")
-        offset = _go_int(q, "offset")
-        limit = _go_int(q, "limit") or 1024
-        _go_bool(q, "leader-only")
-        _go_bool(q, "raft")
-        _go_bool(q, "stream-leader-only")
+        q = query_values(request.uri)
+        accounts = go_bool(q, "accounts")
+        streams = go_bool(q, "streams")
+        consumers = go_bool(q, "consumers")
+        config = go_bool(q, "config")
+        offset = go_int(q, "offset")
+        limit = go_int(q, "limit") or 1024
+        go_bool(q, "leader-only")
+        go_bool(q, "raft")
+        go_bool(q, "stream-leader-only")
         acc = q.get("acc", "")
         if consumers:
             streams = True

@@ -72,6 +72,8 @@ from natsbroker.monitoring import dashboard
 from natsbroker.monitoring import prometheus as metrics
 from natsbroker.auth.users import NkeyName
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, query_values
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.identity import GIT_COMMIT, runtime
 from natsbroker.connection.tls import cert_not_after
 from natsbroker.subjects import sublist as S
@@ -723,12 +725,12 @@ class MonitorResource(resource.Resource):
         key = "/subsz" if path == "/subscriptionsz" else path
         stats = self.monitor.http_req_stats
         stats[key] = stats.get(key, 0) + 1
-        query = _query(request)
+        query = query_values(request.uri)
         try:
             if plugin_handler is not None:
                 return self._plugin(request, plugin_handler)
             return handler(request, query)
-        except BadRequest as e:
+        except (BadRequest, QueryError) as e:
             return _text(request, 400, str(e))
 
     def _plugin(self, request, handler):
@@ -789,11 +791,11 @@ class MonitorResource(resource.Resource):
     def connz(self, request, query):
         # Decoded in nats-server's order, so the first bad one is reported.
         sort = query.get("sort", "")
-        auth = _bool(query, "auth")
+        auth = go_bool(query, "auth")
         subs, detail = _subs(query)
-        offset = _int(query, "offset")
-        limit = _int(query, "limit")
-        cid = _uint(query, "cid")
+        offset = go_int(query, "offset")
+        limit = go_int(query, "limit")
+        cid = go_uint64(query, "cid")
         state = _state(query)
         return _json(request, self.monitor.connz(
             sort=sort, auth=auth, subs=subs, subs_detail=detail, offset=offset, limit=limit,
@@ -801,9 +803,9 @@ class MonitorResource(resource.Resource):
             mqtt_client=query.get("mqtt_client", "")))
 
     def subsz(self, request, query):
-        subs = _bool(query, "subs")
-        offset = _int(query, "offset")
-        limit = _int(query, "limit")
+        subs = go_bool(query, "subs")
+        offset = go_int(query, "offset")
+        limit = go_int(query, "limit")
         return _json(request, self.monitor.subsz(
             subs=subs, offset=offset, limit=limit, test=query.get("test", ""),
             acc=query.get("acc", "")))
@@ -814,12 +816,12 @@ class MonitorResource(resource.Resource):
 
     def gatewayz(self, request, query):
         # nats-server decodes subs before accs; with no gateways neither changes the answer.
-        _bool(query, "subs")
-        _bool(query, "accs")
+        go_bool(query, "subs")
+        go_bool(query, "accs")
         return _json(request, self.monitor.gatewayz())
 
     def leafz(self, request, query):
-        _bool(query, "subs")
+        go_bool(query, "subs")
         return _json(request, self.monitor.leafz())
 
     def accountz(self, request, query):
@@ -828,7 +830,7 @@ class MonitorResource(resource.Resource):
 
     def accstatz(self, request, query):
         # Over HTTP nats-server takes "unused" only (no account filter).
-        unused = _bool(query, "unused")
+        unused = go_bool(query, "unused")
         return _json(request, self.monitor.accstatz(include_unused=unused))
 
     def jsz_disabled(self, request, query):
@@ -837,12 +839,12 @@ class MonitorResource(resource.Resource):
     def healthz(self, request, query):
         # Every flag is decoded (in nats-server's order) before any is used, so a
         # bad value is a 400 even next to one that decides the answer.
-        js_enabled = _bool(query, "js-enabled")  # deprecated name of js-enabled-only
+        js_enabled = go_bool(query, "js-enabled")  # deprecated name of js-enabled-only
         opts = {
-            "js-enabled-only": _bool(query, "js-enabled-only") or js_enabled,
-            "js-server-only": _bool(query, "js-server-only"),
-            "js-meta-only": _bool(query, "js-meta-only"),
-            "details": _bool(query, "details"),
+            "js-enabled-only": go_bool(query, "js-enabled-only") or js_enabled,
+            "js-server-only": go_bool(query, "js-server-only"),
+            "js-meta-only": go_bool(query, "js-meta-only"),
+            "details": go_bool(query, "details"),
             "account": query.get("account", ""),
             "stream": query.get("stream", ""),
             "consumer": query.get("consumer", ""),
@@ -854,7 +856,7 @@ class MonitorResource(resource.Resource):
             if "errors" in status:
                 log.warn("Healthcheck failed: {n} errors", n=len(status["errors"]))
             else:
-                log.warn("Healthcheck failed: {e}", e=_go_quote(status.get("error", "")))
+                log.warn("Healthcheck failed: {e}", e=go_quote(status.get("error", "")))
         request.setResponseCode(code)
         return _json(request, status, indent=False)
 
@@ -1127,72 +1129,13 @@ def _str(b):
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
 
 
-# -- query parameters, decoded as nats-server's Go code does ------------------------
-
-def _query(request):
-    # Go's r.URL.Query().Get(): the query string only (never a POST body), the
-    # first value of a repeated parameter, "" for a missing one.
-    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
-    query = {}
-    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
-        query.setdefault(key, value)
-    return query
-
-
-_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
-_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
-_UINT_RE = re.compile(r"[0-9]+\Z")
-
-
-def _go_quote(s):
-    # Close to Go's %q / strconv.Quote for the texts of parse errors.
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _bool(query, name):
-    s = query.get(name, "")
-    if s == "" or s in _GO_FALSE:
-        return False
-    if s in _GO_TRUE:
-        return True
-    raise BadRequest("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                     "invalid syntax" % (name, _go_quote(s)))
-
-
-def _int(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _INT_RE.match(s):
-        why = "invalid syntax"
-    elif not -2**63 <= int(s) < 2**63:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise BadRequest("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
-                     % (name, _go_quote(s), why))
-
-
-def _uint(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _UINT_RE.match(s):
-        why = "invalid syntax"
-    elif int(s) >= 2**64:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise BadRequest("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: %s"
-                     % (name, _go_quote(s), why))
-
+# -- query parameters: natsbroker.gocompat.query decodes them as nats-server's Go code does
 
 def _subs(query):
     """``subs``: "detail" (any case) for details, else a boolean for subjects."""
     if query.get("subs", "").lower() == "detail":
         return False, True
-    return _bool(query, "subs"), False
+    return go_bool(query, "subs"), False
 
 
 def _state(query):

@@ -28,6 +28,7 @@ import nacl.signing
 import nkeys
 
 from natsbroker import jsonbound
+from natsbroker.gocompat.quote import go_quote
 
 OPERATOR = "operator"
 ACCOUNT = "account"
@@ -274,7 +275,7 @@ def _signing_keys(schema, value, path):
 
 
 def _go_quote_or_nil(v):
-    return "%!q(<nil>)" if v is None else json.dumps(v)
+    return "%!q(<nil>)" if v is None else go_quote(v)
 
 
 _S = _Schema
@@ -426,7 +427,7 @@ class AccountClaims(Claims):
                     total += d.get("weight") or 100
             if total > 100:
                 vr.add_error("Mapping %s exceeds 100%% among all of it's weighted to mappings"
-                             % json.dumps(src))
+                             % go_quote(src))
         exports = nats.get("exports") or []
         imports = nats.get("imports") or []
         validate_exports(exports, vr)
@@ -451,7 +452,7 @@ class AccountClaims(Claims):
         for key, scope in self.signing_keys().items():
             if scope is None:
                 if not is_public_key(key, "A"):
-                    vr.add_error("%s is not a valid account signing key" % json.dumps(key))
+                    vr.add_error("%s is not a valid account signing key" % go_quote(key))
             elif not is_public_key(key, "A"):
                 vr.add_error("%s is not an account public key" % key)
 

@@ -21,6 +21,7 @@ from natsbroker.auth.users import connection_type
 from natsbroker.config.model import (CONNECTION_TYPES, MapDest, Permission, Permissions, ResponsePermission,
                                SubjectMapping)
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
@@ -109,10 +110,10 @@ def check_operator_config(config):
     for key in trusted_keys(config, operators):
         if not C.is_public_key(key, "O"):
             raise OperatorError("trusted Keys %s are required to be a valid public operator nkey"
-                                % _quote(key))
+                                % go_quote(key))
     for key in config.resolver_pinned_accounts:
         if not C.is_public_key(key, "A"):
-            raise OperatorError("pinned account key %s is not a valid public account nkey" % _quote(key))
+            raise OperatorError("pinned account key %s is not a valid public account nkey" % go_quote(key))
     if config.no_auth_user:
         raise OperatorError("no_auth_user not compatible with Trusted Operator")
     if config.resolver is None:
@@ -184,11 +185,6 @@ def verify_account(token, name, trusted, now=None):
     if vr.is_blocking(True) or claims.subject != name:
         return None
     return claims
-
-
-def _quote(s):
-    import json
-    return json.dumps(s)
 
 
 # -- accounts ---------------------------------------------------------------------
@@ -345,7 +341,7 @@ def _connection_type_allowed(limits, client, debug):
     known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
     unknown = [t.upper() for t in types if t.upper() not in CONNECTION_TYPES]
     if unknown:
-        debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
+        debug("invalid connection types [%s]" % " ".join(go_quote(t) for t in unknown))
         if not known:
             return False
     if connection_type(client) not in known:
@@ -556,7 +552,7 @@ class OperatorMode:
                 try:
                     self.resolver.store(key, token)
                 except (ResolverError, C.JWTError, OSError) as e:
-                    self._preload_errors.append("preload account error for %s: %s" % (_quote(key), e))
+                    self._preload_errors.append("preload account error for %s: %s" % (go_quote(key), e))
         self._bootstrap_system_account()
 
     def _bootstrap_system_account(self):
@@ -586,8 +582,8 @@ class OperatorMode:
     def start(self, broker):
         log.info("Trusted Operators")
         for op in self.operators:
-            log.info("  System  : {a}", a=_quote(op.data.get("aud") or ""))
-            log.info("  Operator: {n}", n=_quote(op.name))
+            log.info("  System  : {a}", a=go_quote(op.data.get("aud") or ""))
+            log.info("  Operator: {n}", n=go_quote(op.name))
             log.info("  Issued  : {t}", t=_go_time(op.issued_at))
             log.info("  Expires : {t}", t=_go_time(op.expires) if op.expires else "Never")
         for text in self._preload_errors:
@@ -1019,8 +1015,8 @@ class OperatorMode:
                   'signed with "{i}" by Account "{a}" (claim-name: "{an}", claim-tags: [{at}]) '
                   'signed with "{ai}" has mappings {m}',
                   prefix=_peer_prefix(client), u=juc.subject, n=juc.name,
-                  t=" ".join(_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
-                  an=jacc.name_tag, at=" ".join(_quote(x) for x in jacc.claims.tags),
+                  t=" ".join(go_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
+                  an=jacc.name_tag, at=" ".join(go_quote(x) for x in jacc.claims.tags),
                   ai=jacc.claims.issuer, m="true" if jacc.account.mappings is not None else "false")
         return True
 

