@@ -175,3 +175,71 @@ def test_go_option_parsers():
         go_int({"x": str(2**63)}, "x")
     with pytest.raises(QueryError, match="strconv.ParseUint: parsing \"-1\": invalid syntax"):
         go_uint64({"x": "-1"}, "x")
+
+
+# -- durations ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, ns", [
+    ("1h30m", 5400 * 10**9), ("1.5s", 1_500_000_000), ("-2ms", -2_000_000), (".5s", 500_000_000),
+    ("1.s", 10**9), ("0", 0), ("+3µs", 3000), ("3μs", 3000), ("3us", 3000), ("0.5ns", 0),
+    ("9223372036854775807ns", 2**63 - 1), ("-9223372036854775808ns", -2**63),
+    ("0.123456789123s", 123456789), ("2h45m30.5s", 9930_500_000_000),
+])
+def test_parse_duration_is_time_parse_duration(text, ns):
+    from natsbroker.gocompat.durations import parse_duration
+    assert parse_duration(text) == ns
+
+
+@pytest.mark.parametrize("text, error", [
+    ("", 'time: invalid duration ""'),
+    ("1", 'time: missing unit in duration "1"'),
+    ("1x", 'time: unknown unit "x" in duration "1x"'),
+    ("1h 30m", 'time: unknown unit "h " in duration "1h 30m"'),
+    ("5µx", 'time: unknown unit "\\xc2\\xb5x" in duration "5\\xc2\\xb5x"'),   # time.quote, not %q
+    (".s", 'time: invalid duration ".s"'),
+    ("9223372036854775808ns", 'time: invalid duration "9223372036854775808ns"'),
+])
+def test_parse_duration_errors_are_go_s(text, error):
+    from natsbroker.gocompat.durations import parse_duration
+    with pytest.raises(ValueError) as e:
+        parse_duration(text)
+    assert str(e.value) == error
+
+
+def test_format_duration_and_seconds():
+    from natsbroker.gocompat.durations import duration_seconds, format_duration, go_seconds
+    assert [format_duration(n) for n in (0, 1, 1500, 2_000_000, 90 * 10**9, -3_600_000_000_001)] == \
+        ["0s", "1ns", "1.5µs", "2ms", "1m30s", "-1h0m0.000000001s"]
+    assert go_seconds(-1_500_000_000) == -1.5
+    assert duration_seconds("2m") == 120.0 and duration_seconds(3) == 3.0
+    with pytest.raises(ValueError):
+        duration_seconds(True)
+
+
+def test_one_duration_parser():
+    from natsbroker.config import syntax
+    from natsbroker.gocompat import durations
+    from natsbroker.monitoring import prometheus
+    assert syntax.parse_duration is durations.duration_seconds
+    assert prometheus._go_duration("1.5ms") == 0.0015
+
+
+@pytest.mark.parametrize("value", ["5\u00b5x", "1", "1x\u00e9", "3\u0007s", "", "-1.5.s"])
+def test_config_duration_errors_as_nats_server(tmp_path, value):
+    """lame_duck_duration: "<bad>" fails the config check with Go's
+    time.ParseDuration text, which quotes with time.quote (bytes as \\xNN);
+    the broker's own copy of that text used strconv's %q."""
+    import subprocess
+    from tests.support.servers import ROOT, broker_command, nats_server_binary
+    conf = tmp_path / "d.conf"
+    conf.write_text('lame_duck_duration: "%s"\n' % value, encoding="utf-8")
+    out = {}
+    for kind in ("nats-server", "natsbroker"):
+        base = [nats_server_binary()] if kind == "nats-server" else broker_command()
+        p = subprocess.run(base + ["-c", str(conf), "-t"], capture_output=True, timeout=60,
+                           cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=ROOT))
+        text = (p.stdout + p.stderr).decode("utf-8", "replace")
+        m = re.search(r"error parsing lame_duck_duration: .*", text)
+        out[kind] = (p.returncode, m and m.group(0))
+    assert out["nats-server"][1], out
+    assert out["natsbroker"] == out["nats-server"]

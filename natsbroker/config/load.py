@@ -38,7 +38,8 @@ from natsbroker.config.model import (CONNECTION_TYPES, DEFAULT_PORT, AccountConf
                                ServiceImport, StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.accounts.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
-from natsbroker.gocompat.durations import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
+from natsbroker.gocompat.durations import (NANOS, duration_seconds, format_duration as format_go_duration,
+                                           parse_duration as parse_go_duration)
 from natsbroker.auth.nkey import public_user_key
 from natsbroker.subjects.mapping import MappingError, compile_mapping
 from natsbroker.gocompat.quote import go_quote
@@ -130,7 +131,7 @@ def _positive_size(v):
 
 def _duration(v):
     try:
-        seconds = conf.parse_duration(v)
+        seconds = duration_seconds(v)
     except ValueError:
         raise BadValue(f'expected a duration such as "2m" or seconds, got {_show(v)}') from None
     if seconds < 0:
@@ -359,7 +360,7 @@ def _response_expires(v):
     if not isinstance(v, str):
         raise BadValue("error parsing expires, not a duration string")
     try:
-        return conf.parse_duration(v)
+        return duration_seconds(v)
     except ValueError:
         raise BadValue(f'expected a duration such as "1m", got {_show(v)}') from None
 
@@ -638,7 +639,7 @@ def _handshake_first(ld, v, at, out):
             out.update(handshake_first=True, handshake_first_fallback=tls_module.DEFAULT_TLS_FIRST_FALLBACK)
             return
         try:
-            out.update(handshake_first=True, handshake_first_fallback=conf.parse_duration(v))
+            out.update(handshake_first=True, handshake_first_fallback=duration_seconds(v))
             return
         except ValueError:
             pass
@@ -1317,11 +1318,11 @@ def _resolver(ld, v, at, out):
         if text is None:
             continue
         try:
-            durations[key] = _go_duration(text)
-        except ValueError:
-            raise ConfigError(f'{w}: time: invalid duration {go_quote(text)}') from None
+            durations[key] = parse_go_duration(text)
+        except ValueError as e:
+            raise ConfigError(f'{w}: {e}') from None  # (Go's err.Error())
     if "timeout" in durations and durations["timeout"] <= 0:
-        raise ConfigError(f"{w}: Fetch timeout {_format_go_duration(durations['timeout'])} is too smal")
+        raise ConfigError(f"{w}: Fetch timeout {format_go_duration(durations['timeout'])} is too smal")
     if not directory:
         raise ConfigError(f"{w}: dir has no value and needs to point to a directory\n"
                           f"{w}: mkdir : no such file or directory")
@@ -1371,16 +1372,6 @@ def _url_parses(text):
     except ValueError:
         return False
     return True
-
-
-def _go_duration(text):
-    from natsbroker.gocompat.durations import parse_duration
-    return parse_duration(text)
-
-
-def _format_go_duration(ns):
-    from natsbroker.gocompat.durations import format_duration
-    return format_duration(ns)
 
 
 def _resolver_preload(ld, v, at, out):
@@ -1517,9 +1508,9 @@ def _js_limits(ld, v, at):
             if not isinstance(value, str):
                 raise _panic(_op_at(top), value, "string")
             try:
-                ns = _go_duration(value)
-            except ValueError:
-                ld.errors.append(_go_duration_error(value))
+                ns = parse_go_duration(value)
+            except ValueError as e:
+                ld.errors.append(str(e))
                 return
             out[field] = ns if scale == 1 else ns / scale
         return handle
@@ -1659,8 +1650,8 @@ def _lame_duck_value(key, v, at):
     text = _go_string(v, where)
     try:
         return parse_go_duration(text)
-    except ValueError:
-        raise ConfigError(f"{where}: error parsing {key}: {_go_duration_error(text)}") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: error parsing {key}: {e}") from None
 
 
 def _lame_duck_duration(ld, v, at, out):
@@ -1678,23 +1669,6 @@ def _lame_duck_grace_period(ld, v, at, out):
                           "needs to be positive")
     if ns:  # 0 is "not set": nats-server's default stays
         out["lame_duck_grace_period"] = ns / NANOS
-
-
-def _go_duration_error(text):
-    """time.ParseDuration's error for ``text`` (which it refused)."""
-    s = text[1:] if text[:1] in ("+", "-") else text
-    while s:
-        number = re.match(r"[0-9]*(?:\.[0-9]*)?", s).group(0)
-        if number in ("", "."):
-            break
-        s = s[len(number):]
-        unit = re.match(r"[^0-9.]*", s).group(0)
-        if not unit:
-            return f"time: missing unit in duration {go_quote(text)}"
-        if unit not in ("ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h"):
-            return f"time: unknown unit {go_quote(unit)} in duration {go_quote(text)}"
-        s = s[len(unit):]
-    return f"time: invalid duration {go_quote(text)}"
 
 
 _COMPRESSION_MODES = {"on", "enabled", "true", "not supported", "not_supported", "disabled", "off",

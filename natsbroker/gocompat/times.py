@@ -10,6 +10,8 @@ time ``0001-01-01T00:00:00Z``.  ``parse_rfc3339`` is the inverse and raises
 import datetime
 import time
 
+from natsbroker.gocompat.quote import time_quote as _time_quote
+
 NS_PER_SEC = 1_000_000_000
 
 
@@ -64,20 +66,6 @@ def unix_nano(text):
     before every message, as nats-server finds it)."""
     ns = parse_rfc3339(text)
     return ((ns + (1 << 63)) % (1 << 64)) - (1 << 63)
-
-
-def _time_quote(b):
-    # Go's time.quote: ASCII kept, '"' and '\' escaped, everything else \xNN.
-    out = ['"']
-    for c in b:
-        if c >= 0x80 or c < 0x20:
-            out.append("\\x%02x" % c)
-        else:
-            if c in (0x22, 0x5C):
-                out.append("\\")
-            out.append(chr(c))
-    out.append('"')
-    return "".join(out)
 
 
 _LAYOUT = "2006-01-02T15:04:05Z07:00"

@@ -48,6 +48,8 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web import server
 
+from natsbroker.gocompat.durations import go_seconds, parse_duration
+
 log = Logger()
 
 CORE = "gnatsd"          # the exporter's CoreSystem namespace (kept for old dashboards)
@@ -560,27 +562,14 @@ def _epoch_ms(s):
     return None if t is None else t[0] * 1000 + t[1] // 1000000
 
 
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0,
-             "m": 60.0, "h": 3600.0}
-_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-
-
 def _go_duration(s):
     """Seconds of a Go ``time.Duration`` string ("1.5ms", "2h3m"), or None."""
     if not s:
         return None
-    if s == "0":
-        return 0.0
-    sign = -1.0 if s.startswith("-") else 1.0
-    body = s.lstrip("+-")
-    pos, total = 0, 0.0
-    while pos < len(body):
-        m = _GO_DURATION.match(body, pos)
-        if m is None:
-            return None
-        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total if body else None
+    try:
+        return go_seconds(parse_duration(s))
+    except ValueError:
+        return None
 
 
 _UPTIME = re.compile(r"(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
