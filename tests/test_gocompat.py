@@ -243,3 +243,71 @@ def test_config_duration_errors_as_nats_server(tmp_path, value):
         out[kind] = (p.returncode, m and m.group(0))
     assert out["nats-server"][1], out
     assert out["natsbroker"] == out["nats-server"]
+
+
+# -- RFC 3339 times ----------------------------------------------------------------
+
+def test_rfc3339_is_go_rfc3339nano():
+    from natsbroker.gocompat import times
+    assert times.rfc3339(1_700_000_000_123_456_789) == "2023-11-14T22:13:20.123456789Z"
+    assert times.rfc3339(1_700_000_000_120_000_000) == "2023-11-14T22:13:20.12Z"
+    assert times.rfc3339(1_700_000_000 * 10**9) == "2023-11-14T22:13:20Z"
+    assert times.rfc3339(0) == "0001-01-01T00:00:00Z"
+    assert times.rfc3339(0, zero_is_unset=False) == "1970-01-01T00:00:00Z"
+    assert times.rfc3339(10**9, offset=-5400) == "1969-12-31T22:30:01-01:30"
+    assert times.rfc3339_seconds(1_700_000_000.5) == "2023-11-14T22:13:20.5Z"
+    assert times.go_time_string(1_700_000_000) == "2023-11-14 22:13:20 +0000 UTC"
+    for ns in (1, 10**9 + 10, 1_700_000_000_000_000_001):
+        assert times.parse_rfc3339(times.rfc3339(ns)) == ns
+
+
+def test_one_rfc3339_formatter():
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "natsbroker")
+    found = []
+    for d, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py") and f != "times.py":
+                text = open(os.path.join(d, f), encoding="utf-8").read()
+                found += ["%s: %s" % (f, m.group(0)) for m in re.finditer(
+                    r'def (_rfc3339\w*|_go_time)\(|%Y-%m-%dT%H:%M:%S"\)?\s*(?:,\s*time\.gmtime|\+)', text)]
+    assert found == [], found
+
+
+_RFC3339NANO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,8}[1-9])?Z\Z")
+
+
+def test_times_have_nats_server_s_shape():
+    """/varz start/now/config_load_time, /connz start/last_activity and a
+    stream's created: Go's RFC3339Nano in UTC (trailing zeros trimmed) from
+    both servers."""
+    import asyncio
+    import json
+    import nats
+
+    async def stream_created(url):
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="T", subjects=["t"])
+            msg = await nc.request("$JS.API.STREAM.INFO.T", b"", timeout=10)
+            return json.loads(msg.data)["created"]
+        finally:
+            await nc.close()
+
+    with both_started(["-m", "-1", "-js"]) as servers:
+        for kind, s in servers.items():
+            created = asyncio.run(stream_created(s.url))
+            varz = json.loads(_http(s, "/varz")[1])
+            conn = socket.create_connection(("127.0.0.1", s.port))
+            try:
+                conn.sendall(b"CONNECT {}\r\nPING\r\n")
+                conn.recv(4096)
+                connz = json.loads(_http(s, "/connz")[1])["connections"][0]
+            finally:
+                conn.close()
+            for name, value in (("created", created), ("varz.start", varz["start"]),
+                                ("varz.now", varz["now"]),
+                                ("config_load_time", varz["config_load_time"]),
+                                ("connz.start", connz["start"]),
+                                ("connz.last_activity", connz["last_activity"])):
+                assert _RFC3339NANO_UTC.match(value), (kind, name, value)

@@ -43,6 +43,7 @@ from natsbroker.gocompat.durations import (NANOS, duration_seconds, format_durat
 from natsbroker.auth.nkey import public_user_key
 from natsbroker.subjects.mapping import MappingError, compile_mapping
 from natsbroker.gocompat.quote import go_quote
+from natsbroker.gocompat.times import go_time_string
 from natsbroker.subjects.sublist import is_valid_subject
 from natsbroker.subjects.transform import TransformError
 
@@ -696,7 +697,7 @@ def _go_value(v):
     if isinstance(v, dict):
         return "map[" + " ".join(f"{k}:{_go_value(v[k])}" for k in sorted(v)) + "]"
     if isinstance(v, datetime.datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+        return go_time_string(v)
     return str(v)
 
 

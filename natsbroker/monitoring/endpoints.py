@@ -72,6 +72,7 @@ from natsbroker.monitoring import dashboard
 from natsbroker.monitoring import prometheus as metrics
 from natsbroker.auth.users import NkeyName
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
 from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, query_values
 from natsbroker.gocompat.quote import go_quote
 from natsbroker.identity import GIT_COMMIT, runtime
@@ -344,8 +345,8 @@ class Monitor:
             "jetstream": self.jetstream_varz(),
             "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
             "write_deadline": _ns(cfg.write_deadline),
-            "start": _rfc3339(b.start_time),
-            "now": _rfc3339_ns(now_ns),
+            "start": rfc3339_seconds(b.start_time),
+            "now": rfc3339(now_ns),
             "uptime": _uptime(now_ns / 1e9 - b.start_time),
             "mem": _rss(),
             "cores": _cores(),
@@ -372,7 +373,7 @@ class Monitor:
             "subscriptions": self.total_subscriptions(),
             # Go marshals maps with sorted keys.
             "http_req_stats": dict(sorted(self.http_req_stats.items())),
-            "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),
+            "config_load_time": rfc3339_seconds(getattr(b, "config_load_time", None) or b.start_time),
             "config_digest": self._config_digest,
             "system_account": b.system_account.name,
             "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
@@ -383,7 +384,7 @@ class Monitor:
         if tls is not None:
             not_after = cert_not_after(tls.cert_file)
             if not_after is not None:
-                v["tls_cert_not_after"] = _rfc3339(not_after)
+                v["tls_cert_not_after"] = rfc3339_seconds(not_after)
         # natsbroker's own field (nats-server has none): compiled build or interpreted.
         v["natsbroker_build"] = _build.info()
         return v
@@ -431,7 +432,7 @@ class Monitor:
         now = now_ns / 1e9
         if acc and acc not in b.accounts:
             # nats-server returns its Connz half made: no server id, no list.
-            return {"server_id": "", "now": _rfc3339_ns(now_ns), "num_connections": 0,
+            return {"server_id": "", "now": rfc3339(now_ns), "num_connections": 0,
                     "total": 0, "offset": offset, "limit": limit, "connections": None}
         open_clients = list(b.clients()) if state in (_OPEN, _ANY) else []
         closed = list(b.closed_clients) if state in (_CLOSED, _ANY) else []
@@ -464,7 +465,7 @@ class Monitor:
         page = rows[offset:offset + limit]
         return {
             "server_id": b.server_id,
-            "now": _rfc3339_ns(now_ns),
+            "now": rfc3339(now_ns),
             "num_connections": len(page),
             "total": total,
             "offset": offset,
@@ -484,7 +485,7 @@ class Monitor:
         b = self.broker
         # An account we do not have: nothing, with zero stats (as nats-server).
         accounts = [a for a in b.accounts.values() if not acc or a.name == acc]
-        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
+        out = {"server_id": b.server_id, "now": rfc3339(time.time_ns())}
         out.update(self.sublist_stats(accounts))
         out.update({"total": 0, "offset": offset, "limit": limit})
         if subs:
@@ -508,17 +509,17 @@ class Monitor:
         return {
             "server_id": b.server_id,
             "server_name": b.server_name,
-            "now": _rfc3339_ns(time.time_ns()),
+            "now": rfc3339(time.time_ns()),
             "num_routes": len(routes),
             "routes": [_route_row(r, now, subs) for r in routes],
         }
 
     def gatewayz(self):
-        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                 "outbound_gateways": {}, "inbound_gateways": {}}
 
     def leafz(self):
-        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                 "leafnodes": 0, "leafs": []}
 
     # -- /healthz ------------------------------------------------------------------
@@ -535,7 +536,7 @@ class Monitor:
 
     def accountz(self, acc=""):
         b = self.broker
-        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+        out = {"server_id": b.server_id, "now": rfc3339(time.time_ns()),
                "system_account": b.system_account.name}
         if not acc:
             out["accounts"] = list(b.accounts)
@@ -550,7 +551,7 @@ class Monitor:
         if acc is None:
             raise BadRequest("Account %s does not exist" % name)
         system = self._system()
-        d = {"account_name": name, "update_time": _rfc3339(b.start_time)}
+        d = {"account_name": name, "update_time": rfc3339_seconds(b.start_time)}
         if acc.is_system:
             d["is_system"] = True
         d.update({
@@ -606,7 +607,7 @@ class Monitor:
             chosen = list(b.accounts.values())
         stats = [self.account_stat(a) for a in chosen
                  if include_unused or self.account_clients(a)]
-        return {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": b.server_id, "now": rfc3339(time.time_ns()),
                 "account_statz": stats}
 
     # -- /jsz --------------------------------------------------------------------
@@ -615,7 +616,7 @@ class Monitor:
         """nats-server's /jsz with JetStream off."""
         out = dict(_JSZ_DISABLED_HEAD)
         out["api"] = dict(out["api"])
-        out.update({"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        out.update({"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                     "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
                     "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0})
         return out
@@ -977,7 +978,7 @@ def _websocket_varz(broker):
 
 def _conn_head(cid, ip, port, start, last):
     return {"cid": cid, "kind": "Client", "type": "nats", "ip": ip, "port": port,
-            "start": _rfc3339(start), "last_activity": _rfc3339(last)}
+            "start": rfc3339_seconds(start), "last_activity": rfc3339_seconds(last)}
 
 
 def _conn_tail(info, end, start, last, counters, name, lang, version, rtt=0.0):
@@ -1037,7 +1038,7 @@ def _closed_row(snap, now, auth, subs, detail):
     stop = snap.get("stop") or now
     info = _conn_head(snap.get("cid", 0), snap.get("ip", ""), snap.get("port", 0), start, last)
     info["type"] = snap.get("type", "nats")
-    info["stop"] = _rfc3339(stop)
+    info["stop"] = rfc3339_seconds(stop)
     if snap.get("reason"):
         info["reason"] = snap["reason"]
     # A closed connection's uptime and idle time stop with it.
@@ -1091,7 +1092,7 @@ def _route_row(r, now, subs):
         "rid": r.cid, "remote_id": r.remote_id, "remote_name": r.remote_name,
         "did_solicit": r.did_solicit, "is_configured": r.did_solicit and not r.implicit,
         "ip": r.host, "port": r.port,
-        "start": _rfc3339(r.start), "last_activity": _rfc3339(r.last_activity),
+        "start": rfc3339_seconds(r.start), "last_activity": rfc3339_seconds(r.last_activity),
         "rtt": go_duration(r.rtt), "uptime": _uptime(now - r.start), "idle": _uptime(now - r.last_activity),
         "pending_size": 0,
         "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
@@ -1277,21 +1278,6 @@ def _ns(seconds):
     return int(round(seconds * 1e9))
 
 
-def _rfc3339_ns(ns):
-    """Go's time.RFC3339Nano in UTC: trailing zeros of the fraction dropped."""
-    secs, frac = divmod(ns, 10**9)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        text += "." + ("%09d" % frac).rstrip("0")
-    return text + "Z"
-
-
-def _rfc3339(t):
-    # Stored times are floats from time.time(): microseconds are all they
-    # hold truly, so no invented nanoseconds.
-    return _rfc3339_ns(int(round(t * 1e6)) * 1000)
-
-
 def _uptime(seconds):
     """nats-server's myUptime: whole seconds as "1y2d3h4m5s", leading zero units dropped."""
     s = max(int(seconds), 0)
@@ -1377,10 +1363,6 @@ def _seconds(value):
 
 
 # -- for the system account plugin (the same values its events carry) ------------------
-
-rfc3339 = _rfc3339
-rfc3339_ns = _rfc3339_ns
-
 
 def memory():
     """The resident set size in bytes (nats-server's "mem")."""

@@ -55,6 +55,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
+from natsbroker.gocompat import times as gotime
 from natsbroker.monitoring import endpoints as M
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.nuid import nuid
@@ -498,7 +499,7 @@ class SystemAccount:
         if js and cfg.jetstream.domain:
             si["domain"] = cfg.jetstream.domain
         si.update({"ver": COMPAT_VERSION, "jetstream": js, "flags": _JS_FLAGS if js else 0,
-                   "seq": self._seq, "time": M.rfc3339_ns(time.time_ns())})
+                   "seq": self._seq, "time": gotime.rfc3339(time.time_ns())})
         return si
 
     def _send(self, acc, subject, build, headers=None):
@@ -545,7 +546,7 @@ class SystemAccount:
         sent = {"msgs": st.out_msgs, "bytes": st.out_bytes}
         received = {"msgs": st.in_msgs, "bytes": st.in_bytes}
         s = {
-            "start": M.rfc3339(b.start_time),
+            "start": gotime.rfc3339_seconds(b.start_time),
             "mem": M.memory(),
             "cores": M.cores(),
             "cpu": m.cpu(),
@@ -950,7 +951,7 @@ class SystemAccount:
                 self._conns[acc.name] = self._conns.get(acc.name, 0) + 1
                 self._account_conns_update(acc)
             self._event(self.sys, "$SYS.ACCOUNT.%s.CONNECT" % acc.name, lambda: {
-                "type": CONNECT_EVENT, "id": nuid(), "timestamp": M.rfc3339_ns(time.time_ns()),
+                "type": CONNECT_EVENT, "id": nuid(), "timestamp": gotime.rfc3339(time.time_ns()),
                 "server": self.server_info(), "client": _client_info(client)})
         finally:
             self.broker.end()
@@ -1020,7 +1021,7 @@ class SystemAccount:
 
     def _account_conns_message(self, acc):
         msg = {"type": ACCOUNT_CONNS_EVENT, "id": nuid(),
-               "timestamp": M.rfc3339_ns(time.time_ns()), "server": self.server_info()}
+               "timestamp": gotime.rfc3339(time.time_ns()), "server": self.server_info()}
         msg.update(self.monitor.account_stat(acc))
         return msg
 
@@ -1147,7 +1148,7 @@ def _rtt_ns(rtt):
 def _client_info(client, stop_ns=None):
     """nats-server's ClientInfo of a connection (``stop_ns``: it has closed)."""
     acc = client.account.name
-    ci = {"start": M.rfc3339(client.start), "host": client.host}
+    ci = {"start": gotime.rfc3339_seconds(client.start), "host": client.host}
     if client.cid:
         ci["id"] = client.cid
     ci["acc"] = acc
@@ -1162,7 +1163,7 @@ def _client_info(client, stop_ns=None):
         rtt = _rtt_ns(getattr(client, "rtt", 0.0) or 0.0)
         if rtt:
             ci["rtt"] = rtt
-        ci["stop"] = M.rfc3339_ns(stop_ns)
+        ci["stop"] = gotime.rfc3339(stop_ns)
     if getattr(opts, "jwt", ""):
         ci["jwt"] = opts.jwt
     if getattr(opts, "nkey", ""):
@@ -1175,7 +1176,7 @@ def _client_info(client, stop_ns=None):
 
 def _disconnect_event(plugin, client, stop_ns):
     return {
-        "type": DISCONNECT_EVENT, "id": nuid(), "timestamp": M.rfc3339_ns(stop_ns),
+        "type": DISCONNECT_EVENT, "id": nuid(), "timestamp": gotime.rfc3339(stop_ns),
         "server": plugin.server_info(), "client": _client_info(client, stop_ns),
         "sent": {"msgs": client.in_msgs, "bytes": client.in_bytes},
         "received": {"msgs": client.out_msgs, "bytes": client.out_bytes},

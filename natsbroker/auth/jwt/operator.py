@@ -22,6 +22,7 @@ from natsbroker.config.model import (CONNECTION_TYPES, MapDest, Permission, Perm
                                SubjectMapping)
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.gocompat.quote import go_quote
+from natsbroker.gocompat.times import go_time_string, rfc3339
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
@@ -584,8 +585,8 @@ class OperatorMode:
         for op in self.operators:
             log.info("  System  : {a}", a=go_quote(op.data.get("aud") or ""))
             log.info("  Operator: {n}", n=go_quote(op.name))
-            log.info("  Issued  : {t}", t=_go_time(op.issued_at))
-            log.info("  Expires : {t}", t=_go_time(op.expires) if op.expires else "Never")
+            log.info("  Issued  : {t}", t=go_time_string(op.issued_at))
+            log.info("  Expires : {t}", t=go_time_string(op.expires) if op.expires else "Never")
         for text in self._preload_errors:
             log.error("{t}", t=text)
         if self.resolver is not None:
@@ -879,7 +880,7 @@ class OperatorMode:
             self._seq += 1
             info = {"name": b.server_name, "host": b.host or "0.0.0.0", "id": b.server_id,
                     "ver": COMPAT_VERSION, "jetstream": bool(b.config.jetstream.enabled),
-                    "flags": 0, "seq": self._seq, "time": _rfc3339_nano(time.time_ns())}
+                    "flags": 0, "seq": self._seq, "time": rfc3339(time.time_ns())}
         out = dict(body) if server_last else {"server": info}
         if server_last:
             out["server"] = info
@@ -1143,16 +1144,3 @@ def _error(client, text):
         log.error("{prefix} - {t}", prefix=client.log_prefix(), t=text)
 
 
-def _go_time(ts):
-    import datetime
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S +0000 UTC")
-
-
-def _rfc3339_nano(ns):
-    """Go's time.RFC3339Nano of ``ns`` (UTC): nanoseconds, zeros trimmed."""
-    secs, frac = divmod(ns, 1_000_000_000)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        text += ("." + "%09d" % frac).rstrip("0")
-    return text + "Z"
