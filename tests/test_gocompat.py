@@ -311,3 +311,57 @@ def test_times_have_nats_server_s_shape():
                                 ("connz.start", connz["start"]),
                                 ("connz.last_activity", connz["last_activity"])):
                 assert _RFC3339NANO_UTC.match(value), (kind, name, value)
+
+
+# -- getRawAuthUser ----------------------------------------------------------------
+
+def _connz_users(server, query):
+    import json
+    conns = json.loads(_http(server, "/connz?auth=1" + query)[1])["connections"]
+    return sorted((c.get("authorized_user"), c.get("account")) for c in conns)
+
+
+def test_connz_user_of_a_jwt_user_as_nats_server(tmp_path):
+    """/connz?auth=1&user=<a JWT user's public key> finds its connection, as
+    nats-server's getRawAuthUser falls back to the JWT's key: the monitor's
+    own copy of it had no JWT fallback, so the filter found nothing."""
+    import json
+    from tests.support.raw import Conversation
+    from tests.test_jwt import Keys, connect_line, sign
+
+    keys = Keys()
+    token, seed = keys.user(keys.a, name="alice")
+    conf = keys.memory_config(tmp_path)
+    with both_started(["-c", conf, "-m", "-1"]) as servers:
+        seen = {}
+        for kind, s in servers.items():
+            c = Conversation(s.port)
+            try:
+                info = json.loads(c.info[5:])
+                c.send(connect_line(token, sign(seed, info["nonce"])))
+                assert b"PONG" in c.read_pongs(1, info=True)
+                everyone = _connz_users(s, "")
+                user = [u for u, _ in everyone if u and u.startswith("U")]
+                assert len(user) == 1, (kind, everyone)
+                upub = user[0]
+                seen[kind] = (everyone, _connz_users(s, "&user=" + upub))
+            finally:
+                c.close()
+        assert seen["nats-server"][1] == seen["nats-server"][0] != []
+        assert seen["natsbroker"] == seen["nats-server"]
+
+
+def test_connz_user_of_a_token_client_as_nats_server():
+    """A token client's authorized_user is getRawAuthUser's "[REDACTED]"."""
+    with both_started(["--auth", "s3cret", "-m", "-1"]) as servers:
+        seen = {}
+        for kind, s in servers.items():
+            conn = socket.create_connection(("127.0.0.1", s.port))
+            try:
+                conn.recv(4096)
+                conn.sendall(b'CONNECT {"auth_token":"s3cret","verbose":false}\r\nPING\r\n')
+                assert b"PONG" in conn.recv(4096)
+                seen[kind] = (_connz_users(s, ""), _connz_users(s, "&user=%5BREDACTED%5D"))
+            finally:
+                conn.close()
+        assert seen["natsbroker"] == seen["nats-server"]

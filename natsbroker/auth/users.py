@@ -461,6 +461,26 @@ class Authenticator:
 _REFUSED = (False, None, None, None)
 
 
+def raw_auth_user(client):
+    """nats-server's getRawAuthUser: the nkey or user name the client sent
+    in CONNECT, a JWT user's public key, ``[REDACTED]`` for a token, else
+    ``""`` (/connz's ``authorized_user`` and ``user`` filter, and the
+    system account's client events, show it)."""
+    opts = getattr(client, "opts", None)
+    if opts is None:
+        return ""
+    if getattr(opts, "nkey", None):
+        return opts.nkey
+    if opts.user:
+        return opts.user
+    if getattr(opts, "jwt", None):
+        user = getattr(client, "user", None)
+        return str(user) if user else ""
+    if getattr(opts, "auth_token", None):
+        return "[REDACTED]"
+    return ""
+
+
 def connection_type(client):
     """nats-server's connection type (jwt.ConnectionType*) of a client
     connection: WEBSOCKET over the websocket listener, else STANDARD."""

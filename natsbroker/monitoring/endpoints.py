@@ -70,7 +70,7 @@ from natsbroker import COMPAT_VERSION, __version__
 from natsbroker import _build
 from natsbroker.monitoring import dashboard
 from natsbroker.monitoring import prometheus as metrics
-from natsbroker.auth.users import NkeyName
+from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
 from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, query_values
@@ -448,7 +448,7 @@ class Monitor:
         else:
             if user:
                 # nats-server compares the user name a client sent in CONNECT.
-                open_clients = [c for c in open_clients if _raw_user(c) == user]
+                open_clients = [c for c in open_clients if raw_auth_user(c) == user]
                 closed = [s for s in closed if s.get("user") == user]
             if mqtt_client:
                 # No MQTT: no connection has an MQTT client id.
@@ -668,12 +668,6 @@ def _config_exports_imports(acfg):
                             "local_subject": to, "type": "service", "invalid": False,
                             "share": bool(getattr(i, "share", False)), "tracking": False})
     return exports, imports
-
-
-def _raw_user(c):
-    """nats-server's getRawAuthUser: the nkey or user name the client sent."""
-    opts = c.opts
-    return getattr(opts, "nkey", "") or opts.user or ""
 
 
 def subjects_collide(a, b):
@@ -1011,7 +1005,7 @@ def _open_row(c, now, auth, subs, detail):
         info.update(tls_fields(auth))
     acc = getattr(c, "account", None)
     acc = acc.name if acc is not None else GLOBAL_ACCOUNT
-    user = c.user or _raw_user(c)
+    user = c.user or raw_auth_user(c)
     if auth and user:
         info["authorized_user"] = user
     if auth and acc != GLOBAL_ACCOUNT:

@@ -55,6 +55,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
+from natsbroker.auth.users import raw_auth_user
 from natsbroker.gocompat import times as gotime
 from natsbroker.monitoring import endpoints as M
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
@@ -901,7 +902,7 @@ class SystemAccount:
 
     def _user_info_request(self, acc, subject, reply, hdr, body):
         client = self.broker.route_source
-        user = _raw_user(client) if client is not None else ""
+        user = raw_auth_user(client) if client is not None else ""
         account = client.account.name if client is not None else ""
         data = {"user": user, "account": account}
         if account:
@@ -1081,18 +1082,6 @@ class SystemAccount:
                 exp("$SYS.DEBUG.SUBSCRIBERS", "Singleton")]
 
 
-def _raw_user(client):
-    """nats-server's getRawAuthUser: the nkey or user name the client sent
-    (a JWT user: its public key)."""
-    opts = getattr(client, "opts", None)
-    if opts is None:
-        return ""
-    user = getattr(opts, "nkey", "") or opts.user or ""
-    if not user and getattr(opts, "jwt", "") and getattr(client, "user", None):
-        user = str(client.user)
-    return user
-
-
 def _public_permissions(broker, client):
     """nats-server's publicPermissions of a client: the permissions its
     user has in the configuration, in nats-server's JSON."""
@@ -1152,7 +1141,7 @@ def _client_info(client, stop_ns=None):
     if client.cid:
         ci["id"] = client.cid
     ci["acc"] = acc
-    user = _raw_user(client)
+    user = raw_auth_user(client)
     if user:
         ci["user"] = user
     opts = client.opts
