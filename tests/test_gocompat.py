@@ -365,3 +365,80 @@ def test_connz_user_of_a_token_client_as_nats_server():
             finally:
                 conn.close()
         assert seen["natsbroker"] == seen["nats-server"]
+
+
+# -- Go JSON -----------------------------------------------------------------------
+
+SYS_CONF = """
+accounts { SYS { users [{user: sys, password: sys}] }, A { users [{user: a, password: a}] } }
+system_account: SYS
+"""
+
+# Request bodies json.Unmarshal refuses (or takes) in nats-server's system requests.
+SYS_BODIES = [b"\xc3\xa9", b'{"limit": tr\xc3\xa9}', b'{"limit":', b" ", b'{"limit":1}x', b"\xff",
+              b'{"limit": "\xff"}', b'{"limit":"x"}', b"[1]", b"null", b'{"limit":1.5}',
+              b'{"limit":1e400}', b'{"limit":1.0}', b'{"limit":1e3}', b'{"limit":-0}',
+              b'{"cid":-1}', b'{"auth":1}', b'{"LIMIT":"x"}', b'{"tags":[1]}',
+              b'{"limit":99999999999999999999}', b'[' * 10001]
+
+
+def test_system_request_json_errors_as_nats_server():
+    """$SYS.REQ.SERVER.PING.CONNZ with bodies Go's json.Unmarshal refuses: the
+    system plugin's own scanner said '\\ufffd' for a non-UTF-8 byte and
+    "number inf" for 1e400, and took 1.0 as an int; gocompat.gojson's
+    decoder (the JetStream API's) answers as nats-server does."""
+    import asyncio
+    import json
+    import nats
+
+    async def errors(url):
+        nc = await nats.connect(url, user="sys", password="sys")
+        try:
+            out = []
+            for body in SYS_BODIES:
+                msg = await nc.request("$SYS.REQ.SERVER.PING.CONNZ", body, timeout=10)
+                out.append((body[:20], json.loads(msg.data).get("error")))
+            return out
+        finally:
+            await nc.close()
+
+    conf = _conf(SYS_CONF)
+    try:
+        with both_started(["-c", conf]) as servers:
+            got = {kind: asyncio.run(errors(s.url)) for kind, s in servers.items()}
+        for ns, nb in zip(got["nats-server"], got["natsbroker"]):
+            assert nb == ns
+    finally:
+        os.unlink(conf)
+
+
+def test_encode_json_is_go_s():
+    from natsbroker.gocompat.gojson import encode_json, go_json_dumps
+    value = {"s": "<a&b>\u2028\u2029é\x01\ud800", "f": [2.0, 0.5, 1e-7, 1e21, 1e16], "b": b"\xff",
+             "n": None, "e": {}, "l": []}
+    assert encode_json(value, indent=False) == (
+        '{"s":"\\u003ca\\u0026b\\u003e\\u2028\\u2029é\\u0001\ufffd",'
+        '"f":[2,0.5,1e-7,1e+21,10000000000000000],"b":"\ufffd","n":null,"e":{},"l":[]}')
+    assert encode_json({"a": [1]}) == '{\n  "a": [\n    1\n  ]\n}'
+    # The compact fast encoder escapes strings the same way.
+    assert go_json_dumps({"s": value["s"]}) == encode_json({"s": value["s"]}, indent=False)
+
+
+def test_connz_with_a_lone_surrogate_name_as_nats_server():
+    """CONNECT {"name":"a\\ud800b"}: nats-server's /connz shows "a\ufffdb";
+    the monitor's own encoder wrote the lone surrogate, and the document
+    failed to encode (500)."""
+    import json
+    with both_started(["-m", "-1"]) as servers:
+        for kind, s in servers.items():
+            conn = socket.create_connection(("127.0.0.1", s.port))
+            try:
+                conn.recv(4096)
+                conn.sendall(b'CONNECT {"name":"a\\ud800b<>","verbose":false}\r\nPING\r\n')
+                assert b"PONG" in conn.recv(4096)
+                code, body = _http(s, "/connz")
+                assert code == 200, kind
+                assert b'"name": "a\xef\xbf\xbdb\\u003c\\u003e"' in body, (kind, body)
+                assert json.loads(body)["connections"][0]["name"] == "a\ufffdb<>"
+            finally:
+                conn.close()

@@ -51,12 +51,8 @@ Without a ``jsz`` endpoint of a plugin, ``/jsz`` answers as nats-server does
 with JetStream off.
 """
 
-import decimal
 import hashlib
-import json
-import math
 import os
-import re
 import sys
 import time
 import urllib.parse
@@ -73,6 +69,7 @@ from natsbroker.monitoring import prometheus as metrics
 from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
+from natsbroker.gocompat.gojson import encode_json
 from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, query_values
 from natsbroker.gocompat.quote import go_quote
 from natsbroker.identity import GIT_COMMIT, runtime
@@ -1186,78 +1183,7 @@ def _asset(request, asset):
     return asset.body
 
 
-# -- JSON as Go's encoding/json writes it ---------------------------------------------
-
-# Go escapes these inside strings so JSON can be embedded in HTML.
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-               "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_GO_ESCAPE_RE = re.compile("[<>&\u2028\u2029]")
-
-
-def encode_json(value, indent=True):
-    """``value`` as Go's json.MarshalIndent(v, "", "  ") (or json.Marshal) would."""
-    out = []
-    _encode(value, out, "\n" if indent else "", indent)
-    return "".join(out)
-
-
-def _encode(v, out, nl, indent):
-    if isinstance(v, str):
-        out.append(_GO_ESCAPE_RE.sub(lambda m: _GO_ESCAPES[m.group()],
-                                     json.dumps(v, ensure_ascii=False)))
-    elif v is True:
-        out.append("true")
-    elif v is False:
-        out.append("false")
-    elif v is None:
-        out.append("null")
-    elif isinstance(v, int):
-        out.append(str(v))
-    elif isinstance(v, float):
-        out.append(_go_float(v))
-    elif isinstance(v, dict):
-        if not v:
-            out.append("{}")
-            return
-        inner = nl + "  " if indent else ""
-        out.append("{")
-        for i, (k, item) in enumerate(v.items()):
-            out.append(("," if i else "") + inner)
-            _encode(str(k), out, inner, indent)
-            out.append(": " if indent else ":")
-            _encode(item, out, inner, indent)
-        out.append(nl + "}")
-    elif isinstance(v, (list, tuple)):
-        if not v:
-            out.append("[]")
-            return
-        inner = nl + "  " if indent else ""
-        out.append("[")
-        for i, item in enumerate(v):
-            out.append(("," if i else "") + inner)
-            _encode(item, out, inner, indent)
-        out.append(nl + "]")
-    elif isinstance(v, bytes):
-        _encode(_str(v), out, nl, indent)
-    else:
-        raise TypeError("cannot encode %r as JSON" % (v,))
-
-
-def _go_float(f):
-    # Go: shortest digits, fixed notation, exponent only below 1e-6 or from
-    # 1e21 (with "e-7", not "e-07"); 2.0 is written "2".
-    if math.isnan(f) or math.isinf(f):
-        raise ValueError("JSON cannot encode %r" % f)
-    a = abs(f)
-    r = repr(f)
-    if a != 0 and (a < 1e-6 or a >= 1e21):
-        mant, _, exp = r.partition("e")
-        if exp.startswith("-"):
-            exp = "-" + (exp[1:].lstrip("0") or "0")
-        return mant.removesuffix(".0") + "e" + exp
-    if "e" in r:
-        r = format(decimal.Decimal(r), "f")
-    return r.removesuffix(".0")
+# -- JSON as Go's encoding/json writes it: natsbroker.gocompat.gojson.encode_json
 
 
 # -- values ------------------------------------------------------------------------
