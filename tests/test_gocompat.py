@@ -442,3 +442,27 @@ def test_connz_with_a_lone_surrogate_name_as_nats_server():
                 assert json.loads(body)["connections"][0]["name"] == "a\ufffdb<>"
             finally:
                 conn.close()
+
+
+def test_traced_payload_quoted_as_nats_server():
+    """-V traces a PUB's payload as MSG_PAYLOAD: [%q] (Go's quoting of the
+    bytes: \\x01, é kept, \\xff), not JSON's (\\u0001, \\u00e9, U+FFFD)."""
+    payload = "a\x01\té\u2028".encode() + b"\xff\x7f"
+    with both_started(["-V"]) as servers:
+        seen = {}
+        for kind, s in servers.items():
+            conn = socket.create_connection(("127.0.0.1", s.port))
+            try:
+                conn.recv(4096)
+                conn.sendall(b"CONNECT {\"verbose\":false}\r\nPUB x %d\r\n%s\r\nPING\r\n"
+                             % (len(payload), payload))
+                assert b"PONG" in conn.recv(4096)
+            finally:
+                conn.close()
+            deadline = time.monotonic() + 10
+            lines = []
+            while not lines and time.monotonic() < deadline:
+                lines = re.findall(r"MSG_PAYLOAD: .*", s.log())
+                time.sleep(0.05)
+            seen[kind] = lines[:1]
+        assert seen["nats-server"] and seen["natsbroker"] == seen["nats-server"]
