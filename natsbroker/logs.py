@@ -21,6 +21,8 @@ from twisted.application import service
 from twisted.logger import (FilteringLogObserver, LogLevel, PredicateResult, formatEvent,
                             globalLogBeginner, globalLogPublisher)
 
+from natsbroker.gocompat.quote import go_quote
+
 _LABELS = {
     LogLevel.debug: "DBG", LogLevel.info: "INF", LogLevel.warn: "WRN",
     LogLevel.error: "ERR", LogLevel.critical: "FTL",
@@ -212,7 +214,7 @@ class LogFile:
         except OSError:
             pass  # as nats-server: carry on in the same file
         self.stream = self.open(self.path)
-        line = self.fmt.direct("INF", 'Rotated log, backup saved as %s' % _go_quote(backup))
+        line = self.fmt.direct("INF", 'Rotated log, backup saved as %s' % go_quote(backup))
         self.stream.write(line)
         self.stream.flush()
         self.size = len(line.encode())
@@ -225,7 +227,7 @@ class LogFile:
             names = sorted(os.listdir(directory or "."))
         except OSError as e:
             self._direct("ERR", "Unable to read directory %s for log purge (%s), will attempt next "
-                         "rotation" % (_go_quote(directory), e.strerror))
+                         "rotation" % (go_quote(directory), e.strerror))
             return
         stamp = re.compile(re.escape(base) + r"\.\d{4}(?:\.\d{2}){5}\.\d{1,9}$")
         backups = [n for n in names if stamp.match(n)]
@@ -234,17 +236,13 @@ class LogFile:
                 os.remove(os.path.join(directory, name))
             except OSError as e:
                 self._direct("ERR", "Unable to remove backup log file %s (%s), will attempt next "
-                             "rotation" % (_go_quote(name), e.strerror))
+                             "rotation" % (go_quote(name), e.strerror))
                 return
-            self._direct("INF", "Purged log file %s" % _go_quote(name))
+            self._direct("INF", "Purged log file %s" % go_quote(name))
 
     def _direct(self, level, text):
         self.stream.write(self.fmt.direct(level, text))
         self.stream.flush()
-
-
-def _go_quote(text):
-    return json.dumps(text, ensure_ascii=False)  # Go's %q, for the names we write
 
 
 class StreamObserver:
@@ -349,7 +347,7 @@ class SyslogObserver:
             if isinstance(e, ValueError):
                 e = OSError(0, "invalid port")
             raise SyslogError("error connecting to syslog: %s"
-                              % _go_quote(_go_dial_error(network, address, e))) from None
+                              % go_quote(_go_dial_error(network, address, e))) from None
 
     def format(self, level, text, t=None):
         priority = self.facility | _SEVERITY[level]
@@ -387,7 +385,7 @@ def _syslog_address(url):
         return network, parts.netloc
     if network == "unix":
         return network, parts.path
-    raise SyslogError("error invalid network type: %s" % _go_quote(network))
+    raise SyslogError("error invalid network type: %s" % go_quote(network))
 
 
 # -- setting it up -------------------------------------------------------------------

@@ -26,6 +26,7 @@ import sys
 from twisted.logger import Logger
 
 from natsbroker.fatal import go_strerror
+from natsbroker.gocompat.quote import go_quote
 
 log = Logger()
 
@@ -114,7 +115,7 @@ def process_signal(command, pid_expr, kill=os.kill, find=None):
     if not pids:
         raise SignalError("no %s processes running" % PROCESS_NAME)
     if command not in COMMANDS:
-        raise SignalError("unknown signal %s" % _go_quote(command))
+        raise SignalError("unknown signal %s" % go_quote(command))
     signum = COMMANDS[command]
     errors = ""
     for pid in pids:
@@ -126,15 +127,9 @@ def process_signal(command, pid_expr, kill=os.kill, find=None):
         try:
             kill(pid, signum)
         except OSError as e:
-            errors += "\nsignal %s %d: %s" % (_go_quote(command), pid, go_strerror(e))
+            errors += "\nsignal %s %d: %s" % (go_quote(command), pid, go_strerror(e))
     if errors:
         raise SignalError(errors)
-
-
-def _go_quote(text):
-    from natsbroker.subjects.mapping import go_quote
-
-    return go_quote(text)
 
 
 def natsbroker_pids(proc="/proc"):

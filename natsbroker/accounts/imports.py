@@ -39,6 +39,7 @@ from zope.interface import implementer
 
 from natsbroker import jsonbound
 from natsbroker.accounts.exports import SINGLETON, resolve
+from natsbroker.gocompat.times import rfc3339_local
 from natsbroker.interfaces import IMessageSink
 from natsbroker.subjects.sublist import FWC, PWC, Subscription, is_literal, is_valid_subject, subset_of
 
@@ -310,7 +311,7 @@ class CrossAccount:
         if rtt:
             ci["rtt"] = rtt
         if detailed:
-            ci["start"] = _go_time(source.start)
+            ci["start"] = rfc3339_local(source.start)
             ci["host"] = source.host
             ci["id"] = source.cid
             if source.user:
@@ -740,26 +741,6 @@ def _client_info_json(ci):
                  ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(a, b)
     return text.encode()
-
-
-def _go_time(ts):
-    """A Unix time as Go's time.Time marshals in JSON (RFC 3339, nanoseconds
-    without trailing zeros, the local offset or Z)."""
-    import datetime
-
-    dt = datetime.datetime.fromtimestamp(ts).astimezone()
-    ns = int(round((ts - int(ts)) * 1e9))
-    if ns >= 1_000_000_000:
-        ns = 999_999_999
-    frac = ("%09d" % ns).rstrip("0")
-    offset = dt.utcoffset()
-    if not offset:
-        zone = "Z"
-    else:
-        minutes = int(offset.total_seconds() // 60)
-        sign = "+" if minutes >= 0 else "-"
-        zone = "%s%02d:%02d" % (sign, abs(minutes) // 60, abs(minutes) % 60)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S") + ("." + frac if frac else "") + zone
 
 
 # Owners of the subscriptions this module makes itself (never shadowed).

@@ -13,7 +13,7 @@ import bcrypt
 from twisted.logger import Logger
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.subjects.mapping import go_quote
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.auth.callout_policy import CalloutPolicy, OperatorCalloutPolicy
 from natsbroker.auth.nkey import check_signature
 from natsbroker.auth.permissions import resolve
@@ -195,6 +195,26 @@ class Authenticator:
 
 
 _REFUSED = (False, None, None, None)
+
+
+def raw_auth_user(client):
+    """nats-server's getRawAuthUser: the nkey or user name the client sent
+    in CONNECT, a JWT user's public key, ``[REDACTED]`` for a token, else
+    ``""`` (/connz's ``authorized_user`` and ``user`` filter, and the
+    system account's client events, show it)."""
+    opts = getattr(client, "opts", None)
+    if opts is None:
+        return ""
+    if getattr(opts, "nkey", None):
+        return opts.nkey
+    if opts.user:
+        return opts.user
+    if getattr(opts, "jwt", None):
+        user = getattr(client, "user", None)
+        return str(user) if user else ""
+    if getattr(opts, "auth_token", None):
+        return "[REDACTED]"
+    return ""
 
 
 def connection_type(client):

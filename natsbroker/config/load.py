@@ -39,10 +39,13 @@ from natsbroker.config.model import (CONNECTION_TYPES, DEFAULT_PORT, AccountConf
                                ServiceImport, StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.accounts.exports import resolve as resolve_exports
 from natsbroker.fatal import path_error, read_file_error
-from natsbroker.gocompat.durations import NANOS, format_duration as format_go_duration, parse_duration as parse_go_duration
+from natsbroker.gocompat.durations import (NANOS, duration_seconds, format_duration as format_go_duration,
+                                           parse_duration as parse_go_duration)
 from natsbroker.gocompat.urls import host_and_port, parse_origin
 from natsbroker.auth.nkey import public_user_key
-from natsbroker.subjects.mapping import MappingError, compile_mapping, go_quote
+from natsbroker.subjects.mapping import MappingError, compile_mapping
+from natsbroker.gocompat.quote import go_quote
+from natsbroker.gocompat.times import go_time_string
 from natsbroker.subjects.sublist import is_valid_subject
 from natsbroker.subjects.transform import TransformError
 
@@ -131,7 +134,7 @@ def _positive_size(v):
 
 def _duration(v):
     try:
-        seconds = conf.parse_duration(v)
+        seconds = duration_seconds(v)
     except ValueError:
         raise BadValue(f'expected a duration such as "2m" or seconds, got {_show(v)}') from None
     if seconds < 0:
@@ -353,7 +356,7 @@ def _response_expires(v):
     if not isinstance(v, str):
         raise BadValue("error parsing expires, not a duration string")
     try:
-        return conf.parse_duration(v)
+        return duration_seconds(v)
     except ValueError:
         raise BadValue(f'expected a duration such as "1m", got {_show(v)}') from None
 
@@ -632,7 +635,7 @@ def _handshake_first(ld, v, at, out):
             out.update(handshake_first=True, handshake_first_fallback=tls_module.DEFAULT_TLS_FIRST_FALLBACK)
             return
         try:
-            out.update(handshake_first=True, handshake_first_fallback=conf.parse_duration(v))
+            out.update(handshake_first=True, handshake_first_fallback=duration_seconds(v))
             return
         except ValueError:
             pass
@@ -689,7 +692,7 @@ def _go_value(v):
     if isinstance(v, dict):
         return "map[" + " ".join(f"{k}:{_go_value(v[k])}" for k in sorted(v)) + "]"
     if isinstance(v, datetime.datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+        return go_time_string(v)
     return str(v)
 
 
@@ -1311,11 +1314,11 @@ def _resolver(ld, v, at, out):
         if text is None:
             continue
         try:
-            durations[key] = _go_duration(text)
-        except ValueError:
-            raise ConfigError(f'{w}: time: invalid duration {go_quote(text)}') from None
+            durations[key] = parse_go_duration(text)
+        except ValueError as e:
+            raise ConfigError(f'{w}: {e}') from None  # (Go's err.Error())
     if "timeout" in durations and durations["timeout"] <= 0:
-        raise ConfigError(f"{w}: Fetch timeout {_format_go_duration(durations['timeout'])} is too smal")
+        raise ConfigError(f"{w}: Fetch timeout {format_go_duration(durations['timeout'])} is too smal")
     if not directory:
         raise ConfigError(f"{w}: dir has no value and needs to point to a directory\n"
                           f"{w}: mkdir : no such file or directory")
@@ -1365,16 +1368,6 @@ def _url_parses(text):
     except ValueError:
         return False
     return True
-
-
-def _go_duration(text):
-    from natsbroker.gocompat.durations import parse_duration
-    return parse_duration(text)
-
-
-def _format_go_duration(ns):
-    from natsbroker.gocompat.durations import format_duration
-    return format_duration(ns)
 
 
 def _resolver_preload(ld, v, at, out):
@@ -1510,9 +1503,9 @@ def _js_limits(ld, v, at):
             if not isinstance(value, str):
                 raise _panic(_op_at(top), value, "string")
             try:
-                ns = _go_duration(value)
-            except ValueError:
-                ld.errors.append(_go_duration_error(value))
+                ns = parse_go_duration(value)
+            except ValueError as e:
+                ld.errors.append(str(e))
                 return
             out[field] = ns if scale == 1 else ns / scale
         return handle
@@ -1652,8 +1645,8 @@ def _lame_duck_value(key, v, at):
     text = _go_string(v, where)
     try:
         return parse_go_duration(text)
-    except ValueError:
-        raise ConfigError(f"{where}: error parsing {key}: {_go_duration_error(text)}") from None
+    except ValueError as e:
+        raise ConfigError(f"{where}: error parsing {key}: {e}") from None
 
 
 def _lame_duck_duration(ld, v, at, out):
@@ -1671,23 +1664,6 @@ def _lame_duck_grace_period(ld, v, at, out):
                           "needs to be positive")
     if ns:  # 0 is "not set": nats-server's default stays
         out["lame_duck_grace_period"] = ns / NANOS
-
-
-def _go_duration_error(text):
-    """time.ParseDuration's error for ``text`` (which it refused)."""
-    s = text[1:] if text[:1] in ("+", "-") else text
-    while s:
-        number = re.match(r"[0-9]*(?:\.[0-9]*)?", s).group(0)
-        if number in ("", "."):
-            break
-        s = s[len(number):]
-        unit = re.match(r"[^0-9.]*", s).group(0)
-        if not unit:
-            return f"time: missing unit in duration {go_quote(text)}"
-        if unit not in ("ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h"):
-            return f"time: unknown unit {go_quote(unit)} in duration {go_quote(text)}"
-        s = s[len(unit):]
-    return f"time: invalid duration {go_quote(text)}"
 
 
 _COMPRESSION_MODES = {"on", "enabled", "true", "not supported", "not_supported", "disabled", "off",

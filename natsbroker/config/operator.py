@@ -7,6 +7,7 @@ the commands that start a server.
 
 import json
 
+from natsbroker.gocompat.quote import go_quote
 from natsbroker import COMPAT_VERSION
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt.trust import ACCOUNT_VALIDATION, trusted_keys, verify_account
@@ -73,10 +74,10 @@ def check_operator_config(config):
     for key in trusted_keys(config, operators):
         if not C.is_public_key(key, "O"):
             raise OperatorError("trusted Keys %s are required to be a valid public operator nkey"
-                                % _quote(key))
+                                % go_quote(key))
     for key in config.resolver_pinned_accounts:
         if not C.is_public_key(key, "A"):
-            raise OperatorError("pinned account key %s is not a valid public account nkey" % _quote(key))
+            raise OperatorError("pinned account key %s is not a valid public account nkey" % go_quote(key))
     if config.no_auth_user:
         raise OperatorError("no_auth_user not compatible with Trusted Operator")
     if config.resolver is None:
@@ -94,6 +95,3 @@ def check_operator_config(config):
         if verify_account(token, sys_key, set(trusted_keys(config, operators))) is None:
             raise OperatorError("error resolving system account: " + ACCOUNT_VALIDATION)
 
-
-def _quote(s):
-    return json.dumps(s)

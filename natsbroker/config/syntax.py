@@ -26,11 +26,14 @@ import bisect
 import datetime
 import os
 import re
-from fractions import Fraction
 
 from natsbroker.fatal import read_file_error
+from natsbroker.gocompat.durations import duration_seconds
 
 __all__ = ["ConfError", "ConfMap", "parse_string", "parse_file", "parse_size", "parse_duration"]
+
+# (a configuration duration: a Go duration string or seconds; gocompat has the one parser)
+parse_duration = duration_seconds
 
 
 class ConfError(Exception):
@@ -146,54 +149,6 @@ def parse_size(value) -> int:
         if m and (m[2] or "").lower() in _SIZE_MULT:
             return int(m[1]) * _SIZE_MULT[(m[2] or "").lower()]
     raise ValueError(f"invalid size: {value!r}")
-
-
-# Go's time.ParseDuration units, in seconds.
-_DURATION_UNITS = {
-    "ns": Fraction(1, 10**9),
-    "us": Fraction(1, 10**6),
-    "\u00b5s": Fraction(1, 10**6),  # micro sign
-    "\u03bcs": Fraction(1, 10**6),  # Greek mu
-    "ms": Fraction(1, 1000),
-    "s": Fraction(1),
-    "m": Fraction(60),
-    "h": Fraction(3600),
-}
-_DURATION_PART_RE = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
-
-
-def parse_duration(value) -> float:
-    """Convert a duration to seconds.
-
-    Strings use Go's ``time.ParseDuration`` syntax (``"2m"``, ``"1h30m"``,
-    ``"500ms"``, ``"1.5s"``, ``"10us"``); a bare int or float means seconds,
-    as nats-server treats e.g. ``ping_interval: 120``.  Raises ``ValueError``
-    on anything else (including a unit-less string other than ``"0"``)."""
-    if isinstance(value, bool):
-        raise ValueError(f"invalid duration: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError(f"invalid duration: {value!r}")
-    s, sign = value, 1
-    if s[:1] in ("-", "+"):
-        sign, s = (-1 if s[0] == "-" else 1), s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f"invalid duration: {value!r}")
-    total, pos = Fraction(0), 0
-    while pos < len(s):
-        m = _DURATION_PART_RE.match(s, pos)
-        whole, frac, unit = m[1], m[2], m[3]
-        if (not whole and not frac) or unit not in _DURATION_UNITS:
-            raise ValueError(f"invalid duration: {value!r}")
-        number = Fraction(int(whole or "0"))
-        if frac:
-            number += Fraction(int(frac), 10 ** len(frac))
-        total += number * _DURATION_UNITS[unit]
-        pos = m.end()
-    return float(sign * total)
 
 
 class _Parser:

@@ -8,7 +8,6 @@ routing belongs to the broker and to the plugins that provide the handlers.
 """
 
 import functools
-import json
 import os
 import time
 
@@ -22,6 +21,7 @@ from natsbroker.accounts.account import GLOBAL_ACCOUNT
 from natsbroker.auth.users import NkeyName
 from natsbroker import jsonbound
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.interfaces import IClient, IClientObserver, IClientOpFilter, IClientOps
 from natsbroker.auth.nkey import new_nonce
 from natsbroker.protocol import parser as P
@@ -635,7 +635,7 @@ class ClientProtocol(protocol.Protocol):
                 args = b" ".join(fields).decode(errors="replace")
                 text = "<<- [%s %s %d]" % (name, args, len(op[-1]))
                 self._trace(text)
-                text = "<<- MSG_PAYLOAD: [%s]" % json.dumps(op[-1][:128].decode(errors="replace"))
+                text = "<<- MSG_PAYLOAD: [%s]" % go_quote(op[-1][:128])
             else:
                 args = b" ".join(f if isinstance(f, bytes) else str(f).encode()
                                  for f in op[1:] if f is not None)
@@ -671,9 +671,9 @@ class ClientProtocol(protocol.Protocol):
         if self.auth.operator_mode:
             what = ""  # nats-server names nothing in operator mode
         elif opts.nkey:
-            what = " - Nkey %s" % _go_quote(opts.nkey)
+            what = " - Nkey %s" % go_quote(opts.nkey)
         elif opts.user:
-            what = " - User %s" % _go_quote(opts.user)
+            what = " - User %s" % go_quote(opts.user)
         elif opts.auth_token:
             what = ' - Token "[REDACTED]"'
         else:
@@ -718,12 +718,12 @@ class ClientProtocol(protocol.Protocol):
         """Refuse a publish (``sid`` None) or a subscription to ``subject``
         as nats-server does: the -ERR to the client and an ERR log line
         (rate-limited)."""
-        quoted = _go_quote(subject.decode(errors="replace"))
+        quoted = go_quote(subject)
         if sid is None:
             self.send_err("Permissions Violation for Publish to %s" % quoted)
             what = "Publish Violation - Subject %s" % quoted
         elif queue:
-            q = _go_quote(queue.decode(errors="replace"))
+            q = go_quote(queue)
             self.send_err("Permissions Violation for Subscription to %s using queue %s" % (quoted, q))
             what = "Subscription Violation - Subject %s, Queue: %s, SID %s" % (
                 quoted, q, sid.decode(errors="replace"))
@@ -736,7 +736,7 @@ class ClientProtocol(protocol.Protocol):
     def reply_violation(self, reply):
         """Refuse a publish whose reply subject is reserved (service import and
         JetStream ack replies), in nats-server's words."""
-        quoted = _go_quote(reply.decode(errors="replace"))
+        quoted = go_quote(reply)
         self.send_err("Permissions Violation for Publish with Reply of %s" % quoted)
         self.broker.security_log.error("permissions", "{prefix} - {what}", prefix=self.log_prefix(),
                                        what="Publish Violation - Reply %s" % quoted)
@@ -1292,11 +1292,6 @@ def _tls_write_now(transport):
 # A traced CONNECT: every secret value replaced, as nats-server's trace
 # (and whatever its patterns would leak too).
 _redact_connect = redact_secrets
-
-
-def _go_quote(text):
-    """Go's %q for the usual (printable) subjects and names."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _sub_detail(sub, cid):

@@ -9,7 +9,6 @@ as subscriptions owned by this route (a :class:`RouteSink` per account) in the
 accounts' own Sublists, so that ``Account.route`` stays the one routing path.
 """
 
-import json
 import random
 import time
 
@@ -20,6 +19,7 @@ from zope.interface import implementer
 
 from natsbroker import jsonbound
 from natsbroker.auth.permissions import ResolvedPermissions
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
 from natsbroker.protocol.redact import redact_secrets
@@ -341,7 +341,7 @@ class RouteProtocol(protocol.Protocol):
             text = b" ".join(f for f in fields if f is not None).decode(errors="replace")
             self._trace("<<- [%s]" % text)
             if code == R.OP_RMSG:
-                self._trace("<<- MSG_PAYLOAD: [%s]" % json.dumps(op[-1][:128].decode(errors="replace")))
+                self._trace("<<- MSG_PAYLOAD: [%s]" % go_quote(op[-1][:128]))
 
     def _trace(self, text):
         log.debug("{peer} - rid:{rid} - {text}", peer=self._peer(), rid=self.cid,

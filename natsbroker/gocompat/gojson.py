@@ -14,8 +14,10 @@ the decoded fields is :mod:`natsbroker.jetstream.marshal`'s job.
 
 import array
 import codecs
+import decimal
 import itertools
 import json
+import math
 import re
 import sys
 
@@ -44,6 +46,85 @@ def go_json_dumps(obj):
     if _SURROGATES.search(text):
         text = _SURROGATES.sub("\ufffd", text)
     return text
+
+
+def encode_json(value, indent=True):
+    """``value`` as Go's ``json.MarshalIndent(v, "", "  ")`` (or, with
+    ``indent=False``, ``json.Marshal``) writes it: strings escaped as in
+    :func:`go_json_dumps` (lone surrogates as U+FFFD), floats in Go's
+    shortest form (``2``, ``0.5``, ``1e-7``, ``1e+21``), bytes as UTF-8 text
+    (a bad byte as U+FFFD).  The monitor's documents and the system account's
+    messages; slower than :func:`go_json_dumps`, which keeps Python's float
+    text and no indentation, for the JetStream API."""
+    out = []
+    _encode(value, out, "\n" if indent else "", indent)
+    return "".join(out)
+
+
+def _encode_string(text):
+    text = json.dumps(text, ensure_ascii=False).translate(_GO_HTML_ESCAPES)
+    if _SURROGATES.search(text):
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def _encode(v, out, nl, indent):
+    if isinstance(v, str):
+        out.append(_encode_string(v))
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif v is None:
+        out.append("null")
+    elif isinstance(v, int):
+        out.append(str(v))
+    elif isinstance(v, float):
+        out.append(go_float(v))
+    elif isinstance(v, dict):
+        if not v:
+            out.append("{}")
+            return
+        inner = nl + "  " if indent else ""
+        out.append("{")
+        for i, (k, item) in enumerate(v.items()):
+            out.append(("," if i else "") + inner)
+            _encode(str(k), out, inner, indent)
+            out.append(": " if indent else ":")
+            _encode(item, out, inner, indent)
+        out.append(nl + "}")
+    elif isinstance(v, (list, tuple)):
+        if not v:
+            out.append("[]")
+            return
+        inner = nl + "  " if indent else ""
+        out.append("[")
+        for i, item in enumerate(v):
+            out.append(("," if i else "") + inner)
+            _encode(item, out, inner, indent)
+        out.append(nl + "]")
+    elif isinstance(v, bytes):
+        _encode(v.decode("utf-8", "replace"), out, nl, indent)
+    else:
+        raise TypeError("cannot encode %r as JSON" % (v,))
+
+
+def go_float(f):
+    """A float64 as Go's encoding/json writes it: shortest digits, fixed
+    notation, an exponent only below 1e-6 or from 1e21 (``e-7``, not
+    ``e-07``); 2.0 is ``2``."""
+    if math.isnan(f) or math.isinf(f):
+        raise ValueError("JSON cannot encode %r" % f)
+    a = abs(f)
+    r = repr(f)
+    if a != 0 and (a < 1e-6 or a >= 1e21):
+        mant, _, exp = r.partition("e")
+        if exp.startswith("-"):
+            exp = "-" + (exp[1:].lstrip("0") or "0")
+        return mant.removesuffix(".0") + "e" + exp
+    if "e" in r:
+        r = format(decimal.Decimal(r), "f")
+    return r.removesuffix(".0")
 
 
 # ---------------------------------------------------------------------------
@@ -432,6 +513,118 @@ def unmarshal_node(data):
         value = _go_strings(value)
     kind, value = unpack(value)
     return _Node(kind, value, None, None, i)
+
+
+_AT_OFFSET = re.compile(r" at offset [0-9]+\Z")
+
+
+def unmarshal_syntax(data):
+    """Go's ``json.Unmarshal`` syntax check (its ``checkValid``): raises
+    :class:`GoJSONError` with the ``SyntaxError``'s own text, which has no
+    offset and says "unexpected end of JSON input" where a Decoder says
+    "unexpected EOF" (nats-server's system requests show these)."""
+    try:
+        unmarshal_node(data)
+    except GoJSONError as e:
+        text = str(e)
+        text = "unexpected end of JSON input" if text == "unexpected EOF" else _AT_OFFSET.sub("", text)
+        raise GoJSONError(text) from None
+
+
+# Go types of the flat option structs ``unmarshal_flat`` fills, and their zero values.
+_FLAT_ZERO = {"bool": False, "int": 0, "uint64": 0, "string": "", "server.SortOpt": "",
+              "server.ConnState": 0, "[]string": None}
+
+
+class _Number(float):
+    """A JSON number that is not an integer literal, with its text (Go's
+    errors quote the literal: ``number 1e400``, never ``inf``)."""
+
+    def __new__(cls, text):
+        self = float.__new__(cls, text)
+        self.text = text
+        return self
+
+
+def unmarshal_flat(body, struct, spec):
+    """``body`` (bytes) as ``json.Unmarshal`` into a flat Go struct named
+    ``struct`` whose fields ``spec`` gives (JSON name: Go type, one of
+    ``_FLAT_ZERO``'s): a dict of every field (zero values for the missing).
+    Unknown keys are ignored, keys match case-insensitively, ``null`` leaves a
+    field alone; :class:`GoJSONError` with Go's text otherwise (the first
+    type mismatch, as Go reports the first and decodes on)."""
+    opts = {name: _FLAT_ZERO[t] for name, t in spec.items()}
+    if not body:
+        return opts
+    unmarshal_syntax(body)
+    value = jsonbound.loads(bytes(body).decode("utf-8", "replace"), parse_float=_Number)
+    if value is None:
+        return opts                      # null into a struct: nothing to do
+    if not isinstance(value, dict):
+        raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
+                          % (_flat_kind(value), struct))
+    folded = {name.lower(): name for name in spec}
+    error = None
+    for key, v in value.items():
+        name = key if key in spec else folded.get(key.lower())
+        if name is None or v is None:
+            continue
+        ok, converted, what, gotype, index = _flat_convert(v, spec[name])
+        if ok:
+            opts[name] = converted
+        elif error is None:
+            if index is None:
+                error = "json: cannot unmarshal %s into Go struct field %s.%s of type %s" % (
+                    what, struct, key, gotype)      # (the key as written, as Go's path)
+            else:  # (an array element: Go names its index)
+                error = "json: cannot unmarshal %s into %s.%s.%d of type %s" % (
+                    what, struct, key, index, gotype)
+    if error is not None:
+        raise GoJSONError(error)
+    return opts
+
+
+def _flat_kind(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _flat_convert(v, t):
+    """``(ok, value, what, type, index)``: ``what`` and ``type`` name the JSON
+    value and the Go type in Go's error, ``index`` the array element."""
+    kind = _flat_kind(v)
+    if t == "bool":
+        return (kind == "bool"), v, kind, t, None
+    if t in ("string", "server.SortOpt"):
+        return (kind == "string"), v, kind, t, None
+    if t in ("int", "uint64", "server.ConnState"):
+        if kind != "number":
+            return False, None, kind, t, None
+        if isinstance(v, float):     # Go parses an int from integer literals only
+            return False, None, "number %s" % _number_text(v), t, None
+        n = v
+        if t == "uint64" and not 0 <= n < 2 ** 64 or t != "uint64" and not -2 ** 63 <= n < 2 ** 63:
+            return False, None, "number %s" % _number_text(v), t, None
+        return True, n, kind, t, None
+    if t == "[]string":
+        if kind != "array":
+            return False, None, kind, t, None
+        for i, x in enumerate(v):
+            if x is not None and not isinstance(x, str):
+                return False, None, _flat_kind(x), "string", i
+        return True, [x or "" for x in v], kind, t, None
+    return False, None, kind, t, None
+
+
+def _number_text(v):
+    return v.text if type(v) is _Number else str(v)
 
 
 def _exact_unmarshal_node(data):

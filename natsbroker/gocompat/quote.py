@@ -9,7 +9,7 @@ ASCII controls and for bytes that are not UTF-8, and ``\\uNNNN`` /
 ``\\u0001`` or ``\\u00e9``, are not Go's.)
 """
 
-__all__ = ["go_quote"]
+__all__ = ["go_quote", "time_quote"]
 
 _GO_SHORT_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n",
                      "\r": "\\r", "\t": "\\t", "\v": "\\v"}
@@ -47,4 +47,22 @@ def go_quote(value, quote='"'):
         else:
             out.append("\\U%08x" % o)
     out.append(quote)
+    return "".join(out)
+
+
+def time_quote(b):
+    """Go's ``time.quote`` (its duration and time-parsing errors use it, not
+    ``strconv.Quote``): ASCII kept, ``"`` and ``\\`` escaped, and each byte
+    of a control or non-ASCII character as ``\\xNN``."""
+    if isinstance(b, str):
+        b = b.encode("utf-8", "surrogateescape")
+    out = ['"']
+    for c in b:
+        if c >= 0x80 or c < 0x20:
+            out.append("\\x%02x" % c)
+        else:
+            if c in (0x22, 0x5C):
+                out.append("\\")
+            out.append(chr(c))
+    out.append('"')
     return "".join(out)

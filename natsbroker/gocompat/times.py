@@ -10,6 +10,8 @@ time ``0001-01-01T00:00:00Z``.  ``parse_rfc3339`` is the inverse and raises
 import datetime
 import time
 
+from natsbroker.gocompat.quote import time_quote as _time_quote
+
 NS_PER_SEC = 1_000_000_000
 
 
@@ -47,6 +49,34 @@ def rfc3339(ns, offset=0, zero_is_unset=True):
     return out + "%s%02d:%02d" % (sign, off // 60, off % 60)
 
 
+def rfc3339_seconds(t):
+    """A ``time.time()`` float as :func:`rfc3339` (UTC, 0 is the epoch):
+    such floats hold microseconds truly, so no nanoseconds are invented."""
+    return rfc3339(int(round(t * 1e6)) * 1000, zero_is_unset=False)
+
+
+def rfc3339_local(t):
+    """A ``time.time()`` float as Go marshals a ``time.Now()`` taken in the
+    local zone: RFC 3339, nanoseconds, the local offset (``Z`` for UTC)."""
+    secs = int(t)
+    frac = min(int(round((t - secs) * 1e9)), NS_PER_SEC - 1)
+    offset = datetime.datetime.fromtimestamp(t).astimezone().utcoffset()
+    return rfc3339(secs * NS_PER_SEC + frac, int(offset.total_seconds()), zero_is_unset=False)
+
+
+def go_time_string(t):
+    """Go's ``time.Time.String()`` of a UTC time (Unix seconds, or an aware or
+    UTC ``datetime``): ``2006-01-02 15:04:05.999999999 +0000 UTC``."""
+    if isinstance(t, datetime.datetime):
+        if t.tzinfo is not None:
+            t = t.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        ns = ((t - _EPOCH) // datetime.timedelta(microseconds=1)) * 1000
+    else:
+        ns = int(round(t * 1e6)) * 1000 if isinstance(t, float) else int(t) * NS_PER_SEC
+    text = rfc3339(ns, zero_is_unset=False)[:-1].replace("T", " ")
+    return text + " +0000 UTC"
+
+
 def parse_rfc3339(text):
     """An RFC 3339 time as Unix nanoseconds; Go's zero time gives 0.
 
@@ -64,20 +94,6 @@ def unix_nano(text):
     before every message, as nats-server finds it)."""
     ns = parse_rfc3339(text)
     return ((ns + (1 << 63)) % (1 << 64)) - (1 << 63)
-
-
-def _time_quote(b):
-    # Go's time.quote: ASCII kept, '"' and '\' escaped, everything else \xNN.
-    out = ['"']
-    for c in b:
-        if c >= 0x80 or c < 0x20:
-            out.append("\\x%02x" % c)
-        else:
-            if c in (0x22, 0x5C):
-                out.append("\\")
-            out.append(chr(c))
-    out.append('"')
-    return "".join(out)
 
 
 _LAYOUT = "2006-01-02T15:04:05Z07:00"

@@ -31,6 +31,8 @@ named shortcuts at the end (``stream_purge_not_permitted()``,
 
 import re
 
+from natsbroker.gocompat.quote import go_quote  # noqa: F401  (re-exported: E.go_quote)
+
 __all__ = ["ApiError", "ErrorSpec", "ERRORS", "BY_ERR_CODE", "BY_HELPER", "new_error", "go_quote"]
 
 
@@ -97,40 +99,6 @@ class ErrorSpec:
         return "ErrorSpec(%s, %d, %d, %r)" % (self.constant, self.code, self.err_code, self.template)
 
 
-def go_quote(value, quote='"'):
-    """Go's ``strconv.Quote`` (``%q``): a double-quoted Go string literal.
-
-    ``value`` may be ``str`` or ``bytes``; bytes that are not UTF-8 come out
-    as ``\\xNN`` like Go does.  Printable characters (letters, marks, numbers,
-    punctuation, symbols, ASCII space) are kept, the rest escaped.
-    """
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "surrogateescape")
-    out = [quote]
-    for ch in value:
-        o = ord(ch)
-        if ch == quote or ch == "\\":
-            out.append("\\" + ch)
-        elif 0xDC80 <= o <= 0xDCFF:            # an undecodable byte
-            out.append("\\x%02x" % (o - 0xDC00))
-        elif 0xD800 <= o <= 0xDFFF:            # a lone surrogate: Go has none, it is U+FFFD
-            out.append("\ufffd")
-        elif ch.isprintable():
-            out.append(ch)
-        elif ch in _GO_SHORT_ESCAPES:
-            out.append(_GO_SHORT_ESCAPES[ch])
-        elif o < 0x20 or o == 0x7F:
-            out.append("\\x%02x" % o)
-        elif o < 0x10000:
-            out.append("\\u%04x" % o)
-        else:
-            out.append("\\U%08x" % o)
-    out.append(quote)
-    return "".join(out)
-
-
-_GO_SHORT_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n",
-                     "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def _go_sprint(value):

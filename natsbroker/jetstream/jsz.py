@@ -7,9 +7,9 @@ documents from the plugin's accounts; the plugin serves them through
 and :class:`~natsbroker.interfaces.IHealthReport`.
 """
 
-import re
 
 from natsbroker.gocompat import times as gotime
+from natsbroker.gocompat.query import go_bool, go_int, query_values
 from natsbroker.jetstream import errors as E
 from natsbroker.jetstream import limits as L
 from natsbroker.jetstream import marshal
@@ -17,41 +17,6 @@ from natsbroker.jetstream import stream_models as SM
 from natsbroker.jetstream import versions
 from natsbroker.jetstream.stream import now_ns
 from natsbroker.jetstream.stream_state import stream_state
-
-
-def _go_bool(query, name):
-    s = query.get(name, "")
-    if s in ("", "0", "f", "F", "FALSE", "false", "False"):
-        return False
-    if s in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    raise ValueError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                     "invalid syntax" % (name, E.go_quote(s)))
-
-
-def _go_int(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not re.fullmatch(r"[+-]?[0-9]+", s):
-        why = "invalid syntax"
-    elif not -2**63 <= int(s) < 2**63:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise ValueError("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
-                     % (name, E.go_quote(s), why))
-
-
-def _query(request):
-    import urllib.parse
-    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
-    query = {}
-    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
-        query.setdefault(key, value)
-    return query
-
-_U64 = 1 << 64
 
 
 class JetStreamMonitoring:
@@ -80,16 +45,16 @@ class JetStreamMonitoring:
     def jsz(self, request):
         """/jsz with nats-server's options: ``accounts``, ``acc``, ``streams``,
         ``consumers``, ``config``, ``offset``, ``limit`` (decoded in its order)."""
-        q = _query(request)
-        accounts = _go_bool(q, "accounts")
-        streams = _go_bool(q, "streams")
-        consumers = _go_bool(q, "consumers")
-        config = _go_bool(q, "config")
-        offset = _go_int(q, "offset")
-        limit = _go_int(q, "limit") or 1024
-        _go_bool(q, "leader-only")
-        _go_bool(q, "raft")
-        _go_bool(q, "stream-leader-only")
+        q = query_values(request.uri)
+        accounts = go_bool(q, "accounts")
+        streams = go_bool(q, "streams")
+        consumers = go_bool(q, "consumers")
+        config = go_bool(q, "config")
+        offset = go_int(q, "offset")
+        limit = go_int(q, "limit") or 1024
+        go_bool(q, "leader-only")
+        go_bool(q, "raft")
+        go_bool(q, "stream-leader-only")
         acc = q.get("acc", "")
         if consumers:
             streams = True

@@ -24,7 +24,7 @@ import attrs
 from natsbroker.gocompat.durations import format_duration as go_duration
 from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
 from natsbroker.jetstream import errors as E
-from natsbroker.jetstream.errors import go_quote
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.gocompat.times import NS_PER_SEC
 from natsbroker.jetstream.limits import check_max_bytes
 from natsbroker.jetstream.marshal import converter, decode_request

@@ -55,12 +55,8 @@ Without a ``jsz`` endpoint of a plugin, ``/jsz`` answers as nats-server does
 with JetStream off.
 """
 
-import decimal
 import hashlib
-import json
-import math
 import os
-import re
 import sys
 import time
 import urllib.parse
@@ -74,10 +70,14 @@ from natsbroker import COMPAT_VERSION, __version__
 from natsbroker import _build
 from natsbroker.monitoring import dashboard
 from natsbroker.monitoring import prometheus as metrics
-from natsbroker.auth.users import NkeyName
+from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.interfaces import (BadRequest, IAccountJetStream, IHealthCheck, IHealthReport,
                                    IInternalSubscriptions, ISystemEvents, IVarzSection)
+from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
+from natsbroker.gocompat.gojson import encode_json
+from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, parse_query, query_values
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.identity import GIT_COMMIT, runtime
 from natsbroker.connection.tls import cert_not_after
 from natsbroker.subjects import sublist as S
@@ -348,8 +348,8 @@ class Monitor:
             "jetstream": sections.pop("jetstream", {}),
             "tls_timeout": _seconds(tls.timeout) if tls is not None else DEFAULT_TLS_TIMEOUT,
             "write_deadline": _ns(cfg.write_deadline),
-            "start": _rfc3339(b.start_time),
-            "now": _rfc3339_ns(now_ns),
+            "start": rfc3339_seconds(b.start_time),
+            "now": rfc3339(now_ns),
             "uptime": _uptime(now_ns / 1e9 - b.start_time),
             "mem": _rss(),
             "cores": _cores(),
@@ -376,7 +376,7 @@ class Monitor:
             "subscriptions": self.total_subscriptions(),
             # Go marshals maps with sorted keys.
             "http_req_stats": dict(sorted(self.http_req_stats.items())),
-            "config_load_time": _rfc3339(getattr(b, "config_load_time", None) or b.start_time),
+            "config_load_time": rfc3339_seconds(getattr(b, "config_load_time", None) or b.start_time),
             "config_digest": self._config_digest,
             "system_account": b.system_account.name,
             "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
@@ -387,7 +387,7 @@ class Monitor:
         if tls is not None:
             not_after = cert_not_after(tls.cert_file)
             if not_after is not None:
-                v["tls_cert_not_after"] = _rfc3339(not_after)
+                v["tls_cert_not_after"] = rfc3339_seconds(not_after)
         for field, value in sections.items():  # other plugins' fields, after nats-server's
             v.setdefault(field, value)
         # natsbroker's own field (nats-server has none): compiled build or interpreted.
@@ -438,7 +438,7 @@ class Monitor:
         now = now_ns / 1e9
         if acc and acc not in b.accounts:
             # nats-server returns its Connz half made: no server id, no list.
-            return {"server_id": "", "now": _rfc3339_ns(now_ns), "num_connections": 0,
+            return {"server_id": "", "now": rfc3339(now_ns), "num_connections": 0,
                     "total": 0, "offset": offset, "limit": limit, "connections": None}
         open_clients = list(b.clients()) if state in (_OPEN, _ANY) else []
         closed = list(b.closed_clients) if state in (_CLOSED, _ANY) else []
@@ -454,7 +454,7 @@ class Monitor:
         else:
             if user:
                 # nats-server compares the user name a client sent in CONNECT.
-                open_clients = [c for c in open_clients if _raw_user(c) == user]
+                open_clients = [c for c in open_clients if raw_auth_user(c) == user]
                 closed = [s for s in closed if s.get("user") == user]
             if mqtt_client:
                 # No MQTT: no connection has an MQTT client id.
@@ -471,7 +471,7 @@ class Monitor:
         page = rows[offset:offset + limit]
         return {
             "server_id": b.server_id,
-            "now": _rfc3339_ns(now_ns),
+            "now": rfc3339(now_ns),
             "num_connections": len(page),
             "total": total,
             "offset": offset,
@@ -491,7 +491,7 @@ class Monitor:
         b = self.broker
         # An account we do not have: nothing, with zero stats (as nats-server).
         accounts = [a for a in b.accounts.values() if not acc or a.name == acc]
-        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns())}
+        out = {"server_id": b.server_id, "now": rfc3339(time.time_ns())}
         out.update(self.sublist_stats(accounts))
         out.update({"total": 0, "offset": offset, "limit": limit})
         if subs:
@@ -515,17 +515,17 @@ class Monitor:
         return {
             "server_id": b.server_id,
             "server_name": b.server_name,
-            "now": _rfc3339_ns(time.time_ns()),
+            "now": rfc3339(time.time_ns()),
             "num_routes": len(routes),
             "routes": [_route_row(r, now, subs) for r in routes],
         }
 
     def gatewayz(self):
-        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                 "outbound_gateways": {}, "inbound_gateways": {}}
 
     def leafz(self):
-        return {"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                 "leafnodes": 0, "leafs": []}
 
     # -- /healthz ------------------------------------------------------------------
@@ -542,7 +542,7 @@ class Monitor:
 
     def accountz(self, acc=""):
         b = self.broker
-        out = {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+        out = {"server_id": b.server_id, "now": rfc3339(time.time_ns()),
                "system_account": b.system_account.name}
         if not acc:
             out["accounts"] = list(b.accounts)
@@ -558,7 +558,7 @@ class Monitor:
             raise BadRequest("Account %s does not exist" % name)
         speakers = self.broker.providers(ISystemEvents)
         system = speakers[0] if speakers else None
-        d = {"account_name": name, "update_time": _rfc3339(b.start_time)}
+        d = {"account_name": name, "update_time": rfc3339_seconds(b.start_time)}
         if acc.is_system:
             d["is_system"] = True
         d.update({
@@ -611,7 +611,7 @@ class Monitor:
             chosen = list(b.accounts.values())
         stats = [self.account_stat(a) for a in chosen
                  if include_unused or self.account_clients(a)]
-        return {"server_id": b.server_id, "now": _rfc3339_ns(time.time_ns()),
+        return {"server_id": b.server_id, "now": rfc3339(time.time_ns()),
                 "account_statz": stats}
 
     # -- /jsz --------------------------------------------------------------------
@@ -620,7 +620,7 @@ class Monitor:
         """nats-server's /jsz with JetStream off."""
         out = dict(_JSZ_DISABLED_HEAD)
         out["api"] = dict(out["api"])
-        out.update({"server_id": self.broker.server_id, "now": _rfc3339_ns(time.time_ns()),
+        out.update({"server_id": self.broker.server_id, "now": rfc3339(time.time_ns()),
                     "disabled": True, "config": {"max_memory": 0, "max_storage": 0},
                     "streams": 0, "consumers": 0, "messages": 0, "bytes": 0, "total": 0})
         return out
@@ -674,12 +674,6 @@ def _config_exports_imports(acfg):
     return exports, imports
 
 
-def _raw_user(c):
-    """nats-server's getRawAuthUser: the nkey or user name the client sent."""
-    opts = c.opts
-    return getattr(opts, "nkey", "") or opts.user or ""
-
-
 def subjects_collide(a, b):
     """nats-server's SubjectsCollide on the bytes of two subjects."""
     return S.subjects_collide(a.decode(errors="replace"), b.decode(errors="replace"))
@@ -730,12 +724,12 @@ class MonitorResource(resource.Resource):
         key = "/subsz" if path == "/subscriptionsz" else path
         stats = self.monitor.http_req_stats
         stats[key] = stats.get(key, 0) + 1
-        query = _query(request)
+        query = query_values(request.uri)
         try:
             if plugin_handler is not None:
                 return self._plugin(request, plugin_handler)
             return handler(request, query)
-        except BadRequest as e:
+        except (BadRequest, QueryError) as e:
             return _text(request, 400, str(e))
 
     def _plugin(self, request, handler):
@@ -797,11 +791,11 @@ class MonitorResource(resource.Resource):
     def connz(self, request, query):
         # Decoded in nats-server's order, so the first bad one is reported.
         sort = query.get("sort", "")
-        auth = _bool(query, "auth")
+        auth = go_bool(query, "auth")
         subs, detail = _subs(query)
-        offset = _int(query, "offset")
-        limit = _int(query, "limit")
-        cid = _uint(query, "cid")
+        offset = go_int(query, "offset")
+        limit = go_int(query, "limit")
+        cid = go_uint64(query, "cid")
         state = _state(query)
         return _json(request, self.monitor.connz(
             sort=sort, auth=auth, subs=subs, subs_detail=detail, offset=offset, limit=limit,
@@ -809,9 +803,9 @@ class MonitorResource(resource.Resource):
             mqtt_client=query.get("mqtt_client", "")))
 
     def subsz(self, request, query):
-        subs = _bool(query, "subs")
-        offset = _int(query, "offset")
-        limit = _int(query, "limit")
+        subs = go_bool(query, "subs")
+        offset = go_int(query, "offset")
+        limit = go_int(query, "limit")
         return _json(request, self.monitor.subsz(
             subs=subs, offset=offset, limit=limit, test=query.get("test", ""),
             acc=query.get("acc", "")))
@@ -822,12 +816,12 @@ class MonitorResource(resource.Resource):
 
     def gatewayz(self, request, query):
         # nats-server decodes subs before accs; with no gateways neither changes the answer.
-        _bool(query, "subs")
-        _bool(query, "accs")
+        go_bool(query, "subs")
+        go_bool(query, "accs")
         return _json(request, self.monitor.gatewayz())
 
     def leafz(self, request, query):
-        _bool(query, "subs")
+        go_bool(query, "subs")
         return _json(request, self.monitor.leafz())
 
     def accountz(self, request, query):
@@ -836,7 +830,7 @@ class MonitorResource(resource.Resource):
 
     def accstatz(self, request, query):
         # Over HTTP nats-server takes "unused" only (no account filter).
-        unused = _bool(query, "unused")
+        unused = go_bool(query, "unused")
         return _json(request, self.monitor.accstatz(include_unused=unused))
 
     def jsz_disabled(self, request, query):
@@ -845,12 +839,12 @@ class MonitorResource(resource.Resource):
     def healthz(self, request, query):
         # Every flag is decoded (in nats-server's order) before any is used, so a
         # bad value is a 400 even next to one that decides the answer.
-        js_enabled = _bool(query, "js-enabled")  # deprecated name of js-enabled-only
+        js_enabled = go_bool(query, "js-enabled")  # deprecated name of js-enabled-only
         opts = {
-            "js-enabled-only": _bool(query, "js-enabled-only") or js_enabled,
-            "js-server-only": _bool(query, "js-server-only"),
-            "js-meta-only": _bool(query, "js-meta-only"),
-            "details": _bool(query, "details"),
+            "js-enabled-only": go_bool(query, "js-enabled-only") or js_enabled,
+            "js-server-only": go_bool(query, "js-server-only"),
+            "js-meta-only": go_bool(query, "js-meta-only"),
+            "details": go_bool(query, "details"),
             "account": query.get("account", ""),
             "stream": query.get("stream", ""),
             "consumer": query.get("consumer", ""),
@@ -862,7 +856,7 @@ class MonitorResource(resource.Resource):
             if "errors" in status:
                 log.warn("Healthcheck failed: {n} errors", n=len(status["errors"]))
             else:
-                log.warn("Healthcheck failed: {e}", e=_go_quote(status.get("error", "")))
+                log.warn("Healthcheck failed: {e}", e=go_quote(status.get("error", "")))
         request.setResponseCode(code)
         return _json(request, status, indent=False)
 
@@ -1011,7 +1005,7 @@ def _websocket_varz(broker):
 
 def _conn_head(cid, ip, port, start, last):
     return {"cid": cid, "kind": "Client", "type": "nats", "ip": ip, "port": port,
-            "start": _rfc3339(start), "last_activity": _rfc3339(last)}
+            "start": rfc3339_seconds(start), "last_activity": rfc3339_seconds(last)}
 
 
 def _conn_tail(info, end, start, last, counters, name, lang, version, rtt=0.0):
@@ -1044,7 +1038,7 @@ def _open_row(c, now, auth, subs, detail):
         info.update(tls_fields(auth))
     acc = getattr(c, "account", None)
     acc = acc.name if acc is not None else GLOBAL_ACCOUNT
-    user = c.user or _raw_user(c)
+    user = c.user or raw_auth_user(c)
     if auth and user:
         info["authorized_user"] = user
     if auth and acc != GLOBAL_ACCOUNT:
@@ -1071,7 +1065,7 @@ def _closed_row(snap, now, auth, subs, detail):
     stop = snap.get("stop") or now
     info = _conn_head(snap.get("cid", 0), snap.get("ip", ""), snap.get("port", 0), start, last)
     info["type"] = snap.get("type", "nats")
-    info["stop"] = _rfc3339(stop)
+    info["stop"] = rfc3339_seconds(stop)
     if snap.get("reason"):
         info["reason"] = snap["reason"]
     # A closed connection's uptime and idle time stop with it.
@@ -1125,7 +1119,7 @@ def _route_row(r, now, subs):
         "rid": r.cid, "remote_id": r.remote_id, "remote_name": r.remote_name,
         "did_solicit": r.did_solicit, "is_configured": r.did_solicit and not r.implicit,
         "ip": r.host, "port": r.port,
-        "start": _rfc3339(r.start), "last_activity": _rfc3339(r.last_activity),
+        "start": rfc3339_seconds(r.start), "last_activity": rfc3339_seconds(r.last_activity),
         "rtt": go_duration(r.rtt), "uptime": _uptime(now - r.start), "idle": _uptime(now - r.last_activity),
         "pending_size": 0,
         "in_msgs": r.in_msgs, "out_msgs": r.out_msgs, "in_bytes": r.in_bytes, "out_bytes": r.out_bytes,
@@ -1163,83 +1157,20 @@ def _str(b):
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
 
 
-# -- query parameters, decoded as nats-server's Go code does ------------------------
+# -- query parameters: natsbroker.gocompat.query decodes them as nats-server's Go code does
+
 
 def query_lists(request):
     """Go's ``r.URL.Query()``: ``{name: [value, ...]}`` from the query string
     only, blank values kept, in order (what a plugin's endpoint gets as
     ``request.query``; the built-in endpoints use each name's first value)."""
-    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
-    query = {}
-    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
-        query.setdefault(key, []).append(value)
-    return query
-
-
-def _query(request):
-    # Go's r.URL.Query().Get(): the query string only (never a POST body), the
-    # first value of a repeated parameter, "" for a missing one.
-    raw = request.uri.partition(b"?")[2].decode("utf-8", "replace")
-    query = {}
-    for key, value in urllib.parse.parse_qsl(raw, keep_blank_values=True):
-        query.setdefault(key, value)
-    return query
-
-
-_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
-_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
-_UINT_RE = re.compile(r"[0-9]+\Z")
-
-
-def _go_quote(s):
-    # Close to Go's %q / strconv.Quote for the texts of parse errors.
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _bool(query, name):
-    s = query.get(name, "")
-    if s == "" or s in _GO_FALSE:
-        return False
-    if s in _GO_TRUE:
-        return True
-    raise BadRequest("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                     "invalid syntax" % (name, _go_quote(s)))
-
-
-def _int(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _INT_RE.match(s):
-        why = "invalid syntax"
-    elif not -2**63 <= int(s) < 2**63:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise BadRequest("Error decoding int for '%s': strconv.Atoi: parsing %s: %s"
-                     % (name, _go_quote(s), why))
-
-
-def _uint(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _UINT_RE.match(s):
-        why = "invalid syntax"
-    elif int(s) >= 2**64:
-        why = "value out of range"
-    else:
-        return int(s)
-    raise BadRequest("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: %s"
-                     % (name, _go_quote(s), why))
-
+    return parse_query(request.uri.partition(b"?")[2])
 
 def _subs(query):
     """``subs``: "detail" (any case) for details, else a boolean for subjects."""
     if query.get("subs", "").lower() == "detail":
         return False, True
-    return _bool(query, "subs"), False
+    return go_bool(query, "subs"), False
 
 
 def _state(query):
@@ -1295,78 +1226,7 @@ def _asset(request, asset):
     return asset.body
 
 
-# -- JSON as Go's encoding/json writes it ---------------------------------------------
-
-# Go escapes these inside strings so JSON can be embedded in HTML.
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-               "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_GO_ESCAPE_RE = re.compile("[<>&\u2028\u2029]")
-
-
-def encode_json(value, indent=True):
-    """``value`` as Go's json.MarshalIndent(v, "", "  ") (or json.Marshal) would."""
-    out = []
-    _encode(value, out, "\n" if indent else "", indent)
-    return "".join(out)
-
-
-def _encode(v, out, nl, indent):
-    if isinstance(v, str):
-        out.append(_GO_ESCAPE_RE.sub(lambda m: _GO_ESCAPES[m.group()],
-                                     json.dumps(v, ensure_ascii=False)))
-    elif v is True:
-        out.append("true")
-    elif v is False:
-        out.append("false")
-    elif v is None:
-        out.append("null")
-    elif isinstance(v, int):
-        out.append(str(v))
-    elif isinstance(v, float):
-        out.append(_go_float(v))
-    elif isinstance(v, dict):
-        if not v:
-            out.append("{}")
-            return
-        inner = nl + "  " if indent else ""
-        out.append("{")
-        for i, (k, item) in enumerate(v.items()):
-            out.append(("," if i else "") + inner)
-            _encode(str(k), out, inner, indent)
-            out.append(": " if indent else ":")
-            _encode(item, out, inner, indent)
-        out.append(nl + "}")
-    elif isinstance(v, (list, tuple)):
-        if not v:
-            out.append("[]")
-            return
-        inner = nl + "  " if indent else ""
-        out.append("[")
-        for i, item in enumerate(v):
-            out.append(("," if i else "") + inner)
-            _encode(item, out, inner, indent)
-        out.append(nl + "]")
-    elif isinstance(v, bytes):
-        _encode(_str(v), out, nl, indent)
-    else:
-        raise TypeError("cannot encode %r as JSON" % (v,))
-
-
-def _go_float(f):
-    # Go: shortest digits, fixed notation, exponent only below 1e-6 or from
-    # 1e21 (with "e-7", not "e-07"); 2.0 is written "2".
-    if math.isnan(f) or math.isinf(f):
-        raise ValueError("JSON cannot encode %r" % f)
-    a = abs(f)
-    r = repr(f)
-    if a != 0 and (a < 1e-6 or a >= 1e21):
-        mant, _, exp = r.partition("e")
-        if exp.startswith("-"):
-            exp = "-" + (exp[1:].lstrip("0") or "0")
-        return mant.removesuffix(".0") + "e" + exp
-    if "e" in r:
-        r = format(decimal.Decimal(r), "f")
-    return r.removesuffix(".0")
+# -- JSON as Go's encoding/json writes it: natsbroker.gocompat.gojson.encode_json
 
 
 # -- values ------------------------------------------------------------------------
@@ -1379,21 +1239,6 @@ def go_duration(seconds):
 def _ns(seconds):
     """Seconds -> nanoseconds (Go's time.Duration in JSON)."""
     return int(round(seconds * 1e9))
-
-
-def _rfc3339_ns(ns):
-    """Go's time.RFC3339Nano in UTC: trailing zeros of the fraction dropped."""
-    secs, frac = divmod(ns, 10**9)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        text += "." + ("%09d" % frac).rstrip("0")
-    return text + "Z"
-
-
-def _rfc3339(t):
-    # Stored times are floats from time.time(): microseconds are all they
-    # hold truly, so no invented nanoseconds.
-    return _rfc3339_ns(int(round(t * 1e6)) * 1000)
 
 
 def _uptime(seconds):
@@ -1482,10 +1327,6 @@ def _seconds(value):
 
 # -- for the system account plugin (the same values its events carry) ------------------
 
-rfc3339 = _rfc3339
-rfc3339_ns = _rfc3339_ns
-
-
 def memory():
     """The resident set size in bytes (nats-server's "mem")."""
     return _rss()
@@ -1499,8 +1340,7 @@ def cores():
 # The helpers plugins reach through IBroker.monitor (the system account's
 # documents are written as the endpoints' are).
 Monitor.BadRequest = BadRequest
-for _name, _helper in [("encode_json", encode_json), ("rfc3339", rfc3339),
-                      ("rfc3339_ns", rfc3339_ns), ("memory", memory), ("cores", cores),
+for _name, _helper in [("memory", memory), ("cores", cores),
                       ("subjects_collide", subjects_collide)]:
     setattr(Monitor, _name, staticmethod(_helper))
 del _name, _helper

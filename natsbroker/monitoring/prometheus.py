@@ -37,7 +37,6 @@ endpoints use (:class:`natsbroker.monitoring.endpoints.Monitor` and the JetStrea
 background threads.
 """
 
-import calendar
 import gzip
 import re
 import urllib.parse
@@ -47,6 +46,9 @@ from prometheus_client.core import GaugeMetricFamily
 from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web import server
+
+from natsbroker.gocompat.durations import go_seconds, parse_duration
+from natsbroker.gocompat.times import NS_PER_SEC, go_parse_rfc3339
 
 log = Logger()
 
@@ -527,60 +529,38 @@ def _bool(b):
     return "true" if b else "false"
 
 
-_RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?"
-                      r"(Z|[+-]\d\d:\d\d)\Z")
-
-
-def _rfc3339(s):
+def _time_parts(s):
     """``(seconds, nanoseconds)`` since the epoch of an RFC 3339 time (Go's
     RFC3339Nano), or None."""
     if not isinstance(s, str):
         return None
-    m = _RFC3339.match(s)
-    if m is None:
+    try:
+        ns, _ = go_parse_rfc3339(s)
+    except ValueError:
         return None
-    y, mo, d, h, mi, sec = (int(x) for x in m.groups()[:6])
-    t = calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0))
-    zone = m.group(8)
-    if zone != "Z":
-        sign = 1 if zone[0] == "+" else -1
-        t -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    return t, int((m.group(7) or "0").ljust(9, "0"))
+    return divmod(ns, NS_PER_SEC)
 
 
 def _epoch(s):
     """Seconds since the epoch of an RFC 3339 time, or None."""
-    t = _rfc3339(s)
+    t = _time_parts(s)
     return None if t is None else t[0] + t[1] / 1e9
 
 
 def _epoch_ms(s):
     """Go's ``UnixMilli()`` of an RFC 3339 time, or None."""
-    t = _rfc3339(s)
+    t = _time_parts(s)
     return None if t is None else t[0] * 1000 + t[1] // 1000000
-
-
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0,
-             "m": 60.0, "h": 3600.0}
-_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 
 
 def _go_duration(s):
     """Seconds of a Go ``time.Duration`` string ("1.5ms", "2h3m"), or None."""
     if not s:
         return None
-    if s == "0":
-        return 0.0
-    sign = -1.0 if s.startswith("-") else 1.0
-    body = s.lstrip("+-")
-    pos, total = 0, 0.0
-    while pos < len(body):
-        m = _GO_DURATION.match(body, pos)
-        if m is None:
-            return None
-        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total if body else None
+    try:
+        return go_seconds(parse_duration(s))
+    except ValueError:
+        return None
 
 
 _UPTIME = re.compile(r"(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")

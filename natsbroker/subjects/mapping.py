@@ -24,23 +24,18 @@ Kept from nats-server:
   gives a :class:`Drop`, whose ``subject`` a no-responders status names.
 """
 
-import json
 import random
 
+from natsbroker.gocompat.quote import go_quote
 from natsbroker.subjects.sublist import CACHE_MAX, is_valid_subject, subject_matches
 from natsbroker.subjects.transform import SubjectTransform
 
-__all__ = ["Drop", "MappingError", "SubjectMappings", "compile_mapping", "go_quote"]
+__all__ = ["Drop", "MappingError", "SubjectMappings", "compile_mapping"]
 
 
 class MappingError(ValueError):
     """A mapping nats-server's ``AddWeightedMappings`` refuses; ``str()`` is its text.
     (A bad destination raises :class:`natsbroker.subjects.transform.TransformError`.)"""
-
-
-def go_quote(s):
-    """Go's ``%q`` of a string, for the texts that quote subjects."""
-    return json.dumps(s, ensure_ascii=False)
 
 
 class Drop:

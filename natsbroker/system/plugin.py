@@ -55,6 +55,8 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
+from natsbroker.auth.users import raw_auth_user
+from natsbroker.gocompat import gojson as G
 from natsbroker.gocompat import times as gotime
 from natsbroker.interfaces import (BadRequest, IAccountJetStream, IBrokerPlugin, IClientObserver,
                                    IInternalSubscriptions, ISystemEvents)
@@ -89,9 +91,7 @@ class _Skip(Exception):
 
 # -- request options, decoded as Go's encoding/json would ------------------------------
 
-class GoJSONError(ValueError):
-    """A request body Go's json.Unmarshal refuses, with Go's message."""
-
+GoJSONError = G.GoJSONError  # (what decode_options raises, with Go's text)
 
 _FILTER = {"server_name": "string", "cluster": "string", "host": "string",
            "tags": "[]string", "domain": "string"}
@@ -119,253 +119,13 @@ _IPQUEUESZ = {"all": "bool", "filter": "string"}
 _RAFTZ = {"account": "string", "group": "string"}
 _KICK = {"cid": "uint64"}
 
-_ZERO = {"bool": False, "int": 0, "uint64": 0, "string": "", "server.SortOpt": "",
-         "server.ConnState": 0, "[]string": None}
-
-
 def decode_options(body, struct, fields):
-    """``body`` (bytes) decoded into a dict of ``fields`` (plus the event
-    filter fields) as ``json.Unmarshal`` into nats-server's ``struct`` would:
-    unknown keys ignored, keys matched case-insensitively, ``null`` leaves a
-    field alone; Go's error text otherwise."""
+    """``body`` decoded into a dict of ``fields`` (plus the event filter
+    fields) as ``json.Unmarshal`` into nats-server's ``struct`` would (see
+    :func:`natsbroker.gocompat.gojson.unmarshal_flat`)."""
     spec = dict(fields)
     spec.update(_FILTER)
-    opts = {name: _ZERO[t] for name, t in spec.items()}
-    if not body:
-        return opts
-    text = body.decode("utf-8", "replace")
-    _check_json_syntax(text)
-    value = jsonbound.loads(text)
-    if not isinstance(value, dict):
-        raise GoJSONError("json: cannot unmarshal %s into Go value of type server.%s"
-                          % (_json_kind(value), struct))
-    folded = {name.lower(): name for name in spec}
-    error = None
-    for key, v in value.items():
-        name = key if key in spec else folded.get(key.lower())
-        if name is None or v is None:
-            continue
-        ok, converted, what, gotype, index = _convert(v, spec[name])
-        if ok:
-            opts[name] = converted
-        elif error is None:  # Go reports the first and decodes on
-            if index is None:
-                error = "json: cannot unmarshal %s into Go struct field %s.%s of type %s" % (
-                    what, struct, name, gotype)
-            else:  # (an array element: Go names its index)
-                error = "json: cannot unmarshal %s into %s.%s.%d of type %s" % (
-                    what, struct, name, index, gotype)
-    if error is not None:
-        raise GoJSONError(error)
-    return opts
-
-
-def _json_kind(v):
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
-def _convert(v, t):
-    """``(ok, value, what, type, index)``: ``what`` and ``type`` name the JSON
-    value and the Go type in Go's error, ``index`` the array element."""
-    kind = _json_kind(v)
-    if t == "bool":
-        return (kind == "bool"), v, kind, t, None
-    if t in ("string", "server.SortOpt"):
-        return (kind == "string"), v, kind, t, None
-    if t in ("int", "uint64", "server.ConnState"):
-        if kind != "number":
-            return False, None, kind, t, None
-        if isinstance(v, float) and not v.is_integer():
-            return False, None, "number %s" % _go_number(v), t, None
-        n = int(v)
-        if t == "uint64" and not 0 <= n < 2 ** 64 or t != "uint64" and not -2 ** 63 <= n < 2 ** 63:
-            return False, None, "number %s" % _go_number(v), t, None
-        return True, n, kind, t, None
-    if t == "[]string":
-        if kind != "array":
-            return False, None, kind, t, None
-        for i, x in enumerate(v):
-            if x is not None and not isinstance(x, str):
-                return False, None, _json_kind(x), "string", i
-        return True, [x or "" for x in v], kind, t, None
-    return False, None, kind, t, None
-
-
-def _go_number(v):
-    return repr(v) if isinstance(v, float) else str(v)
-
-
-def _check_json_syntax(text):
-    """Raise GoJSONError with Go's scanner message if ``text`` is not JSON."""
-    s = _Scanner(text)
-    with jsonbound.room(jsonbound.MAX_DEPTH):  # the scanner's own depth check bounds it
-        s.value()
-    s.ws()
-    if s.i < len(text):
-        raise GoJSONError("invalid character %s after top-level value" % _quote_char(text[s.i]))
-
-
-class _Scanner:
-    """Just enough of Go's encoding/json scanner to word its syntax errors."""
-
-    def __init__(self, text):
-        self.t = text
-        self.i = 0
-
-    def ws(self):
-        t, i = self.t, self.i
-        while i < len(t) and t[i] in " \t\r\n":
-            i += 1
-        self.i = i
-
-    def peek(self, context):
-        self.ws()
-        if self.i >= len(self.t):
-            raise GoJSONError("unexpected end of JSON input")
-        return self.t[self.i]
-
-    def fail(self, context):
-        raise GoJSONError("invalid character %s %s" % (_quote_char(self.t[self.i]), context))
-
-    def value(self, depth=0):
-        c = self.peek("looking for beginning of value")
-        if c in "{[" and depth >= jsonbound.MAX_DEPTH:
-            raise GoJSONError("exceeded max depth")
-        if c == "{":
-            self.i += 1
-            if self.peek("") == "}":
-                self.i += 1
-                return
-            while True:
-                if self.peek("") != '"':
-                    self.fail("looking for beginning of object key string")
-                self.string()
-                if self.peek("") != ":":
-                    self.fail("after object key")
-                self.i += 1
-                self.value(depth + 1)
-                c = self.peek("")
-                if c == ",":
-                    self.i += 1
-                    continue
-                if c == "}":
-                    self.i += 1
-                    return
-                self.fail("after object key:value pair")
-        elif c == "[":
-            self.i += 1
-            if self.peek("") == "]":
-                self.i += 1
-                return
-            while True:
-                self.value(depth + 1)
-                c = self.peek("")
-                if c == ",":
-                    self.i += 1
-                    continue
-                if c == "]":
-                    self.i += 1
-                    return
-                self.fail("after array element")
-        elif c == '"':
-            self.string()
-        elif c == "-" or c.isdigit():
-            self.number()
-        elif c in "tfn":
-            word = {"t": "true", "f": "false", "n": "null"}[c]
-            for k, want in enumerate(word):
-                if self.i >= len(self.t):
-                    raise GoJSONError("unexpected end of JSON input")
-                if self.t[self.i] != want:
-                    self.fail("in literal %s (expecting %s)" % (word, _quote_char(want)))
-                self.i += 1
-        else:
-            self.fail("looking for beginning of value")
-
-    def string(self):
-        t = self.t
-        self.i += 1
-        while True:
-            if self.i >= len(t):
-                raise GoJSONError("unexpected end of JSON input")
-            c = t[self.i]
-            if c == '"':
-                self.i += 1
-                return
-            if c == "\\":
-                self.i += 1
-                if self.i >= len(t):
-                    raise GoJSONError("unexpected end of JSON input")
-                e = t[self.i]
-                if e == "u":
-                    for _ in range(4):
-                        self.i += 1
-                        if self.i >= len(t):
-                            raise GoJSONError("unexpected end of JSON input")
-                        if t[self.i] not in "0123456789abcdefABCDEF":
-                            self.fail("in \\u hexadecimal character escape")
-                elif e not in '"\\/bfnrt':
-                    self.fail("in string escape code")
-            elif ord(c) < 0x20:
-                self.fail("in string literal")
-            self.i += 1
-
-    def number(self):
-        t = self.t
-        if t[self.i] == "-":
-            self.i += 1
-            if self.i >= len(t):
-                raise GoJSONError("unexpected end of JSON input")
-            if not t[self.i].isdigit():
-                self.fail("in numeric literal")
-        if t[self.i] == "0":
-            self.i += 1
-        else:
-            while self.i < len(t) and t[self.i].isdigit():
-                self.i += 1
-        if self.i < len(t) and t[self.i] == ".":
-            self.i += 1
-            if self.i >= len(t):
-                raise GoJSONError("unexpected end of JSON input")
-            if not t[self.i].isdigit():
-                self.fail("after decimal point in numeric literal")
-            while self.i < len(t) and t[self.i].isdigit():
-                self.i += 1
-        if self.i < len(t) and t[self.i] in "eE":
-            self.i += 1
-            if self.i < len(t) and t[self.i] in "+-":
-                self.i += 1
-            if self.i >= len(t):
-                raise GoJSONError("unexpected end of JSON input")
-            if not t[self.i].isdigit():
-                self.fail("in exponent of numeric literal")
-            while self.i < len(t) and t[self.i].isdigit():
-                self.i += 1
-
-
-_CHAR_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-                 "\t": "\\t", "\v": "\\v", "\\": "\\\\"}
-
-
-def _quote_char(c):
-    """Go's encoding/json quoteChar."""
-    if c == "'":
-        return "'\\''"
-    if c == '"':
-        return "'\"'"
-    if c in _CHAR_ESCAPES:
-        return "'%s'" % _CHAR_ESCAPES[c]
-    if ord(c) < 0x20 or ord(c) == 0x7f:
-        return "'\\x%02x'" % ord(c)
-    return "'%s'" % c
+    return G.unmarshal_flat(body, struct, spec)
 
 
 # -- the plugin -----------------------------------------------------------------------
@@ -511,7 +271,7 @@ class SystemAccount:
             self._seq += 1
             return 0
         value = build()
-        payload = value if isinstance(value, bytes) else self.monitor.encode_json(value, indent=False).encode()
+        payload = value if isinstance(value, bytes) else G.encode_json(value, indent=False).encode()
         self.broker.begin()
         try:
             return acc.publish(subject, payload, headers=headers)
@@ -529,7 +289,7 @@ class SystemAccount:
             return
 
         def compressed():
-            raw = self.monitor.encode_json(build(), indent=False).encode()
+            raw = G.encode_json(build(), indent=False).encode()
             return gzip.compress(raw) if encoding == "gzip" else raw
         self._send(acc, reply, compressed, headers=[("Content-Encoding", encoding)])
 
@@ -546,7 +306,7 @@ class SystemAccount:
         sent = {"msgs": st.out_msgs, "bytes": st.out_bytes}
         received = {"msgs": st.in_msgs, "bytes": st.in_bytes}
         s = {
-            "start": _go_time(b.start_time),
+            "start": gotime.rfc3339_seconds(b.start_time),
             "mem": self.monitor.memory(),
             "cores": self.monitor.cores(),
             "cpu": m.cpu(),
@@ -901,7 +661,7 @@ class SystemAccount:
 
     def _user_info_request(self, acc, subject, reply, hdr, body):
         client = self.broker.route_source
-        user = _raw_user(client) if client is not None else ""
+        user = raw_auth_user(client) if client is not None else ""
         account = client.account.name if client is not None else ""
         data = {"user": user, "account": account}
         if account:
@@ -1081,18 +841,6 @@ class SystemAccount:
                 exp("$SYS.DEBUG.SUBSCRIBERS", "Singleton")]
 
 
-def _raw_user(client):
-    """nats-server's getRawAuthUser: the nkey or user name the client sent
-    (a JWT user: its public key)."""
-    opts = getattr(client, "opts", None)
-    if opts is None:
-        return ""
-    user = getattr(opts, "nkey", "") or opts.user or ""
-    if not user and getattr(opts, "jwt", "") and getattr(client, "user", None):
-        user = str(client.user)
-    return user
-
-
 def _public_permissions(broker, client):
     """nats-server's publicPermissions of a client: the permissions its
     user has in the configuration, in nats-server's JSON."""
@@ -1145,20 +893,14 @@ def _rtt_ns(rtt):
     return ns
 
 
-def _go_time(t):
-    """A ``time.time()`` as the monitoring documents write it: the microseconds
-    it truly holds, as Go's RFC 3339 with nanoseconds."""
-    return gotime.rfc3339(int(round(t * 1e6)) * 1000)
-
-
 def _client_info(client, stop_ns=None):
     """nats-server's ClientInfo of a connection (``stop_ns``: it has closed)."""
     acc = client.account.name
-    ci = {"start": _go_time(client.start), "host": client.host}
+    ci = {"start": gotime.rfc3339_seconds(client.start), "host": client.host}
     if client.cid:
         ci["id"] = client.cid
     ci["acc"] = acc
-    user = _raw_user(client)
+    user = raw_auth_user(client)
     if user:
         ci["user"] = user
     opts = client.opts

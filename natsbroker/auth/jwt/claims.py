@@ -28,6 +28,7 @@ import nacl.signing
 import nkeys
 
 from natsbroker import jsonbound
+from natsbroker.gocompat.quote import go_quote
 
 OPERATOR = "operator"
 ACCOUNT = "account"
@@ -274,7 +275,11 @@ def _signing_keys(schema, value, path):
 
 
 def _go_quote_or_nil(v):
-    return "%!q(<nil>)" if v is None else json.dumps(v)
+    """Go's %q of a claim value: strings as strconv.Quote, nil as fmt shows it
+    (anything else, which Go's typed claims would not hold, as JSON)."""
+    if v is None:
+        return "%!q(<nil>)"
+    return go_quote(v) if isinstance(v, str) else json.dumps(v)
 
 
 _S = _Schema
@@ -421,7 +426,7 @@ class AccountClaims(Claims):
                     total += d.get("weight") or 100
             if total > 100:
                 vr.add_error("Mapping %s exceeds 100%% among all of it's weighted to mappings"
-                             % json.dumps(src))
+                             % go_quote(src))
         exports = nats.get("exports") or []
         imports = nats.get("imports") or []
         validate_exports(exports, vr)
@@ -446,7 +451,7 @@ class AccountClaims(Claims):
         for key, scope in self.signing_keys().items():
             if scope is None:
                 if not is_public_key(key, "A"):
-                    vr.add_error("%s is not a valid account signing key" % json.dumps(key))
+                    vr.add_error("%s is not a valid account signing key" % go_quote(key))
             elif not is_public_key(key, "A"):
                 vr.add_error("%s is not an account public key" % key)
 
@@ -473,7 +478,7 @@ class ActivationClaims(Claims):
         if time_checks:
             super().validate(vr, now)
         if self.import_type not in ("stream", "service"):
-            vr.add_error("invalid import type: %s" % json.dumps(self.import_type))
+            vr.add_error("invalid import type: %s" % _go_quote_or_nil(self.import_type))
         _validate_subject(self.import_subject, vr)
         ia = self.issuer_account
         if ia and not is_public_key(ia, "A"):
@@ -547,11 +552,11 @@ def _validate_subject(v, vr):
         vr.add_error("subject cannot be empty")
         return
     if " " in v:
-        vr.add_error("subject %s cannot have spaces" % json.dumps(v))
+        vr.add_error("subject %s cannot have spaces" % _go_quote_or_nil(v))
     if v[0] == "." or v[-1] == ".":
-        vr.add_error("subject %s cannot start or end with a `.`" % json.dumps(v))
+        vr.add_error("subject %s cannot start or end with a `.`" % _go_quote_or_nil(v))
     if ".." in v:
-        vr.add_error("subject %s cannot contain consecutive `.`" % json.dumps(v))
+        vr.add_error("subject %s cannot contain consecutive `.`" % _go_quote_or_nil(v))
 
 
 def _has_wildcards(subject):
@@ -580,7 +585,7 @@ def _validate_renaming(local, subject, vr):
     if local == "":
         vr.add_error("subject cannot be empty")
     if " " in local:
-        vr.add_error("subject %s cannot have spaces" % json.dumps(local))
+        vr.add_error("subject %s cannot have spaces" % _go_quote_or_nil(local))
 
     def gt(s):
         return s == ">" or s.endswith(".>")
@@ -595,7 +600,7 @@ def _validate_renaming(local, subject, vr):
         elif len(tk) > 1 and tk[0] == "$" and tk[1:].isdigit():
             if int(tk[1:]) > wildcards:
                 vr.add_error("Reference %s in %s reference * in %s that do not exist"
-                             % (tk, json.dumps(local), json.dumps(subject)))
+                             % (tk, _go_quote_or_nil(local), _go_quote_or_nil(subject)))
             else:
                 refs += 1
     if refs != wildcards:
@@ -608,7 +613,7 @@ def validate_import(i, importer, vr, now=None):
     kind = i.get("type") or ""
     subject = i.get("subject") or ""
     if kind not in ("stream", "service"):
-        vr.add_error("invalid import type: %s" % json.dumps(kind))
+        vr.add_error("invalid import type: %s" % _go_quote_or_nil(kind))
     if kind == "service" and i.get("allow_trace"):
         vr.add_error("AllowTrace only valid for stream import")
     account = i.get("account") or ""
@@ -626,20 +631,20 @@ def validate_import(i, importer, vr, now=None):
             vr.add_error("Local Subject replaces To")
     if i.get("share") and kind != "service":
         vr.add_error("sharing information (for latency tracking) is only valid for services: %s"
-                     % json.dumps(subject))
+                     % _go_quote_or_nil(subject))
     token = i.get("token") or ""
     if not token:
         return None
     try:
         act = decode_activation(token)
     except JWTError:
-        vr.add_error("import %s contains an invalid activation token" % json.dumps(subject))
+        vr.add_error("import %s contains an invalid activation token" % _go_quote_or_nil(subject))
         return None
     if not (act.issuer == account or act.issuer_account == account):
-        vr.add_error("activation token doesn't match account for import %s" % json.dumps(subject))
+        vr.add_error("activation token doesn't match account for import %s" % _go_quote_or_nil(subject))
     if act.subject != importer:
         vr.add_error("activation token doesn't match account it is being included in, %s"
-                     % json.dumps(subject))
+                     % _go_quote_or_nil(subject))
     if act.import_type != kind:
         vr.add_error("mismatch between token import type %s and type of import %s"
                      % (act.import_type, kind))
@@ -649,7 +654,7 @@ def validate_import(i, importer, vr, now=None):
         subj = i.get("to")
     if not is_contained_in(subj, act.import_subject):
         vr.add_error("activation token import subject %s doesn't match import %s"
-                     % (json.dumps(act.import_subject), json.dumps(subject)))
+                     % (_go_quote_or_nil(act.import_subject), _go_quote_or_nil(subject)))
     return act
 
 
@@ -666,7 +671,7 @@ def validate_imports(imports, importer, vr):
             for k in seen:
                 if is_contained_in(sub, k) or is_contained_in(k, sub):
                     vr.add_error("overlapping subject namespace for %s and %s"
-                                 % (json.dumps(sub), json.dumps(k)))
+                                 % (_go_quote_or_nil(sub), _go_quote_or_nil(k)))
             seen.append(sub)
         validate_import(i, importer, vr)
 
@@ -679,12 +684,12 @@ def validate_export(e, vr):
     kind = e.get("type") or ""
     rt = e.get("response_type") or ""
     if kind not in ("stream", "service"):
-        vr.add_error("invalid export type: %s" % json.dumps(kind))
+        vr.add_error("invalid export type: %s" % _go_quote_or_nil(kind))
     if kind == "service" and rt not in _RESPONSE_TYPES:
-        vr.add_error("invalid response type for service: %s" % json.dumps(rt))
+        vr.add_error("invalid response type for service: %s" % _go_quote_or_nil(rt))
     if kind == "stream":
         if rt:
-            vr.add_error("invalid response type for stream: %s" % json.dumps(rt))
+            vr.add_error("invalid response type for stream: %s" % _go_quote_or_nil(rt))
         if e.get("allow_trace"):
             vr.add_error("AllowTrace only valid for service export")
     threshold = e.get("response_threshold") or 0
@@ -724,7 +729,7 @@ def validate_exports(exports, vr):
                 if i != j and is_contained_in(ns, s):
                     covered.setdefault(s, ns)
         for k, v in covered.items():
-            vr.add_error("%s export subject %s already exports %s" % (kind, json.dumps(k), json.dumps(v)))
+            vr.add_error("%s export subject %s already exports %s" % (kind, _go_quote_or_nil(k), _go_quote_or_nil(v)))
 
 
 def _check_permission(subj, vr, permit_queue):
@@ -788,17 +793,17 @@ def validate_limits(limits, vr):
     """jwt.Limits.Validate: source networks, time ranges, time zone."""
     for cidr in cidr_list(limits.get("src")):
         if parse_cidr(cidr) is None:
-            vr.add_error("invalid cidr %s in user src limits" % json.dumps(cidr))
+            vr.add_error("invalid cidr %s in user src limits" % _go_quote_or_nil(cidr))
     for tr in limits.get("times") or ():
         start, end = tr.get("start") or "", tr.get("end") or ""
         if not start:
             vr.add_error("time ranges start must contain a start")
         elif parse_clock(start) is None:
-            vr.add_error("start in time range is invalid %s" % json.dumps(start))
+            vr.add_error("start in time range is invalid %s" % _go_quote_or_nil(start))
         if not end:
             vr.add_error("time ranges end must contain an end")
         elif parse_clock(end) is None:
-            vr.add_error("end in time range is invalid %s" % json.dumps(end))
+            vr.add_error("end in time range is invalid %s" % _go_quote_or_nil(end))
     loc = limits.get("times_location") or ""
     if loc:
         if load_zone(loc) is None:
@@ -860,10 +865,10 @@ def _parse_header(chunk):
                            % (_json_kind(v), key))
     typ, alg = typ or "", alg or ""
     if typ.upper() != "JWT":
-        raise JWTError("not supported type %s" % json.dumps(typ))
+        raise JWTError("not supported type %s" % _go_quote_or_nil(typ))
     low = alg.lower()
     if not low.startswith(_ALGORITHM_V1) or low not in (_ALGORITHM_V1, ALGORITHM):
-        raise JWTError("unexpected %s algorithm" % json.dumps(alg))
+        raise JWTError("unexpected %s algorithm" % _go_quote_or_nil(alg))
     return low
 
 

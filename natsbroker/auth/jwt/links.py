@@ -13,7 +13,6 @@ that fails is left out, with nats-server's debug line; an activation that
 expires later takes its import away then (a reactor timer).
 """
 
-import json
 import time
 
 import attrs
@@ -22,6 +21,7 @@ from twisted.logger import Logger
 from natsbroker.accounts import exports as X
 from natsbroker.accounts import imports as I
 from natsbroker.auth.jwt import claims as C
+from natsbroker.gocompat.quote import go_quote
 
 log = Logger()
 
@@ -55,10 +55,6 @@ class JwtServiceImport:
     claim: dict = None
 
 
-def _q(text):
-    return json.dumps(text)
-
-
 def make_exports(operator, jacc):
     """``(streams, services)`` of ``jacc``'s JWT, as nats-server's
     addStreamExportWithAccountPos / addServiceExportWithResponseAndAccountPos
@@ -77,10 +73,10 @@ def make_exports(operator, jacc):
         pos = int(e.get("account_token_position") or 0)
         token_req = bool(e.get("token_req"))
         if kind == "stream":
-            log.debug("Adding stream export {s} for {a}", s=_q(subject), a=label)
+            log.debug("Adding stream export {s} for {a}", s=go_quote(subject), a=label)
             auth = streams.get(subject) or X.ExportAuth()
         elif kind == "service":
-            log.debug("Adding service export {s} for {a}", s=_q(subject), a=label)
+            log.debug("Adding service export {s} for {a}", s=go_quote(subject), a=label)
             auth = services.get(subject) or X.ServiceExportRule(account=jacc.name, subject=subject)
             rt = _RESPONSE_TYPES.get(e.get("response_type") or "")
             if rt is not None:

@@ -23,6 +23,8 @@ from natsbroker.auth.users import connection_type
 from natsbroker.config.operator import OperatorError
 from natsbroker.config.model import CONNECTION_TYPES, MapDest, SubjectMapping
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.quote import go_quote
+from natsbroker.gocompat.times import go_time_string, rfc3339
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver, ISystemEvents
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt import jslimits
@@ -67,11 +69,6 @@ def check_resolver_start(config):
             rc.fetched[sys_key] = fetch_blocking(rc.url + sys_key)
         except ResolverError:
             pass
-
-
-def _quote(s):
-    import json
-    return json.dumps(s)
 
 
 # -- accounts ---------------------------------------------------------------------
@@ -203,7 +200,7 @@ def _connection_type_allowed(limits, client, debug):
     known = [t.upper() for t in types if t.upper() in CONNECTION_TYPES]
     unknown = [t.upper() for t in types if t.upper() not in CONNECTION_TYPES]
     if unknown:
-        debug("invalid connection types [%s]" % " ".join(_quote(t) for t in unknown))
+        debug("invalid connection types [%s]" % " ".join(go_quote(t) for t in unknown))
         if not known:
             return False
     if connection_type(client) not in known:
@@ -264,7 +261,7 @@ class OperatorMode:
                 try:
                     self.resolver.store(key, token)
                 except (ResolverError, C.JWTError, OSError) as e:
-                    self._preload_errors.append("preload account error for %s: %s" % (_quote(key), e))
+                    self._preload_errors.append("preload account error for %s: %s" % (go_quote(key), e))
         self._bootstrap_system_account()
 
     def _bootstrap_system_account(self):
@@ -294,10 +291,10 @@ class OperatorMode:
     def start(self, broker):
         log.info("Trusted Operators")
         for op in self.operators:
-            log.info("  System  : {a}", a=_quote(op.data.get("aud") or ""))
-            log.info("  Operator: {n}", n=_quote(op.name))
-            log.info("  Issued  : {t}", t=_go_time(op.issued_at))
-            log.info("  Expires : {t}", t=_go_time(op.expires) if op.expires else "Never")
+            log.info("  System  : {a}", a=go_quote(op.data.get("aud") or ""))
+            log.info("  Operator: {n}", n=go_quote(op.name))
+            log.info("  Issued  : {t}", t=go_time_string(op.issued_at))
+            log.info("  Expires : {t}", t=go_time_string(op.expires) if op.expires else "Never")
         for text in self._preload_errors:
             log.error("{t}", t=text)
         if self.resolver is not None:
@@ -592,7 +589,7 @@ class OperatorMode:
             self._seq += 1
             info = {"name": b.server_name, "host": b.host or "0.0.0.0", "id": b.server_id,
                     "ver": COMPAT_VERSION, "jetstream": bool(b.config.jetstream.enabled),
-                    "flags": 0, "seq": self._seq, "time": _rfc3339_nano(time.time_ns())}
+                    "flags": 0, "seq": self._seq, "time": rfc3339(time.time_ns())}
         out = dict(body) if server_last else {"server": info}
         if server_last:
             out["server"] = info
@@ -727,8 +724,8 @@ class OperatorMode:
                   'signed with "{i}" by Account "{a}" (claim-name: "{an}", claim-tags: [{at}]) '
                   'signed with "{ai}" has mappings {m}',
                   prefix=_peer_prefix(client), u=juc.subject, n=juc.name,
-                  t=" ".join(_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
-                  an=jacc.name_tag, at=" ".join(_quote(x) for x in jacc.claims.tags),
+                  t=" ".join(go_quote(x) for x in juc.tags), i=juc.issuer, a=jacc.account.name,
+                  an=jacc.name_tag, at=" ".join(go_quote(x) for x in jacc.claims.tags),
                   ai=jacc.claims.issuer, m="true" if jacc.account.mappings is not None else "false")
         return True
 
@@ -837,16 +834,3 @@ def _error(client, text):
         log.error("{prefix} - {t}", prefix=client.log_prefix(), t=text)
 
 
-def _go_time(ts):
-    import datetime
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M:%S +0000 UTC")
-
-
-def _rfc3339_nano(ns):
-    """Go's time.RFC3339Nano of ``ns`` (UTC): nanoseconds, zeros trimmed."""
-    secs, frac = divmod(ns, 1_000_000_000)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        text += ("." + "%09d" % frac).rstrip("0")
-    return text + "Z"

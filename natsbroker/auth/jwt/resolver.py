@@ -10,7 +10,6 @@
 """
 
 import hashlib
-import json
 import os
 import time
 
@@ -18,6 +17,7 @@ from twisted.internet import task
 from twisted.logger import Logger
 
 from natsbroker.auth.jwt import claims as C
+from natsbroker.gocompat.quote import go_quote
 
 log = Logger()
 
@@ -110,7 +110,7 @@ class MemoryResolver(_Responder):
         key = _account_of(subject)
         if key is None:
             log.debug("Received account claims update on bad subject {s}",
-                      s=json.dumps(_text(subject)))
+                      s=go_quote(_text(subject)))
             return
         reply = _text(reply)
         token = _text(raw[hdr_len:])
@@ -291,7 +291,7 @@ class DirResolver(_Responder):
                 continue
             parts = line.split("|")
             if len(parts) != 2:
-                raise ResolverError("line in package didn't contain 2 entries: %s" % json.dumps(line))
+                raise ResolverError("line in package didn't contain 2 entries: %s" % go_quote(line))
             if not C.is_public_key(parts[0], "A"):
                 raise ResolverError("key to merge is not a valid public account key")
             self.store(parts[0], parts[1])
@@ -381,7 +381,7 @@ class DirResolver(_Responder):
         key = _account_of(subject)
         if key is None:
             log.debug("DirResolver - jwt update skipped due to bad subject {s}",
-                      s=json.dumps(_text(subject)))
+                      s=go_quote(_text(subject)))
             return
         self._update(_text(reply), _text(raw[hdr_len:]), key)
 
@@ -583,10 +583,6 @@ class URLResolver(MemoryResolver):
                 d.errback(why)
 
 
-def _go_quote(s):
-    return json.dumps(s)
-
-
 def http_get(reactor, url, timeout):
     """``GET url`` with twisted.web's Agent: a Deferred firing with the body
     (text) of a 200, failing with :class:`ResolverError` in nats-server's
@@ -594,7 +590,7 @@ def http_get(reactor, url, timeout):
     from twisted.internet import error as terror
     from twisted.web.client import Agent, HTTPConnectionPool, PartialDownloadError, readBody
 
-    where = 'could not fetch <%s>: ' % _go_quote(url)
+    where = 'could not fetch <%s>: ' % go_quote(url)
     pool = HTTPConnectionPool(reactor, persistent=False)
     pool._factory = _quiet_factory()
     agent = Agent(reactor, connectTimeout=timeout, pool=pool)
@@ -602,7 +598,7 @@ def http_get(reactor, url, timeout):
         d = agent.request(b"GET", url.encode())
     except Exception as e:  # (a URL Agent cannot take)
         from twisted.internet import defer
-        return defer.fail(ResolverError(where + 'Get %s: %s' % (_go_quote(url), e)))
+        return defer.fail(ResolverError(where + 'Get %s: %s' % (go_quote(url), e)))
 
     def got(response):
         if response.code != 200:
@@ -630,7 +626,7 @@ def http_get(reactor, url, timeout):
             why = "%s: lookup %s: no such host" % (dial, _host_port(url).rsplit(":", 1)[0])
         else:
             why = str(e) or e.__class__.__name__
-        raise ResolverError(where + "Get %s: %s" % (_go_quote(url), why))
+        raise ResolverError(where + "Get %s: %s" % (go_quote(url), why))
 
     d.addCallback(got)
     d.addTimeout(timeout, reactor)
@@ -681,7 +677,7 @@ def fetch_blocking(url, timeout=URL_FETCH_TIMEOUT):
     import urllib.error
     import urllib.request
 
-    where = 'could not fetch <%s>: ' % _go_quote(url)
+    where = 'could not fetch <%s>: ' % go_quote(url)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.read().decode("utf-8", errors="replace")
@@ -698,10 +694,10 @@ def fetch_blocking(url, timeout=URL_FETCH_TIMEOUT):
             why = "%s: lookup %s: no such host" % (dial, _host_port(url).rsplit(":", 1)[0])
         elif isinstance(e, ValueError) or "unknown url type" in str(reason):
             scheme = url.split(":", 1)[0] if "://" in url else ""
-            why = "unsupported protocol scheme %s" % _go_quote(scheme)
+            why = "unsupported protocol scheme %s" % go_quote(scheme)
         else:
             why = str(reason)
-        raise ResolverError(where + "Get %s: %s" % (_go_quote(url), why)) from None
+        raise ResolverError(where + "Get %s: %s" % (go_quote(url), why)) from None
 
 
 # -- the cache resolver --------------------------------------------------------------------
@@ -808,6 +804,6 @@ class CacheResolver(DirResolver):
         key = _account_of(subject)
         if key is None:
             log.debug("DirResolver - jwt update cache skipped due to bad subject {s}",
-                      s=json.dumps(_text(subject)))
+                      s=go_quote(_text(subject)))
             return
         self._update(_text(reply), _text(raw[hdr_len:]), key)
