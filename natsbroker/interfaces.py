@@ -229,6 +229,10 @@ class IClient(IMessageSink):
     max_subs = Attribute("How many subscriptions the client may hold (0: no limit).")
     start = Attribute("When the connection was accepted (``time.time()`` seconds).")
     rtt = Attribute("The last measured round trip to the client, in seconds.")
+    auth_user_name = Attribute(
+        "nats-server's getRawAuthUser: the nkey or user name the client sent in "
+        "CONNECT, a JWT user's public key, ``[REDACTED]`` for a token, else ``\"\"`` "
+        "(what /connz's ``authorized_user`` and ``$SYS`` client events show).")
 
     def remove_sub(sub):
         """Remove one of the client's subscriptions (UNSUB, or its max reached),

@@ -737,6 +737,7 @@ class FakeClient:
         self.account = account
         self.opts = ConnectOptions(user=user, name="n", lang="py", version="1")
         self.user = user
+        self.auth_user_name = user
         self.host, self.port = "127.0.0.1", 1000 + cid
         self.start = self.last_activity = time.time()
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0

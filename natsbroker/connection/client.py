@@ -18,7 +18,7 @@ from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.auth.users import NkeyName
+from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker import jsonbound
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.gocompat.quote import go_quote
@@ -689,6 +689,10 @@ class ClientProtocol(protocol.Protocol):
     def _auth_note(self, text):
         # Why a login failed, at debug level, before the ERR line (as nats-server).
         log.debug("{peer} - cid:{cid} - {text}", peer=self._peer(), cid=self.cid, text=text)
+
+    @property
+    def auth_user_name(self):
+        return raw_auth_user(self)
 
     def log_prefix(self):
         """nats-server's client prefix for log lines: address, cid and, once

@@ -55,7 +55,6 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
-from natsbroker.auth.users import raw_auth_user
 from natsbroker.gocompat import gojson as G
 from natsbroker.gocompat import times as gotime
 from natsbroker.interfaces import (BadRequest, IAccountJetStream, IBrokerPlugin, IClientObserver,
@@ -661,7 +660,7 @@ class SystemAccount:
 
     def _user_info_request(self, acc, subject, reply, hdr, body):
         client = self.broker.route_source
-        user = raw_auth_user(client) if client is not None else ""
+        user = client.auth_user_name if client is not None else ""
         account = client.account.name if client is not None else ""
         data = {"user": user, "account": account}
         if account:
@@ -900,7 +899,7 @@ def _client_info(client, stop_ns=None):
     if client.cid:
         ci["id"] = client.cid
     ci["acc"] = acc
-    user = raw_auth_user(client)
+    user = client.auth_user_name
     if user:
         ci["user"] = user
     opts = client.opts
