@@ -6,6 +6,8 @@ from natsbroker import jsonbound
 from natsbroker.jetstream import api_models as AM
 from natsbroker.jetstream import apilevel
 from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_config as CC
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
 from natsbroker.gocompat import times as gotime
@@ -63,7 +65,7 @@ def consumer_create(js, args, body, legacy=False):
     # default for a stream without its own.
     max_consumers = lim.max_consumers if lim.max_consumers > 0 else (
         L.DEFAULT_MAX_CONSUMERS if stream is not None and stream.config.max_consumers <= 0 else 0)
-    cfg = CM.process_consumer_create(
+    cfg = CC.process_consumer_create(
         subject, body, stream.config if stream else None, consumers,
         max_consumers=max_consumers,
         account_max_ack_pending=max(lim.max_ack_pending, 0),
@@ -83,7 +85,7 @@ def consumer_create(js, args, body, legacy=False):
         return out
     if not name:
         # nats-server names an ephemeral but stores its config without the name.
-        name = CM.new_consumer_name(stream.consumers)
+        name = CC.new_consumer_name(stream.consumers)
     c = js.add_consumer(stream, name, cfg)
     js.advise("$JS.EVENT.ADVISORY.CONSUMER.CREATED.%s.%s" % (stream.name, name),
               {"type": "io.nats.jetstream.advisory.v1.consumer_action",
@@ -93,7 +95,7 @@ def consumer_create(js, args, body, legacy=False):
         js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, name),
                   {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
                    "consumer": name, "paused": True,
-                   "pause_until": gotime.rfc3339(CM._time_ns(cfg.pause_until))})
+                   "pause_until": gotime.rfc3339(CM.parse_time_ns(cfg.pause_until))})
     out = _info(js, stream, c)
     out["_after_commit"] = True
     return out
@@ -127,7 +129,7 @@ def consumer_delete(js, args, body):
 
 
 def consumer_names(js, args, body):
-    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -137,7 +139,7 @@ def consumer_names(js, args, body):
 
 
 def consumer_list(js, args, body):
-    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -151,12 +153,12 @@ def consumer_list(js, args, body):
 
 
 def consumer_pause(js, args, body):
-    req = CM.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
+    req = CR.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
-    cfg = CM._clone(c.config)
+    cfg = CM.clone_config(c.config)
     cfg.pause_until = req.pause_until
-    CM.set_static_metadata(cfg)  # pausing raises the required API level
+    CC.set_static_metadata(cfg)  # pausing raises the required API level
     c.update_config(cfg)
     js.save_consumer_config(c)
     resp = CM.pause_response(cfg.pause_until, c.now())
@@ -174,7 +176,7 @@ def consumer_pause(js, args, body):
 def consumer_unpin(js, args, body):
     """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: the
     body is checked before the stream and consumer are looked up."""
-    group = CM.parse_unpin_request(body)
+    group = CR.parse_unpin_request(body)
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
     if group not in (c.config.priority_groups or ()):
@@ -191,7 +193,7 @@ def consumer_reset(js, c, reply, body, hdr=b""):
     try:
         if hdr and apilevel.refused(hdr):
             raise E.required_api_level()
-        seq = c.reset(CM.parse_reset_request(body))
+        seq = c.reset(CR.parse_reset_request(body))
     except E.ApiError as e:
         js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})
         return

@@ -668,7 +668,7 @@ class JetStreamAccount:
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (c.stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_pause",
                      "stream": c.stream.name, "consumer": c.name, "paused": False,
-                     "pause_until": gotime.rfc3339(CM._time_ns(c.config.pause_until), zero_is_unset=False)
+                     "pause_until": gotime.rfc3339(CM.parse_time_ns(c.config.pause_until), zero_is_unset=False)
                      if c.config.pause_until else gotime.ZERO_TIME})
 
     def ack_msg(self, stream, consumer, seq):
