@@ -13,7 +13,8 @@ from twisted.logger import Logger
 from natsbroker import private
 from natsbroker.store.leveldb.records import U32
 
-log = Logger()
+# The log's ``logger`` name stays the one of the module this package was.
+log = Logger(namespace="natsbroker.store.leveldb")
 
 
 # The high-water mark file (see :class:`HighWater`), inside each stream's

@@ -19,7 +19,8 @@ from natsbroker.store.leveldb.records import STATE_KEY, STATE_RECORD, error_text
 from natsbroker.store.leveldb.sidefiles import HWM_NAME, META_NAME
 from natsbroker.store.leveldb.stream import LevelDBStream
 
-log = Logger()
+# The log's ``logger`` name stays the one of the module this package was.
+log = Logger(namespace="natsbroker.store.leveldb")
 
 RECENT_BYTES = 32 << 20  # recent commits' messages kept in memory, store-wide (see the package)
 RECENT_SECONDS = 10.0  # ... and for at most this long (checked at commits)

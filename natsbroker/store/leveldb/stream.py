@@ -22,7 +22,8 @@ from natsbroker.store.leveldb.records import (
 from natsbroker.store.leveldb.sidefiles import HWM_NAME, META_NAME, HighWater, PinnedMeta
 from natsbroker.subjects.sublist import subject_matches
 
-log = Logger()
+# The log's ``logger`` name stays the one of the module this package was.
+log = Logger(namespace="natsbroker.store.leveldb")
 
 GC_CHUNK = 1000  # keys the garbage collector examines per reactor turn
 WRITE_RETRY = 1.0  # seconds between attempts to write to a stream whose last write failed
