@@ -20,6 +20,7 @@ COMPILED = [
     "natsbroker/protocol/parser.py",
     "natsbroker/subjects/sublist.py",
     "natsbroker/connection/client.py",
+    "natsbroker/connection/outqueue.py",
     "natsbroker/accounts/account.py",
     "natsbroker/pubsub.py",
     "natsbroker/store/common.py",
