@@ -19,7 +19,8 @@ import nats
 import plyvel
 import pytest
 
-from natsbroker.store.leveldb import LevelDBStore, pack_record
+from natsbroker.store.leveldb import LevelDBStore
+from natsbroker.store.leveldb.records import pack_record
 from natsbroker.store.meta_keys import pinned_meta
 from tests.support.servers import ROOT, ServerProcess
 

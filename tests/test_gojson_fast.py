@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from natsbroker.jetstream import api_models as AM
 from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.gocompat import gojson
 from natsbroker.jetstream import stream_models as SM
 from natsbroker.gocompat.gojson import GoJSONError
@@ -381,7 +382,7 @@ NEXT_KEYS = ["batch", "expires", "no_wait", "idle_heartbeat", "max_bytes", "grou
 
 
 def exact_json_unmarshal(data, cls):
-    """consumer_models._unmarshal as it was, on the exact Parser alone."""
+    """consumer_requests._unmarshal as it was, on the exact Parser alone."""
     p = gojson.Parser(data)
     try:
         i = p.ws(0)
@@ -431,7 +432,7 @@ def next_bodies(draw):
 @example(b'{"batch":1,"x":[1,2', CM.NextRequest)
 @example(b'{"group":"\xff","batch":"\\ud800"}', CM.NextRequest)
 def test_json_unmarshal_fast_equals_exact(data, cls):
-    assert outcome(CM._unmarshal, data, cls) == outcome(exact_json_unmarshal, data, cls)
+    assert outcome(CR._unmarshal, data, cls) == outcome(exact_json_unmarshal, data, cls)
 
 
 def _best_time(fn, *args, repeat=2):
@@ -461,6 +462,6 @@ def test_large_malformed_request_is_bounded():
         assert fast < exact / 3, (body[-20:], fast, exact)
         # The same body as a pull request (json.Unmarshal).
         expected, exact = _best_time(exact_json_unmarshal, body, CM.NextRequest)
-        got, fast = _best_time(CM._unmarshal, body, CM.NextRequest)
+        got, fast = _best_time(CR._unmarshal, body, CM.NextRequest)
         assert got == expected
         assert fast < exact / 3, (body[-20:], fast, exact)

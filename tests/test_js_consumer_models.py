@@ -14,6 +14,8 @@ import nats
 import pytest
 
 from natsbroker.jetstream import consumer_models as C
+from natsbroker.jetstream import consumer_config as CF
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
 from natsbroker.gocompat import times as gotime
@@ -39,8 +41,8 @@ LIM = stream({"name": "LIM", "subjects": ["lim.>"],
 def create(subject, body, stream_cfg=S, consumers=None, **kw):
     if isinstance(body, dict):
         body = json.dumps(body)
-    return C.process_consumer_create(subject, body.encode() if isinstance(body, str) else body,
-                                     stream_cfg, consumers, **kw)
+    return CF.process_consumer_create(subject, body.encode() if isinstance(body, str) else body,
+                                      stream_cfg, consumers, **kw)
 
 
 def error_of(subject, body, stream_cfg=S, consumers=None, **kw):
@@ -68,7 +70,7 @@ def cfg_json(cfg, **kw):
     ("$JS.API.CONSUMER.INFO.S.D", None),
 ])
 def test_parse_create_subject(subject, expected):
-    assert C.parse_create_subject(subject) == expected
+    assert CF.parse_create_subject(subject) == expected
 
 
 @pytest.mark.parametrize("body, description", [
@@ -109,7 +111,7 @@ def test_request_json_errors(body, description):
 
 
 def test_request_decoding():
-    req = C.parse_consumer_request(
+    req = CF.parse_consumer_request(
         b'{"stream_name":"S","action":"create","pedantic":true,"config":{"Durable_Name":"D",'
         b'"deliver_policy":"undefined","opt_start_time":"2024-01-02T03:04:05.100000000-07:30",'
         b'"backoff":[1,2],"metadata":{"a":"b"}}} {"config":{"description":"x"}}',
@@ -120,8 +122,8 @@ def test_request_decoding():
     assert cfg.deliver_policy == "all"
     assert cfg.opt_start_time == "2024-01-02T03:04:05.1-07:30"
     assert cfg.backoff == [1, 2] and cfg.metadata == {"a": "b"}
-    assert C.parse_consumer_request(b'{"stream_name":"S","config":null}', "S").config == C.ConsumerConfig()
-    assert C.parse_consumer_request(b'{"stream_name":"S","action":""}', "S").action == ""
+    assert CF.parse_consumer_request(b'{"stream_name":"S","config":null}', "S").config == C.ConsumerConfig()
+    assert CF.parse_consumer_request(b'{"stream_name":"S","action":""}', "S").action == ""
 
 
 @pytest.mark.parametrize("subject, body, err", [
@@ -158,20 +160,20 @@ def test_stream_not_found_after_request_checks():
 
 
 def test_names_and_pause_requests():
-    assert C.parse_consumers_request(b"").offset == 0
-    assert C.parse_consumers_request(b'{"offset":5}').offset == 5
+    assert CR.parse_consumers_request(b"").offset == 0
+    assert CR.parse_consumers_request(b'{"offset":5}').offset == 5
     with pytest.raises(E.ApiError) as exc:
-        C.parse_consumers_request(b'{"subject":"x"}')
+        CR.parse_consumers_request(b'{"subject":"x"}')
     assert exc.value.description == 'invalid JSON: json: unknown field "subject"'
     with pytest.raises(E.ApiError) as exc:
-        C.parse_consumers_request(b'{"offset":"x"}')
+        CR.parse_consumers_request(b'{"offset":"x"}')
     assert exc.value.description == ("invalid JSON: json: cannot unmarshal string into Go struct field "
                                       "JSApiConsumersRequest.offset of type int")
-    assert C.parse_pause_request(b'{"pause_until":null}').pause_until is None
-    assert C.parse_pause_request(b'{"pause_until":"2030-01-01T00:00:00+02:00"}').pause_until == \
+    assert CR.parse_pause_request(b'{"pause_until":null}').pause_until is None
+    assert CR.parse_pause_request(b'{"pause_until":"2030-01-01T00:00:00+02:00"}').pause_until == \
         "2030-01-01T00:00:00+02:00"
     with pytest.raises(E.ApiError) as exc:
-        C.parse_pause_request(b'{"bogus":1}')
+        CR.parse_pause_request(b'{"bogus":1}')
     assert exc.value.err_code == 10025
 
 
@@ -204,7 +206,7 @@ def test_defaults_durable_explicit_and_push():
 
 
 def test_defaults_values():
-    fill = C.fill_consumer_defaults
+    fill = CF.fill_consumer_defaults
     cfg = fill(C.ConsumerConfig(backoff=[1_000_000_000, 2]), S)
     assert cfg.ack_wait == 1_000_000_000                   # even with ack none
     cfg = fill(C.ConsumerConfig(max_waiting=-3, max_ack_pending=-5, max_batch=-1, max_expires=-1,
@@ -332,21 +334,21 @@ def test_config_errors(config, stream_cfg, err):
 
 def test_config_errors_direct_calls():
     # Not reachable through the create API (the name is forced to the durable's).
-    cfg = C.fill_consumer_defaults(C.ConsumerConfig(durable_name="D", name="X"), S)
+    cfg = CF.fill_consumer_defaults(C.ConsumerConfig(durable_name="D", name="X"), S)
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_config(cfg, S)
+        CF.check_consumer_config(cfg, S)
     assert exc.value == E.consumer_create_durable_and_name_mismatch()
-    cfg = C.fill_consumer_defaults(C.ConsumerConfig(durable_name="x" * 300), S)
+    cfg = CF.fill_consumer_defaults(C.ConsumerConfig(durable_name="x" * 300), S)
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_config(cfg, S)
+        CF.check_consumer_config(cfg, S)
     assert exc.value == E.consumer_name_too_long(255)
-    cfg = C.fill_consumer_defaults(C.ConsumerConfig(max_batch=9), S)
+    cfg = CF.fill_consumer_defaults(C.ConsumerConfig(max_batch=9), S)
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_config(cfg, S, server_max_request_batch=5)
+        CF.check_consumer_config(cfg, S, server_max_request_batch=5)
     assert exc.value == E.consumer_max_request_batch_exceeded(5)
     # A memory-backed ephemeral can have a long name.
-    cfg = C.fill_consumer_defaults(C.ConsumerConfig(name="y" * 300, mem_storage=True), S)
-    assert C.check_consumer_config(cfg, S).name == "y" * 300
+    cfg = CF.fill_consumer_defaults(C.ConsumerConfig(name="y" * 300, mem_storage=True), S)
+    assert CF.check_consumer_config(cfg, S).name == "y" * 300
 
 
 def test_accepted_configs():
@@ -374,7 +376,7 @@ def test_ephemeral_threshold_and_names():
     assert new.name == "N7"
     durable = create("$JS.API.CONSUMER.CREATE.S.N5", {"stream_name": "S", "config": {"durable_name": "N5"}})
     assert durable.name == "N5" and durable.inactive_threshold == 0
-    assert re.fullmatch(r"[A-Za-z0-9]{8}", C.new_consumer_name())
+    assert re.fullmatch(r"[A-Za-z0-9]{8}", CF.new_consumer_name())
 
 
 def test_existing_consumers():
@@ -423,7 +425,7 @@ def test_existing_consumers():
 ])
 def test_update_rules(old, new, text):
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_update(C.ConsumerConfig(durable_name="D", **old), C.ConsumerConfig(durable_name="D", **new))
+        CF.check_consumer_update(C.ConsumerConfig(durable_name="D", **old), C.ConsumerConfig(durable_name="D", **new))
     assert (exc.value.code, exc.value.err_code, exc.value.description) == (500, 10012, text)
 
 
@@ -431,13 +433,13 @@ def test_update_allowed():
     old = C.ConsumerConfig(durable_name="D", deliver_subject="p1", opt_start_time="2024-01-01T02:00:00+02:00")
     new = C.ConsumerConfig(durable_name="D", deliver_subject="p2", opt_start_time="2024-01-01T00:00:00Z",
                            description="d", max_ack_pending=5, pause_until="2030-01-01T01:00:00+01:00")
-    out = C.check_consumer_update(old, new)
+    out = CF.check_consumer_update(old, new)
     assert out.deliver_subject == "p2" and out.pause_until == "2030-01-01T00:00:00Z"
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_update(old, new, deliver_subject_has_interest=True)
+        CF.check_consumer_update(old, new, deliver_subject_has_interest=True)
     assert exc.value == E.consumer_name_exist()
     with pytest.raises(E.ApiError) as exc:
-        C.check_consumer_update(old, attrs_evolve(new, backoff=[1, 2, 3], max_deliver=2))
+        CF.check_consumer_update(old, attrs_evolve(new, backoff=[1, 2, 3], max_deliver=2))
     assert exc.value == E.consumer_max_deliver_backoff()
 
 
@@ -569,7 +571,7 @@ def test_list_names_pause_json():
     (b'{"PriorityGroup":{"group":"x"}}', dict(priority_group=True)),
 ])
 def test_next_request(raw, fields):
-    assert C.parse_next_request(raw) == C.NextRequest(**fields)
+    assert CR.parse_next_request(raw) == C.NextRequest(**fields)
 
 
 @pytest.mark.parametrize("raw, description", [
@@ -590,32 +592,32 @@ def test_next_request(raw, fields):
     (b'{"idle_heartbeat":1}', "heartbeat value too large"),
 ])
 def test_next_request_errors(raw, description):
-    with pytest.raises(C.NextRequestError) as exc:
-        C.parse_next_request(raw)
+    with pytest.raises(CR.NextRequestError) as exc:
+        CR.parse_next_request(raw)
     assert (exc.value.status, exc.value.description) == (400, "Bad Request - " + description)
     assert exc.value.header == ("NATS/1.0 400 Bad Request - %s\r\n\r\n" % description).encode()
 
 
 def test_next_request_config_checks():
     cfg = C.ConsumerConfig(max_batch=5, max_bytes=100, max_expires=10**9)
-    check = C.next_request_error
-    P = C.parse_next_request
+    check = CR.next_request_error
+    P = CR.parse_next_request
     assert check(P(b"5"), cfg) is None
-    assert check(P(b"7"), cfg) == C.NextRequestError(409, "Exceeded MaxRequestBatch of 5")
-    assert check(P(b'{"expires":2000000000}'), cfg) == C.NextRequestError(409, "Exceeded MaxRequestExpires of 1s")
-    assert check(P(b'{"max_bytes":1000}'), cfg) == C.NextRequestError(409, "Exceeded MaxRequestMaxBytes of 100")
-    assert check(P(b'{"min_pending":3}'), cfg) == C.NextRequestError(
+    assert check(P(b"7"), cfg) == CR.NextRequestError(409, "Exceeded MaxRequestBatch of 5")
+    assert check(P(b'{"expires":2000000000}'), cfg) == CR.NextRequestError(409, "Exceeded MaxRequestExpires of 1s")
+    assert check(P(b'{"max_bytes":1000}'), cfg) == CR.NextRequestError(409, "Exceeded MaxRequestMaxBytes of 100")
+    assert check(P(b'{"min_pending":3}'), cfg) == CR.NextRequestError(
         400, "Bad Request - Not a Overflow Priority consumer")
-    assert check(P(b'{"id":"x"}'), cfg) == C.NextRequestError(
+    assert check(P(b'{"id":"x"}'), cfg) == CR.NextRequestError(
         400, "Bad Request - Not a Pinned Client Priority consumer")
-    assert check(P(b'{"priority":10}'), cfg) == C.NextRequestError(
+    assert check(P(b'{"priority":10}'), cfg) == CR.NextRequestError(
         400, "Bad Request - Priority must be between 0 and 9")
     pinned = C.ConsumerConfig(priority_policy="pinned_client", priority_groups=["g"])
-    assert check(P(b"{}"), pinned) == C.NextRequestError(400, "Bad Request - Priority Group missing")
-    assert check(P(b'{"group":"h"}'), pinned) == C.NextRequestError(400, "Bad Request - Invalid Priority Group")
+    assert check(P(b"{}"), pinned) == CR.NextRequestError(400, "Bad Request - Priority Group missing")
+    assert check(P(b'{"group":"h"}'), pinned) == CR.NextRequestError(400, "Bad Request - Invalid Priority Group")
     assert check(P(b'{"group":"g","id":"x"}'), pinned) is None
     assert check(P(b""), pinned) is None                    # not JSON: no priority checks
-    assert check(P(b""), C.ConsumerConfig(deliver_subject="d")) == C.NextRequestError(409, "Consumer is push based")
+    assert check(P(b""), C.ConsumerConfig(deliver_subject="d")) == CR.NextRequestError(409, "Consumer is push based")
 
 
 # ---------------------------------------------------------------------------
@@ -730,11 +732,11 @@ def _normalise(value):
 
 
 def _expected(subject, body, streams, consumers):
-    where = C.parse_create_subject(subject)
+    where = CF.parse_create_subject(subject)
     if where is None:
         return None, None
     try:
-        cfg = C.process_consumer_create(subject, body.encode(), streams.get(where[0]),
+        cfg = CF.process_consumer_create(subject, body.encode(), streams.get(where[0]),
                                         consumers.setdefault(where[0], {}))
     except E.ApiError as e:
         return ("error", e.to_json()), None
@@ -751,7 +753,7 @@ def reference_replies():
                 await nc.request("$JS.API.STREAM.CREATE." + body["name"], json.dumps(body).encode(), timeout=10)
             for subject, body in DIFF_CASES:
                 try:
-                    timeout = 10 if C.parse_create_subject(subject) else 0.25   # no reply expected
+                    timeout = 10 if CF.parse_create_subject(subject) else 0.25   # no reply expected
                     msg = await nc.request(subject, body.encode(), timeout=timeout)
                     out.append(json.loads(msg.data))
                 except nats.errors.TimeoutError:
@@ -786,7 +788,7 @@ def test_differential_create(reference_replies):
             got = ("error", reply["error"])
         else:
             got = ("config", _normalise(reply["config"]))
-            consumers[C.parse_create_subject(subject)[0]][reply["name"]] = cfg
+            consumers[CF.parse_create_subject(subject)[0]][reply["name"]] = cfg
         if got != expected:
             mismatches.append((subject, body, got, expected))
     assert not mismatches, "\n".join("%s %s\n  nats-server: %s\n  ours:        %s" % m for m in mismatches)
@@ -807,4 +809,4 @@ def test_differential_info_and_pause(reference_replies):
     assert json.dumps(theirs(full)) == json.dumps(ours(C.ConsumerCreateResponse(info=base)))
     assert json.dumps(theirs(info)) == json.dumps(ours(C.ConsumerInfoResponse(info=base)))
     assert json.dumps(theirs(pause)) == json.dumps(ours(C.pause_response(
-        C.parse_pause_request(b'{"pause_until":"2001-01-01T02:00:00+02:00"}').pause_until)))
+        CR.parse_pause_request(b'{"pause_until":"2001-01-01T02:00:00+02:00"}').pause_until)))

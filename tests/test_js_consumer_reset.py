@@ -292,9 +292,9 @@ def test_nats_jetstream_client_reset():
 
 def test_reset_request_bodies():
     """The body through json.Unmarshal, as nats-server reads it (no server)."""
-    from natsbroker.jetstream import consumer_models as CM
+    from natsbroker.jetstream import consumer_requests as CR
     from natsbroker.jetstream.errors import ApiError
-    assert [CM.parse_reset_request(b) for b in (b"", b"{}", b"null", b'{"seq":0}', b'{"SEQ":7}',
+    assert [CR.parse_reset_request(b) for b in (b"", b"{}", b"null", b'{"seq":0}', b'{"SEQ":7}',
                                                 b'{"seq":4,"x":[]}')] == [0, 0, 0, 0, 7, 4]
     for raw, text in [
             (b" ", "unexpected end of JSON input"),
@@ -306,6 +306,6 @@ def test_reset_request_bodies():
             (b"[]", "json: cannot unmarshal array into Go value of type "
                     "server.JSApiConsumerResetRequest")]:
         with pytest.raises(ApiError) as e:
-            CM.parse_reset_request(raw)
+            CR.parse_reset_request(raw)
         assert (e.value.code, e.value.err_code, e.value.description) == (
             400, 10025, "invalid JSON: " + text)

@@ -683,15 +683,15 @@ def test_nats_jetstream_client_priority_fetch():
 
 
 def test_unpin_request_checks_in_nats_server_order():
-    from natsbroker.jetstream import consumer_models as CM
+    from natsbroker.jetstream import consumer_requests as CR
     from natsbroker.jetstream.errors import ApiError
 
     def err(raw):
         with pytest.raises(ApiError) as e:
-            CM.parse_unpin_request(raw)
+            CR.parse_unpin_request(raw)
         return (e.value.code, e.value.err_code, e.value.description)
-    assert CM.parse_unpin_request(b'{"group":"g","other":[1]}') == "g"
-    assert CM.parse_unpin_request(b'{"GROUP":"A-z_0/9="}') == "A-z_0/9="
+    assert CR.parse_unpin_request(b'{"group":"g","other":[1]}') == "g"
+    assert CR.parse_unpin_request(b'{"GROUP":"A-z_0/9="}') == "A-z_0/9="
     assert err(b"") == (400, 10025, "invalid JSON: unexpected end of JSON input")
     assert err(b"null") == (400, 10025, "invalid JSON: consumer group not specified")
     assert err(b'{"group":""}') == (400, 10025, "invalid JSON: consumer group not specified")

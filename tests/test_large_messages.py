@@ -21,7 +21,7 @@ import pytest
 import trustme
 
 from natsbroker.protocol import parser as P
-from natsbroker.connection.client import LARGE_IO, LARGE_PAYLOAD
+from natsbroker.connection.outqueue import LARGE_IO, LARGE_PAYLOAD
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "natsbroker"]

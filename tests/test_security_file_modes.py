@@ -195,7 +195,8 @@ def test_repaired_stream_and_backup_copy_stay_private(tmp_path):
     import plyvel
 
     from natsbroker.store.meta_keys import pinned_meta
-    from natsbroker.store.leveldb import LevelDBStore, pack_record
+    from natsbroker.store.leveldb import LevelDBStore
+    from natsbroker.store.leveldb.records import pack_record
     from tests.test_admin_store import admin, payload
 
     store = tmp_path / "store"

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from twisted.internet.task import Clock
 
-from natsbroker.store import leveldb as leveldb_mod
+from natsbroker.store.leveldb import store as leveldb_store
+from natsbroker.store.leveldb import stream as leveldb_stream
 from natsbroker.store.base import StoredMsg, StreamState, file_msg_size, msg_size
 from natsbroker.store.common import SeqSet
 from natsbroker.store.leveldb import LevelDBStore
@@ -689,7 +690,7 @@ def test_leveldb_purge_is_cheap_and_collected(ldb):
 
 
 def test_leveldb_compact_rebuilds_from_kept(ldb, monkeypatch):
-    monkeypatch.setattr(leveldb_mod, "BULK_MIN", 10)
+    monkeypatch.setattr(leveldb_stream, "BULK_MIN", 10)
     store = ldb.store
     s = store.create_stream("S")
     for i in range(1000):
@@ -1125,9 +1126,9 @@ class StoreMachine(RuleBasedStateMachine):
 
 def test_differential_state_machine(monkeypatch):
     # Small thresholds so the bulk and chunked paths run on small streams.
-    monkeypatch.setattr(leveldb_mod, "BULK_MIN", 3)
-    monkeypatch.setattr(leveldb_mod, "GC_CHUNK", 4)
-    monkeypatch.setattr(leveldb_mod, "RECENT_BYTES", 64)
+    monkeypatch.setattr(leveldb_stream, "BULK_MIN", 3)
+    monkeypatch.setattr(leveldb_stream, "GC_CHUNK", 4)
+    monkeypatch.setattr(leveldb_store, "RECENT_BYTES", 64)
     run_state_machine_as_test(StoreMachine, settings=settings(
         max_examples=int(os.environ.get("STORE_SM_EXAMPLES", "100")), stateful_step_count=30,
         deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
@@ -1175,12 +1176,12 @@ def test_recent_commits_stay_in_memory_within_budget(tmp_path, monkeypatch):
     RECENT_BYTES (oldest commit out first) and RECENT_SECONDS; a closed stream
     leaves the budget. What is read is the same either way."""
     now = [1000.0]
-    monkeypatch.setattr(leveldb_mod.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(leveldb_store.time, "monotonic", lambda: now[0])
     store = LevelDBStore(str(tmp_path / "store"), reactor=Clock())
     try:
         a, b = store.create_stream("A"), store.create_stream("B")
         sz_of = file_msg_size(b"s", b"", b"x" * 100)
-        monkeypatch.setattr(leveldb_mod, "RECENT_BYTES", 25 * sz_of)
+        monkeypatch.setattr(leveldb_store, "RECENT_BYTES", 25 * sz_of)
         for i in range(10):
             a.append(b"s", b"", b"x" * 100, i)
         store.commit()
@@ -1193,12 +1194,12 @@ def test_recent_commits_stay_in_memory_within_budget(tmp_path, monkeypatch):
             a.append(b"s", b"", b"x" * 100, i)
         store.commit()
         assert sorted(a._recent) == list(range(11, 21)) and len(b._recent) == 10
-        assert store._recent_bytes == 20 * sz_of <= leveldb_mod.RECENT_BYTES
+        assert store._recent_bytes == 20 * sz_of <= leveldb_store.RECENT_BYTES
         # Read from disk (seq 1-10) or memory (11-20), the messages are the same.
         assert [m.data for m in (a.load(s) for s in range(1, 21))] == [b"x" * 100] * 20
         assert [a.load(s).ts for s in range(1, 21)] == list(range(20))
         # Too old: out at the next commit, whatever the budget.
-        now[0] += leveldb_mod.RECENT_SECONDS + 1
+        now[0] += leveldb_store.RECENT_SECONDS + 1
         b.append(b"s", b"", b"y", 99)
         store.commit()
         assert not a._recent and sorted(b._recent) == [11]
@@ -1220,12 +1221,12 @@ def test_recent_commits_keep_small_messages_only(tmp_path):
     store = LevelDBStore(str(tmp_path / "store"), reactor=Clock())
     try:
         s = store.create_stream("S")
-        s.append(b"c", b"", b"x" * (leveldb_mod.RECENT_MSG_MAX + 1), 1)
+        s.append(b"c", b"", b"x" * (leveldb_store.RECENT_MSG_MAX + 1), 1)
         store.commit()
         assert not s._recent and store._recent_bytes == 0
         s.append(b"c", b"", b"x" * 100, 2)
         store.commit()
         assert list(s._recent) == [2]
-        assert s.load(1).data == b"x" * (leveldb_mod.RECENT_MSG_MAX + 1)
+        assert s.load(1).data == b"x" * (leveldb_store.RECENT_MSG_MAX + 1)
     finally:
         store.close()

@@ -20,7 +20,9 @@ import nats
 import plyvel
 import pytest
 
-from natsbroker.store.leveldb import HWM_NAME, LevelDBStore, unpack_record
+from natsbroker.store.leveldb import LevelDBStore
+from natsbroker.store.leveldb.records import unpack_record
+from natsbroker.store.leveldb.sidefiles import HWM_NAME
 from tests.support.servers import ServerProcess
 
 PAYLOAD = 6600

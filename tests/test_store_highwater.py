@@ -8,7 +8,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from natsbroker.store.leveldb import HWM_SLOT, HighWater
+from natsbroker.store.leveldb.sidefiles import HWM_SLOT, HighWater
 
 
 def _floors(n, v):

@@ -3,18 +3,19 @@
 It feeds bytes to the sans-IO parser and dispatches ops through a table built
 once per connection (op code -> bound handler). It owns what is per-connection
 on the wire: the INFO/CONNECT handshake, authentication, PING/PONG keepalive,
-the output buffer flushed once per turn, and the slow-consumer limit. Message
-routing belongs to the broker and to the plugins that provide the handlers.
+the output queue flushed once per turn (:mod:`.outqueue`, shared with
+routes), and the slow-consumer limit. Message routing belongs to the broker
+and to the plugins that provide the handlers.
 """
 
 import functools
 import os
+import json
 import time
 
 import attrs
 from twisted.internet import interfaces, protocol
 from twisted.logger import Logger
-from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
@@ -27,8 +28,11 @@ from natsbroker.auth.nkey import new_nonce
 from natsbroker.protocol import parser as P
 from natsbroker.protocol import wire
 from natsbroker.protocol.redact import redact_secrets
-from natsbroker.connection.tls import (GO_CIPHER_NAMES, TLS_HANDSHAKE_RECORD, describe_handshake_error, identities,
-                            peer_certs)
+from natsbroker.connection.connect_hold import ConnectHold
+from natsbroker.connection.outqueue import LARGE_IO, LARGE_PAYLOAD, OutputQueue
+from natsbroker.connection.tls import TLS_HANDSHAKE_RECORD, describe_handshake_error
+from natsbroker.connection.tls_sniff import (TLS_FIRST, TLS_FIRST_FALLBACK, TLS_HANDSHAKE, TLS_PEEK,
+                                             TLSSniffing)
 
 log = Logger()
 
@@ -39,22 +43,6 @@ ERR_MAX_CONNECTIONS = "maximum connections exceeded"
 ERR_SLOW_CONSUMER = "Slow Consumer"
 ERR_BAD_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
-
-# Payloads this large are queued and written as pieces of their own, not
-# copied into a MSG frame.
-LARGE_PAYLOAD = 256 * 1024
-
-# Twisted reads (bufferSize, 64 KiB) and sends (SEND_LIMIT, 128 KiB) in small
-# steps, one per reactor turn: ~1500 turns for a 60 MiB message. For a large
-# payload a connection reads and sends up to this much per turn instead. A
-# turn of 1 MiB takes about a millisecond; much more, and the other clients'
-# PINGs would wait behind it.
-LARGE_IO = 1024 * 1024
-
-# While a CONNECT waits for the auth service, what the client sends next is
-# kept (parsed) up to about this many bytes; then reading pauses until the
-# answer, as nats-server's read loop waits for it.
-HOLD_LIMIT = 64 * 1024
 
 # nats-server's first PING after connect, and how often it re-measures RTT.
 FIRST_PING_INTERVAL = 2.0
@@ -181,15 +169,9 @@ class ClientListener:
 
 PLAIN = ClientListener()
 
-# TLS states of a connection before its first NATS byte.
-_TLS_PEEK = 1  # INFO sent; the first byte says TLS (0x16) or, if allowed, plaintext
-_TLS_FIRST = 2  # nothing sent; a ClientHello must come first
-_TLS_FIRST_FALLBACK = 3  # as _TLS_FIRST, but INFO goes out if the client stays silent
-_TLS_HANDSHAKE = 4  # OpenSSL is handshaking
-
 
 @implementer(IClient, interfaces.IPushProducer, interfaces.IHandshakeListener)
-class ClientProtocol(protocol.Protocol):
+class ClientProtocol(OutputQueue, TLSSniffing, ConnectHold, protocol.Protocol):
     """One client connection."""
 
     def __init__(self, broker, authenticator, listener=PLAIN):
@@ -235,15 +217,7 @@ class ClientProtocol(protocol.Protocol):
         self.headers = False
         self.no_responders = False
         # Output queued this turn, and accounting for the slow-consumer limit.
-        self._out = []
-        self._dirty = False
-        self._large = False  # _out holds a large payload as a piece of its own
-        # Output from a large payload on, waiting for the transport to drain.
-        self._held = None
-        self.paused = False
-        self.pending_bytes = 0
-        self.pending_chunks = 0
-        self.max_pending = cfg.max_pending
+        self.init_output(cfg.max_pending)
         # Subscriptions this connection may have (0: no limit; a JWT user's
         # limits may lower it).
         self.max_subs = cfg.max_subscriptions
@@ -259,7 +233,6 @@ class ClientProtocol(protocol.Protocol):
         self._deadline_call = None
         self._dispatch = {}
         self._msg_memo = broker.msg_memo
-        self._write_now = None
         # The transport's own read size (None: not a Twisted FileDescriptor,
         # e.g. WebSocket), raised while a large payload is arriving.
         self._read_size = None
@@ -315,14 +288,14 @@ class ClientProtocol(protocol.Protocol):
         self._tls_call = b.reactor.callLater(cfg.timeout, self._tls_timeout)
         if cfg.handshake_first:
             if cfg.handshake_first_fallback > 0:
-                self._tls_wait = _TLS_FIRST_FALLBACK
+                self._tls_wait = TLS_FIRST_FALLBACK
                 self._fallback_call = b.reactor.callLater(
                     cfg.handshake_first_fallback, self._tls_fallback)
             else:
-                self._tls_wait = _TLS_FIRST
+                self._tls_wait = TLS_FIRST
         else:
             self.transport.write(info)
-            self._tls_wait = _TLS_PEEK
+            self._tls_wait = TLS_PEEK
 
     def _start_timers(self):
         b = self.broker
@@ -334,109 +307,6 @@ class ClientProtocol(protocol.Protocol):
             # rest every ping_interval.
             first = min(b.config.ping_interval, FIRST_PING_INTERVAL)
             self._ping_call = reactor.callLater(first, self._ping_timer)
-
-    # -- TLS ----------------------------------------------------------------
-
-    def _tls_begin(self, data):
-        """Hand the connection to OpenSSL, ``data`` (the ClientHello's first
-        bytes) included."""
-        first = self._tls_wait in (_TLS_FIRST, _TLS_FIRST_FALLBACK)
-        self._tls_wait = _TLS_HANDSHAKE
-        self._cancel_fallback()
-        self.transport.startTLS(self.listener.tls)
-        self._write_now = _tls_write_now(self.transport)
-        self.tls_first = first
-        if first:
-            # TLS first: INFO is the first thing said inside the session
-            # (OpenSSL holds it until the handshake is done).
-            self.transport.write(wire.info(self.broker.info_fields(self)))
-        self.transport.protocol.dataReceived(data)
-
-    def handshakeCompleted(self):
-        """IHandshakeListener: the TLS session is up."""
-        self._tls_wait = 0
-        self._cancel_tls_timer()
-        self.tls_session(self.transport.getHandle())
-        why = self.listener.tls.check_pinned(self.tls_peer_cert)
-        if why is not None:
-            log.error("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
-                      cid=self.cid, why=why)
-            self.close("TLS Handshake Failure")
-            return
-        log.debug("{peer} - cid:{cid} - TLS handshake complete", peer=self._peer(), cid=self.cid)
-        log.debug("{peer} - cid:{cid} - TLS version {v}, cipher suite {c}", peer=self._peer(),
-                  cid=self.cid, v=self.tls_version, c=self.tls_cipher)
-        self._start_timers()
-
-    def tls_session(self, conn):
-        """Note what the TLS session (a pyOpenSSL Connection) is: version,
-        cipher and the peer's certificate."""
-        self._tls_conn = conn
-        version = conn.get_protocol_version_name()
-        self.tls_version = {"TLSv1.2": "1.2", "TLSv1.3": "1.3"}.get(version, version)
-        name = conn.get_cipher_name() or ""
-        self.tls_cipher = GO_CIPHER_NAMES.get(name, name)
-        self.tls_peer_cert = conn.get_peer_certificate()
-        # Kept for /connz?state=closed, without the peer chain (as nats-server).
-        self._tls_snapshot = self.tls_fields(auth=False)
-
-    def tls_fields(self, auth=False):
-        """/connz's TLS fields (nats-server's ConnInfo order, omitempty)."""
-        if not self.tls_version:
-            return {}
-        out = {"tls_version": self.tls_version, "tls_cipher_suite": self.tls_cipher}
-        if auth and self.tls_peer_cert is not None:
-            out["tls_peer_certs"] = peer_certs(self._tls_conn, self.tls_peer_cert)
-        if self.tls_first:
-            out["tls_first"] = True
-        return out
-
-    def _tls_names(self):
-        # verify_and_map: the client is who its certificate says.
-        if not self.tls_map or self.tls_peer_cert is None:
-            return None
-        return identities(self.tls_peer_cert)
-
-    def _tls_fallback(self):
-        # TLS first with a fallback: a silent client gets INFO first after all.
-        self._fallback_call = None
-        if self.closed or self._tls_wait != _TLS_FIRST_FALLBACK:
-            return
-        self.listener_info = self.listener.fallback_info()
-        self.transport.write(wire.info(self.broker.info_fields(self)))
-        self._tls_wait = _TLS_PEEK
-
-    def _tls_timeout(self):
-        self._tls_call = None
-        if self.closed or not self._tls_wait:
-            return
-        if self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls:
-            # Mixed port, silent client: nats-server takes it as plaintext.
-            self._tls_plaintext()
-            return
-        log.debug("{peer} - cid:{cid} - TLS handshake timeout", peer=self._peer(), cid=self.cid)
-        self.close("TLS Handshake Failure")
-        self.transport.abortConnection()
-
-    def _tls_plaintext(self):
-        self._tls_wait = 0
-        self._cancel_tls_timer()
-        self._start_timers()
-
-    def _cancel_tls_timer(self):
-        if self._tls_call is not None and self._tls_call.active():
-            self._tls_call.cancel()
-        self._tls_call = None
-
-    def _cancel_fallback(self):
-        if self._fallback_call is not None and self._fallback_call.active():
-            self._fallback_call.cancel()
-        self._fallback_call = None
-
-    def _tls_refuse(self, why):
-        log.debug("{peer} - cid:{cid} - TLS handshake error: {why}", peer=self._peer(),
-                  cid=self.cid, why=why)
-        self.close("TLS Handshake Failure")
 
     def _build_dispatch(self):
         table = {
@@ -474,8 +344,8 @@ class ClientProtocol(protocol.Protocol):
 
     def connectionLost(self, reason=None):
         if self._tls_wait and not self.closed and not (
-                self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls):
-            why = describe_handshake_error(reason) if self._tls_wait == _TLS_HANDSHAKE else "EOF"
+                self._tls_wait == TLS_PEEK and self.listener.allow_non_tls):
+            why = describe_handshake_error(reason) if self._tls_wait == TLS_HANDSHAKE else "EOF"
             if why.startswith("tls: first record"):
                 self._tls_refuse(why)
             else:
@@ -543,12 +413,12 @@ class ClientProtocol(protocol.Protocol):
         if self.closed:
             return
         if self._tls_wait:
-            if self._tls_wait == _TLS_HANDSHAKE:
+            if self._tls_wait == TLS_HANDSHAKE:
                 return
             if data[0] == TLS_HANDSHAKE_RECORD:
                 self._tls_begin(data)
                 return
-            if self._tls_wait == _TLS_PEEK and self.listener.allow_non_tls:
+            if self._tls_wait == TLS_PEEK and self.listener.allow_non_tls:
                 self._tls_plaintext()  # a plaintext client on a mixed port
             else:
                 self._tls_refuse("tls: first record does not look like a TLS handshake")
@@ -603,15 +473,6 @@ class ClientProtocol(protocol.Protocol):
             if self._held_ops is not None:
                 self._held_ops.extend(ops[i + 1:])
                 return
-
-    def _hold_ops(self, ops, size):
-        # A CONNECT waits for the auth service: keep what came after it, in
-        # order; past HOLD_LIMIT stop reading until the answer.
-        self._held_ops.extend(ops)
-        self._held_bytes += size
-        if self._held_bytes > HOLD_LIMIT and not self._reads_paused:
-            self._reads_paused = True
-            self.transport.pauseProducing()
 
     def _size_reads(self, wanted):
         # Read what the payload still needs, up to LARGE_IO, in one recv; the
@@ -811,103 +672,6 @@ class ClientProtocol(protocol.Protocol):
         if first:
             self._connected()
 
-    # -- auth callout (natsbroker.auth.callout) ---------------------------------
-
-    def _hold_for_callout(self, opts):
-        """Ask the auth service about this CONNECT; the connection waits
-        (nothing it sends after is processed) until it answers."""
-        from natsbroker.auth.callout import PendingCallout
-        # The auth timer stops at CONNECT, as nats-server's: the wait for the
-        # service has a timeout of its own.
-        if self._auth_call is not None and self._auth_call.active():
-            self._auth_call.cancel()
-        self._auth_call = None
-        self.opts = opts
-        self._held_ops = []
-        self._held_bytes = 0
-        pending = PendingCallout(self.auth.callout, self, opts, self._callout_done)
-        self._callout = pending
-        why = pending.start()
-        if why is not None:
-            self._callout = None
-            self._held_ops = None
-            log.warn("{why}", why=why)
-            self._auth_violation(opts)
-
-    def _hold_for_fetch(self, op, opts):
-        """Operator mode: a login whose account JWT must first be fetched (the
-        URL resolver) waits for it as for the auth service, then the CONNECT
-        is taken again. True if it waits."""
-        operator = self.broker.operator
-        wait = operator.prefetch_login(opts, self) if operator is not None else None
-        if wait is None:
-            return False
-        if self._auth_call is not None and self._auth_call.active():
-            self._auth_call.cancel()
-        self._auth_call = None
-        self._held_ops = []
-        self._held_bytes = 0
-        wait.addBoth(lambda _: self._fetch_done(op))
-        return True
-
-    def _fetch_done(self, op):
-        held, self._held_ops = self._held_ops, None
-        if self.closed:
-            return
-        b = self.broker
-        b.begin()
-        try:
-            self._on_connect(op, fetched=True)
-            if held and not self.closed:
-                if self._held_ops is not None:
-                    self._held_ops.extend(held)  # (now held for the auth service)
-                else:
-                    self._dispatch_ops(held)
-        finally:
-            b.end()
-        if self._reads_paused and not self.closed and self._held_ops is None:
-            self._reads_paused = False
-            self.transport.resumeProducing()
-
-    def _callout_done(self, admission, why):
-        """The auth service answered (``admission``) or did not (None,
-        ``why`` nats-server's warning, or None after the timeout)."""
-        self._callout = None
-        held, self._held_ops = self._held_ops, None
-        if self.closed:
-            return
-        opts = self.opts
-        b = self.broker
-        b.begin()
-        try:
-            if admission is None:
-                self._auth_violation(opts)
-                if why:
-                    log.warn("{why}", why=why)
-                return
-            self.user = admission.user
-            self.permissions = admission.permissions
-            self._join(admission.account)
-            if not self.auth.admit(self):
-                return
-            if admission.expires_in:
-                self._expiry_call = b.reactor.callLater(admission.expires_in, self._callout_expired)
-            self._accept_connect(opts)
-            if held:
-                self._dispatch_ops(held)
-        finally:
-            b.end()
-        if self._reads_paused and not self.closed:
-            self._reads_paused = False
-            self.transport.resumeProducing()
-
-    def _callout_expired(self):
-        # The user JWT the auth service issued has expired.
-        self._expiry_call = None
-        if not self.closed:
-            log.debug("{prefix} - User Authentication Expired", prefix=self.log_prefix())
-            self.send_err("User Authentication Expired", close=True, reason="Authentication Expired")
-
     def _connected(self):
         self.connect_received = True
         perms = self.permissions
@@ -946,14 +710,6 @@ class ClientProtocol(protocol.Protocol):
         self.close("Protocol Violation")
 
     # -- output -------------------------------------------------------------
-
-    def send(self, data):
-        if self.closed:
-            return
-        self._out.append(data)
-        if not self._dirty:
-            self._dirty = True
-            self.broker.mark_dirty(self)
 
     def send_ok(self):
         if self.verbose:
@@ -1122,80 +878,6 @@ class ClientProtocol(protocol.Protocol):
         if self.subs.get(sub.sid) is sub:
             del self.subs[sub.sid]
 
-    def flush(self):
-        self._dirty = False
-        out = self._out
-        if not out or self.closed:
-            return
-        self._out = []
-        if self.paused:
-            # The socket is not draining: everything written now waits in
-            # memory, and past max_pending the client is cut off.
-            n = 0
-            for chunk in out:
-                n += len(chunk)
-            self.pending_bytes += n
-            self.pending_chunks += 1
-            if self.pending_bytes > self.max_pending:
-                self._slow_consumer()
-                return
-        if self._held is not None:
-            # Queued behind a held large payload, in order.
-            self._held.extend(out)
-            self._large = False
-            return
-        if self._large:
-            self._large = False
-            self._write_pieces(out)
-            return
-        # One join here: Twisted would check every piece of a writeSequence.
-        self._write(b"".join(out))
-
-    def _write(self, data):
-        self.transport.write(data)
-        if not self.paused and self._write_now is not None:
-            # Send now instead of on the reactor's next turn: saves a poll
-            # round trip per message, which is most of request-reply latency.
-            # An error is left for the reactor, which still has us as a writer.
-            self._write_now()
-
-    def _write_pieces(self, out):
-        # Small pieces are joined. A large one must be alone in Twisted's
-        # buffer when it is sent: behind unsent output Twisted joins it with
-        # that (a copy of the payload in one go, tens of ms for 60 MiB). So it
-        # is written and sent at once after what precedes it was handed to
-        # the socket; if the transport has paused us (it still holds output),
-        # it waits here, with all that follows, until resumeProducing says
-        # that output is gone. (Less than bufferSize left unsent does not
-        # pause us: then Twisted joins, once.)
-        small = []
-        transport = self.transport
-        for i, piece in enumerate(out):
-            if len(piece) < LARGE_PAYLOAD:
-                small.append(piece)
-                continue
-            if small:
-                self._write(b"".join(small))
-                small = []
-            if self.paused:
-                self._held = out[i:]
-                return
-            if getattr(transport, "SEND_LIMIT", LARGE_IO) < LARGE_IO:
-                transport.SEND_LIMIT = LARGE_IO
-            transport.write(piece)
-            if self._write_now is not None:
-                self._write_now()
-        if small:
-            self._write(b"".join(small))
-
-    def _release_held(self):
-        # Closing: Twisted sends what it holds before it closes, so the held
-        # output goes to it now (joined with the rest: the copy is a one-off).
-        held = self._held
-        if held is not None:
-            self._held = None
-            self.transport.writeSequence(held)
-
     def _slow_consumer(self, deadline=False):
         self.broker.stats.slow_consumers += 1
         if deadline:
@@ -1211,38 +893,6 @@ class ClientProtocol(protocol.Protocol):
         self.close_reason = "Slow Consumer (Pending Bytes)"
         # Abort: the peer is not reading, so a graceful close would wait forever.
         self.transport.abortConnection()
-
-    # IPushProducer: the transport tells us when its buffer is full or drained.
-    def pauseProducing(self):
-        self.paused = True
-        wd = self.broker.config.write_deadline
-        if wd > 0 and self._deadline_call is None:
-            self._deadline_call = self.broker.reactor.callLater(wd, self._write_deadline)
-
-    def resumeProducing(self):
-        self.paused = False
-        self.pending_bytes = 0
-        self.pending_chunks = 0
-        if self._deadline_call is not None and self._deadline_call.active():
-            self._deadline_call.cancel()
-        self._deadline_call = None
-        held = self._held
-        if held is not None and not self.closed:
-            # Twisted's buffer is empty: the next large payload can go.
-            self._held = None
-            self._write_pieces(held)
-            if self._held is not None:
-                # Still ours, not Twisted's, but waiting all the same.
-                self.pending_bytes = sum(len(p) for p in self._held)
-
-    def stopProducing(self):
-        pass
-
-    def _write_deadline(self):
-        self._deadline_call = None
-        if self.paused and not self.closed:
-            self._slow_consumer(deadline=True)
-            self.close_reason = "Slow Consumer (Write Deadline)"
 
     # -- timers -------------------------------------------------------------
 
@@ -1273,24 +923,6 @@ class ClientProtocol(protocol.Protocol):
             self._rtt_start = now
             self.send(wire.PING)
         self._ping_call = self.broker.reactor.callLater(cfg.ping_interval, self._ping_timer)
-
-
-def _tls_write_now(transport):
-    """The send-now fast path under TLS.
-
-    Twisted's TLS layer (BufferingTLSTransport) holds small writes until the
-    next reactor turn, with a callLater per write. We already write once per
-    turn, so the session writes straight through OpenSSL (the unbuffered
-    TLSMemoryBIOProtocol.write, set per instance exactly as Twisted sets the
-    buffered one) and the socket is flushed at once, as on a plain
-    connection. A Twisted without that layer keeps its own path."""
-    tls = transport.protocol
-    do_write = getattr(transport, "doWrite", None)
-    if (do_write is None or os.environ.get("NATSBROKER_TLS_BUFFERED")
-            or not isinstance(tls, BufferingTLSTransport)):
-        return None
-    tls.write = functools.partial(TLSMemoryBIOProtocol.write, tls)
-    return do_write
 
 
 # A traced CONNECT: every secret value replaced, as nats-server's trace

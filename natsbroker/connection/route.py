@@ -4,9 +4,10 @@ cluster): a thin adapter, as the client Protocol is.
 It feeds bytes to the sans-IO route parser and hands each op to the cluster
 (natsbroker.cluster.routes), which owns the route table, interest and gossip. What
 is per connection stays here: the CONNECT/INFO handshake checks, PING/PONG,
-the output buffer flushed once per turn, and a peer's remote interest, held
-as subscriptions owned by this route (a :class:`RouteSink` per account) in the
-accounts' own Sublists, so that ``Account.route`` stays the one routing path.
+the output queue flushed once per turn (:mod:`.outqueue`, as a client's), and
+a peer's remote interest, held as subscriptions owned by this route (a
+:class:`RouteSink` per account) in the accounts' own Sublists, so that
+``Account.route`` stays the one routing path.
 """
 
 import random
@@ -24,6 +25,7 @@ from natsbroker.protocol import route_parser as R
 from natsbroker.protocol import wire
 from natsbroker.protocol.redact import redact_secrets
 from natsbroker.connection.client import ConnectOptions
+from natsbroker.connection.outqueue import OutputQueue
 from natsbroker.subjects.sublist import Subscription
 from natsbroker.connection.tls import describe_handshake_error
 
@@ -116,7 +118,7 @@ class RouteSink:
 
 
 @implementer(IHandshakeListener)
-class RouteProtocol(protocol.Protocol):
+class RouteProtocol(OutputQueue, protocol.Protocol):
     """One route connection, accepted (``url`` None) or solicited.
 
     With cluster TLS the connection is wrapped in Twisted's TLS layer and
@@ -175,8 +177,7 @@ class RouteProtocol(protocol.Protocol):
         self._auth_call = None
         self._tls_call = None
         self.tls_pending = False
-        self._out = []
-        self._dirty = False
+        self.init_output()
         self._dispatch = {
             R.OP_INFO: self._on_info, R.OP_CONNECT: self._on_connect,
             R.OP_PING: self._on_ping, R.OP_PONG: self._on_pong, R.OP_OK: _ignore,
@@ -528,24 +529,6 @@ class RouteProtocol(protocol.Protocol):
         self._rtt_start = self.broker.reactor.seconds()
         self.send(wire.PING)
         self._ping_call = self.broker.reactor.callLater(cluster.ping_interval, self._ping_timer)
-
-    # -- output -----------------------------------------------------------------
-
-    def send(self, data):
-        if self.closed:
-            return
-        self._out.append(data)
-        if not self._dirty:
-            self._dirty = True
-            self.broker.mark_dirty(self)
-
-    def flush(self):
-        self._dirty = False
-        out = self._out
-        if not out or self.closed:
-            return
-        self._out = []
-        self.transport.write(b"".join(out))
 
     def _peer(self):
         return "%s:%s" % (self.host, self.port)

@@ -14,7 +14,8 @@ from natsbroker import jsonbound
 from natsbroker.jetstream import api_models as AM
 from natsbroker.jetstream import apilevel
 from natsbroker.jetstream import consumer_api
-from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_config as CC
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import direct
 from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
@@ -239,11 +240,11 @@ def _consumer_request_first(legacy):
     key = ["CONSUMER", "DURABLE", "CREATE"] if legacy else ["CONSUMER", "CREATE"]
 
     def check(args, body):
-        where = CM.parse_create_subject("$JS.API." + ".".join(key + list(args)))
+        where = CC.parse_create_subject("$JS.API." + ".".join(key + list(args)))
         if where is None:
             return False
         stream, cname, filt, legacy_durable = where
-        CM.parse_consumer_request(body, stream, cname, filt, legacy_durable=legacy_durable)
+        CC.parse_consumer_request(body, stream, cname, filt, legacy_durable=legacy_durable)
     return check
 
 
@@ -254,11 +255,11 @@ def _empty_request_first(args, body):
 
 def _pause_request_first(args, body):
     if not gojson.is_empty_request(body):
-        CM.parse_pause_request(body)
+        CR.parse_pause_request(body)
 
 
 def _unpin_request_first(args, body):
-    CM.parse_unpin_request(body)
+    CR.parse_unpin_request(body)
 
 
 # nats-server answers an account without JetStream only after these checks

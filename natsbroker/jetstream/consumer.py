@@ -23,7 +23,7 @@ from natsbroker.nuid import nuid
 from natsbroker.subjects.sublist import subject_matches
 
 from natsbroker.jetstream import consumer_api
-from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import times as gotime
 from natsbroker.jetstream import priority as P
@@ -79,7 +79,7 @@ class WaitingRequest:
         self.hb = hb
         self.hbt = received + hb if hb > 0 else 0  # <= 0: no heartbeats
         self.no_wait = no_wait
-        # The JSON request's priority group fields (a CM.NextRequest; its ``id``
+        # The JSON request's priority group fields (a consumer_models.NextRequest; its ``id``
         # is set when this request gets the pin), None for a bare batch size.
         self.pg = pg
 
@@ -743,11 +743,11 @@ class Consumer:
         cfg = self.config
         now = self.now()
         try:
-            req = CM.parse_next_request(body)
-        except CM.NextRequestError as e:
+            req = CR.parse_next_request(body)
+        except CR.NextRequestError as e:
             self.send_status(reply, e.header)
             return
-        err = CM.next_request_error(req, cfg)
+        err = CR.next_request_error(req, cfg)
         if err is not None:
             self.send_status(reply, err.header)
             return

@@ -6,6 +6,8 @@ from natsbroker import jsonbound
 from natsbroker.jetstream import api_models as AM
 from natsbroker.jetstream import apilevel
 from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_config as CC
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
 from natsbroker.gocompat import times as gotime
@@ -64,7 +66,7 @@ def consumer_create(js, args, body, legacy=False):
     # default for a stream without its own.
     max_consumers = lim.max_consumers if lim.max_consumers > 0 else (
         L.DEFAULT_MAX_CONSUMERS if stream is not None and stream.config.max_consumers <= 0 else 0)
-    cfg = CM.process_consumer_create(
+    cfg = CC.process_consumer_create(
         subject, body, stream.config if stream else None, consumers,
         max_consumers=max_consumers,
         account_max_ack_pending=max(lim.max_ack_pending, 0),
@@ -84,7 +86,7 @@ def consumer_create(js, args, body, legacy=False):
         return out
     if not name:
         # nats-server names an ephemeral but stores its config without the name.
-        name = CM.new_consumer_name(stream.consumers)
+        name = CC.new_consumer_name(stream.consumers)
     c = js.add_consumer(stream, name, cfg)
     js.advise("$JS.EVENT.ADVISORY.CONSUMER.CREATED.%s.%s" % (stream.name, name),
               {"type": "io.nats.jetstream.advisory.v1.consumer_action",
@@ -94,7 +96,7 @@ def consumer_create(js, args, body, legacy=False):
         js.advise("$JS.EVENT.ADVISORY.CONSUMER.PAUSE.%s.%s" % (stream.name, name),
                   {"type": "io.nats.jetstream.advisory.v1.consumer_pause", "stream": stream.name,
                    "consumer": name, "paused": True,
-                   "pause_until": gotime.rfc3339(gotime.go_parse_rfc3339(cfg.pause_until)[0])})
+                   "pause_until": gotime.rfc3339(CM.parse_time_ns(cfg.pause_until))})
     out = info_response(js, stream, c)
     out["_after_commit"] = True
     return out
@@ -128,7 +130,7 @@ def consumer_delete(js, args, body):
 
 
 def consumer_names(js, args, body):
-    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -138,7 +140,7 @@ def consumer_names(js, args, body):
 
 
 def consumer_list(js, args, body):
-    req = CM.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -152,12 +154,12 @@ def consumer_list(js, args, body):
 
 
 def consumer_pause(js, args, body):
-    req = CM.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
+    req = CR.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
-    cfg = CM.copy_config(c.config)
+    cfg = CM.clone_config(c.config)
     cfg.pause_until = req.pause_until
-    CM.set_static_metadata(cfg)  # pausing raises the required API level
+    CC.set_static_metadata(cfg)  # pausing raises the required API level
     c.update_config(cfg)
     js.save_consumer_config(c)
     resp = CM.pause_response(cfg.pause_until, c.now())
@@ -175,7 +177,7 @@ def consumer_pause(js, args, body):
 def consumer_unpin(js, args, body):
     """``$JS.API.CONSUMER.UNPIN.<stream>.<consumer>`` ``{"group": ...}``: the
     body is checked before the stream and consumer are looked up."""
-    group = CM.parse_unpin_request(body)
+    group = CR.parse_unpin_request(body)
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
     if group not in (c.config.priority_groups or ()):
@@ -192,7 +194,7 @@ def consumer_reset(js, c, reply, body, hdr=b""):
     try:
         if hdr and apilevel.refused(hdr):
             raise E.required_api_level()
-        seq = c.reset(CM.parse_reset_request(body))
+        seq = c.reset(CR.parse_reset_request(body))
     except E.ApiError as e:
         js.respond(reply, {"type": CM.TYPE_CONSUMER_RESET, "error": e.to_json(), "reset_seq": 0})
         return

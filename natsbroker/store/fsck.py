@@ -14,7 +14,7 @@ every server start: no record is written). Every key is read with LevelDB's
 block checksums verified; a block that fails them does not end the scan
 (:func:`walk` lists its keys without the check, reads each one verified and
 goes on after it). Every message record is checked with
-:func:`~.leveldb.verify_record`, then records, the per-subject index, the state
+:func:`~.leveldb.records.verify_record`, then records, the per-subject index, the state
 record, the config records and the two files beside the database
 (``NATSBROKER-HWM``, ``NATSBROKER-META``) are compared. A database LevelDB
 cannot open is examined in a temporary copy repaired by LevelDB's repair: what
@@ -53,9 +53,11 @@ from natsbroker import private
 from natsbroker.store.base import file_msg_size
 from natsbroker.store.meta_keys import (CONSUMER_CONFIG, CONSUMER_PREFIX, CONSUMER_STATE, META_CONFIG,
                                         META_CREATED, pinned_meta)
-from natsbroker.store.leveldb import (
-    FORMAT_CRC, FORMAT_KEY, HWM_NAME, META_GEN_KEY, META_NAME, SEQ_STRUCT, STATE_KEY, STATE_STRUCT, U32_STRUCT,
-    HighWater, LevelDBStore, PinnedMeta, RecordDamaged, locate_key, verify_record)
+from natsbroker.store.leveldb.records import (
+    FORMAT_CRC, FORMAT_KEY, META_GEN_KEY, STATE_KEY, STATE_RECORD, U32, U64, RecordDamaged,
+    locate_key, verify_record)
+from natsbroker.store.leveldb.sidefiles import HWM_NAME, META_NAME, HighWater, PinnedMeta
+from natsbroker.store.leveldb.store import LevelDBStore
 
 REPAIRS_NAME = "NATSBROKER-REPAIRS"  # JSON lines, one per repair, in the stream's directory
 TIME_FORMAT = "%Y%m%dT%H%M%SZ"  # as the server names quarantine directories
@@ -326,15 +328,15 @@ def scan_db(db, path, upper=0, meta_keys=()):
     if why is not None:
         sc.state_error = why
     elif raw is not None:
-        if len(raw) == STATE_STRUCT.size:
-            sc.state = STATE_STRUCT.unpack(raw)
+        if len(raw) == STATE_RECORD.size:
+            sc.state = STATE_RECORD.unpack(raw)
         else:
             sc.state_error = "state record of %d bytes" % len(raw)
     raw, _ = _get(db, FORMAT_KEY)
     sc.strict = raw == FORMAT_CRC
     raw, _ = _get(db, META_GEN_KEY)
     if raw is not None and len(raw) == 8:
-        sc.gen = SEQ_STRUCT.unpack(raw)[0]
+        sc.gen = U64.unpack(raw)[0]
     for kind, k, x in walk(db, b"m", b"n"):
         if kind is OK:
             sc.meta[k[1:]] = x
@@ -360,14 +362,14 @@ def _scan_records(db, path, sc):
         elif len(k) != 9:
             sc.bad_keys.append((k, "message key of %d bytes" % len(k)))
         elif kind is BAD:
-            sc.damaged[SEQ_STRUCT.unpack_from(k, 1)[0]] = (x, _where(db, path, k))
+            sc.damaged[U64.unpack_from(k, 1)[0]] = (x, _where(db, path, k))
         else:
             _take_record(db, path, sc, k, x)
 
 
 def _take_record(db, path, sc, k, v):
     """Verify record ``v`` under key ``k``: into ``sc.records`` or ``sc.damaged``."""
-    seq = SEQ_STRUCT.unpack_from(k, 1)[0]
+    seq = U64.unpack_from(k, 1)[0]
     try:
         off, a, b, ts = verify_record(seq, v, sc.strict)
     except RecordDamaged as e:
@@ -390,10 +392,10 @@ PROBE_MAX = 1 << 20  # sequences read one by one in one unlistable range, at mos
 def _probe_gaps(db, path, sc, upper, meta_keys):
     for prefix, lo, hi, why, where in list(sc.gaps):
         if prefix == b"d":
-            first = SEQ_STRUCT.unpack(lo[1:9].ljust(8, b"\0"))[0] if lo[1:] else 0
-            last = min(upper, SEQ_STRUCT.unpack(hi[1:9].ljust(8, b"\0"))[0] if hi < b"e" else upper)
+            first = U64.unpack(lo[1:9].ljust(8, b"\0"))[0] if lo[1:] else 0
+            last = min(upper, U64.unpack(hi[1:9].ljust(8, b"\0"))[0] if hi < b"e" else upper)
             for seq in range(max(first, 1), min(last, first + PROBE_MAX) + 1):
-                k = b"d" + SEQ_STRUCT.pack(seq)
+                k = b"d" + U64.pack(seq)
                 if not lo <= k < hi or seq in sc.records or seq in sc.damaged:
                     continue
                 v, err = _get(db, k)
@@ -404,11 +406,11 @@ def _probe_gaps(db, path, sc, upper, meta_keys):
         elif prefix == b"s":
             for seq, (sid, size, _) in list(sc.records.items()):
                 subj = sc.subjects[sid]
-                k = b"s" + U32_STRUCT.pack(len(subj)) + subj + SEQ_STRUCT.pack(seq)
+                k = b"s" + U32.pack(len(subj)) + subj + U64.pack(seq)
                 if lo <= k < hi and seq not in sc.index:
                     v, err = _get(db, k)
                     if v is not None:
-                        sc.index[seq] = (subj, U32_STRUCT.unpack(v)[0] if len(v) == 4 else None)
+                        sc.index[seq] = (subj, U32.unpack(v)[0] if len(v) == 4 else None)
                     elif err is not None:
                         sc.index_bad[seq] = err
         else:
@@ -432,15 +434,15 @@ def _scan_index(db, path, sc):
         if kind is GAP:
             sc.gaps.append((b"s",) + k + (x, _where(db, path, k[0])))
             continue
-        if len(k) < 13 or len(k) != 13 + U32_STRUCT.unpack_from(k, 1)[0]:
+        if len(k) < 13 or len(k) != 13 + U32.unpack_from(k, 1)[0]:
             sc.bad_keys.append((k, "index key does not parse"))
             continue
-        seq = SEQ_STRUCT.unpack_from(k, len(k) - 8)[0]
+        seq = U64.unpack_from(k, len(k) - 8)[0]
         subj = k[5:-8]
         if kind is BAD:
             sc.index_bad[seq] = x
             continue
-        size = U32_STRUCT.unpack(x)[0] if len(x) == 4 else None
+        size = U32.unpack(x)[0] if len(x) == 4 else None
         if seq in sc.index:
             sc.index_extra.append((seq, subj))
         else:
@@ -714,7 +716,7 @@ _PREFIXES = {b"d": "message", b"s": "index", b"m": "meta"}
 
 def _in_gap(sc, seq):
     """The data gap (keys LevelDB cannot list) holding ``seq``'s record, or None."""
-    k = b"d" + SEQ_STRUCT.pack(seq)
+    k = b"d" + U64.pack(seq)
     for g in sc.gaps:
         if g[0] == b"d" and g[1] <= k < g[2]:
             return g
@@ -1116,9 +1118,9 @@ def _rebuild(sd, work, rep):
             if not sc.no_crc:
                 dst.put(FORMAT_KEY, FORMAT_CRC)
             if gen is not None:
-                dst.put(META_GEN_KEY, SEQ_STRUCT.pack(gen))
+                dst.put(META_GEN_KEY, U64.pack(gen))
             # Last, synced: LevelDB's log then holds every write above.
-            dst.put(STATE_KEY, STATE_STRUCT.pack(b.first, b.last, b.last_ts), sync=True)
+            dst.put(STATE_KEY, STATE_RECORD.pack(b.first, b.last, b.last_ts), sync=True)
         finally:
             dst.close()
     finally:
@@ -1168,11 +1170,11 @@ def _records(src, sc):
     only point reads found (in key ranges the walk cannot list) read one by one."""
     seen = set()
     for kind, k, v in walk(src, b"d", b"e"):
-        if kind is OK and len(k) == 9 and SEQ_STRUCT.unpack_from(k, 1)[0] in sc.records:
-            seen.add(SEQ_STRUCT.unpack_from(k, 1)[0])
+        if kind is OK and len(k) == 9 and U64.unpack_from(k, 1)[0] in sc.records:
+            seen.add(U64.unpack_from(k, 1)[0])
             yield k, v
     for seq in sorted(set(sc.records) - seen):
-        k = b"d" + SEQ_STRUCT.pack(seq)
+        k = b"d" + U64.pack(seq)
         v, _ = _get(src, k)
         yield k, v if v is not None else b""
 
@@ -1182,7 +1184,7 @@ def _write_records(src, dst, sc):
     wb = dst.write_batch()
     n = 0
     for k, v in _records(src, sc):
-        seq = SEQ_STRUCT.unpack_from(k, 1)[0]
+        seq = U64.unpack_from(k, 1)[0]
         try:
             off, a, b, _ = verify_record(seq, v, sc.strict)
         except RecordDamaged:
@@ -1192,8 +1194,8 @@ def _write_records(src, dst, sc):
         subj = v[off:a]
         mv = memoryview(v)
         wb.put(k, v)
-        wb.put(b"s" + U32_STRUCT.pack(len(subj)) + subj + k[1:],
-               U32_STRUCT.pack(file_msg_size(subj, mv[a:b], mv[b:])))
+        wb.put(b"s" + U32.pack(len(subj)) + subj + k[1:],
+               U32.pack(file_msg_size(subj, mv[a:b], mv[b:])))
         n += len(v) + 2 * len(subj) + 30
         if n >= BATCH_BYTES:
             wb.write()

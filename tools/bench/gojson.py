@@ -16,6 +16,7 @@ import time
 
 from natsbroker.jetstream import api_models as AM
 from natsbroker.jetstream import consumer_models as CM
+from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.jetstream import marshal
 from natsbroker.jetstream import stream_models as SM
 from natsbroker.jetstream.errors import ApiError
@@ -105,7 +106,7 @@ def main():
         t = best(lambda: [_decode(body, cls) for _ in range(args.small)], args.repeat)
         print("%-32s %8d bytes %9.2f us/request" % (name, len(body), t / args.small * 1e6))
     pull = b'{"batch":10,"expires":30000000000,"idle_heartbeat":5000000000}'
-    t = best(lambda: [CM.parse_next_request(pull) for _ in range(args.small)], args.repeat)
+    t = best(lambda: [CR.parse_next_request(pull) for _ in range(args.small)], args.repeat)
     print("%-32s %8d bytes %9.2f us/request" % ("CONSUMER.MSG.NEXT", len(pull), t / args.small * 1e6))
 
 
