@@ -7,7 +7,9 @@ from tests.support.servers import ServerProcess
 
 # `make test` (CI) draws the same examples every run: a red CI then means a
 # change, not a lucky draw. `make fuzz` draws new ones (HYPOTHESIS_PROFILE=fuzz).
-settings.register_profile("ci", derandomize=True)
+# Derandomized runs keep no example database: the same examples come back without
+# one, and `make test`'s parallel workers (pytest-xdist) then share no .hypothesis/.
+settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("fuzz", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
