@@ -28,6 +28,13 @@ def broker_proc():
         yield s
 
 
+def pytest_collection_modifyitems(items):
+    """The long tests first (stable otherwise): `make test`'s parallel workers
+    then finish together instead of one of them starting a wheel build or a
+    Spark job when the others are done."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def _ordered_flush():
     """nats-py 2.16's ``flush()`` writes its PING straight to the socket, ahead
     of commands still queued for its flusher task (a SUB just made), so the
