@@ -69,8 +69,14 @@ client313: $(CLIENT313_STAMP)
 
 # Against the compiled build (tests/test_compiled.py fails without one, and reruns the
 # parser and subject-index property tests with NATSBROKER_PURE=1, the interpreted build).
+# In parallel (pytest-xdist): the tests mostly wait on sockets and subprocesses, so more
+# workers than cores pays; each test has its own ports and directories. The long tests
+# (marker `long`) are collected first and loadgroup hands them out first, one per worker;
+# xdist_group keeps a module that must not run twice at once (test_wheel) on one worker.
+# TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 4
 test: build $(JS_BUNDLE) $(CLIENT313_STAMP)
-	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q tests
+	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).
 fuzz: $(STAMP)

@@ -7,7 +7,9 @@ from tests.support.servers import ServerProcess
 
 # `make test` (CI) draws the same examples every run: a red CI then means a
 # change, not a lucky draw. `make fuzz` draws new ones (HYPOTHESIS_PROFILE=fuzz).
-settings.register_profile("ci", derandomize=True)
+# Derandomized runs keep no example database: the same examples come back without
+# one, and `make test`'s parallel workers (pytest-xdist) then share no .hypothesis/.
+settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("fuzz", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -24,6 +26,13 @@ def broker_proc():
     """natsbroker as a process with default options."""
     with ServerProcess("natsbroker") as s:
         yield s
+
+
+def pytest_collection_modifyitems(items):
+    """The long tests first (stable otherwise): `make test`'s parallel workers
+    then finish together instead of one of them starting a wheel build or a
+    Spark job when the others are done."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 def _ordered_flush():

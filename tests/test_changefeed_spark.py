@@ -18,7 +18,7 @@ from tests.support.servers import ROOT, ServerProcess
 
 pyspark = pytest.importorskip("pyspark")
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 
 def write_conf(tmp_path):

@@ -12,6 +12,7 @@ import json
 import re
 import time
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -129,6 +130,10 @@ def exact_is_empty(data):
         return False
     return nodes[0].kind != "object" or not nodes[0].value
 
+
+# 1,500 examples each: CPU-bound minutes on a loaded machine (make test's parallel
+# workers), beyond the suite's 120 s hang guard.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 SETTINGS = settings(max_examples=1500, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -19,7 +19,6 @@ does:
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import time
 
@@ -38,22 +37,17 @@ CLIENT = os.path.join(ROOT, "tests", "nats_core", "ordered_restart.py")
 DEADLINE = 20.0
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Restartable:
     """A JetStream server that comes back on the same port and store directory."""
 
     def __init__(self, kind, store):
-        # -p explicitly: a client reconnects to the address it knows.
-        self.args = ["-js", "-sd", str(store), "-p", str(free_port())]
+        self.args = ["-js", "-sd", str(store)]
         self.kind = kind
         self.server = ServerProcess(kind, self.args).start()
+        # Then the port it got, explicitly: a client reconnects to the address it
+        # knows. (Chosen by the listener itself, not picked free beforehand: no
+        # window in which another test's server can take it.)
+        self.args += ["-p", str(self.server.port)]
 
     @property
     def url(self):

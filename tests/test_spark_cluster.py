@@ -21,7 +21,7 @@ pyspark = pytest.importorskip("pyspark")
 from natsbroker.spark import feedgen as g  # noqa: E402
 from tests.test_spark_ingest import C, SEC, ROOT, Feed  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
 
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 SPARK_CLASS = os.path.join(SPARK_HOME, "bin", "spark-class")

@@ -26,7 +26,7 @@ from natsbroker.spark.commit import Committer  # noqa: E402
 from natsbroker.spark.ingest import Ingest  # noqa: E402
 from tools.proctree import descendants, stat  # noqa: E402
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.long]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEC = 10 ** 9

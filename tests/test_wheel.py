@@ -11,6 +11,7 @@ directory: they can only import what the wheel installed.
 
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +27,10 @@ from tests.support.raw import exchange
 from tests.support.servers import ROOT, wait_ports_file
 
 # The first test builds the wheel, compiling the hot modules (minutes, not seconds).
-pytestmark = pytest.mark.timeout(900)
+# One worker builds the wheel once for the module (xdist_group; make test's
+# --dist loadgroup): concurrent builds from one checkout share its build/ and
+# egg-info and break each other's wheels.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.long, pytest.mark.xdist_group("wheel")]
 
 # Repository directory -> its path in the wheel.
 PACKAGE_DIRS = {"natsbroker": "natsbroker", "plugins": "natsbroker/plugins",
@@ -82,10 +86,30 @@ def _tracked(*paths):
     return [line.split("\t", 1)[1] for line in out.splitlines() if not line.startswith("120000")]
 
 
+def _checkout_copy(dest):
+    """The checkout's files (tracked and untracked, not ignored) as they are on
+    disk, copied to ``dest``: the build writes its egg-info, build/ and release
+    tree there, not into the checkout that other test processes (make test's
+    parallel workers) read and write meanwhile."""
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
+                          "--exclude-standard"], capture_output=True, check=True).stdout
+    for rel in sorted(set(os.fsdecode(p) for p in out.split(b"\0") if p)):
+        src, dst = os.path.join(ROOT, rel), os.path.join(dest, rel)
+        if not os.path.lexists(src):
+            continue  # deleted in the work tree, not yet in the index
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copy2(src, dst)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    r = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), ROOT],
+    src = _checkout_copy(tmp_path_factory.mktemp("checkout"))
+    r = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
                        capture_output=True, text=True, timeout=900)  # compiles the hot modules
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "Deprecat" not in r.stderr + r.stdout
