@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test fuzz venv build bench soak clean js client313
+.PHONY: run test lint fuzz venv build bench soak clean js client313
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,7 +75,11 @@ client313: $(CLIENT313_STAMP)
 # xdist_group keeps a module that must not run twice at once (test_wheel) on one worker.
 # TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 4
-test: build $(JS_BUNDLE) $(CLIENT313_STAMP)
+# ruff (pyproject.toml): pyflakes and import order over the whole tree.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint build $(JS_BUNDLE) $(CLIENT313_STAMP)
 	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).

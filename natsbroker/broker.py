@@ -15,12 +15,12 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
-from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
-from natsbroker.accounts.imports import wire as wire_imports
 from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
-from natsbroker.ratelog import RateLimitedLog
-from natsbroker.monitoring.endpoints import monitor_for
+from natsbroker.accounts.imports import wire as wire_imports
+from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.interfaces import IAccountObserver, IBroker
+from natsbroker.monitoring.endpoints import monitor_for
+from natsbroker.ratelog import RateLimitedLog
 
 log = Logger()
 

@@ -19,8 +19,8 @@ import attrs
 from natsbroker import __version__ as VERSION
 from natsbroker.config import load as configfile
 from natsbroker.config.model import ServerConfig, TLSConfig
-from natsbroker.discovery import config_blocks
 from natsbroker.connection.tls import CIPHERS_TLS12, CIPHERS_TLS13, CURVES, TLSConfigError, server_context
+from natsbroker.discovery import config_blocks
 
 CIPHERS = [n for n in CIPHERS_TLS12 if "RC4" not in n and "3DES" not in n] + list(CIPHERS_TLS13)
 from natsbroker.config.load import BadValue, ConfigError

@@ -18,8 +18,14 @@ import time
 import urllib.parse
 
 from twisted.application import service
-from twisted.logger import (FilteringLogObserver, LogLevel, PredicateResult, formatEvent,
-                            globalLogBeginner, globalLogPublisher)
+from twisted.logger import (
+    FilteringLogObserver,
+    LogLevel,
+    PredicateResult,
+    formatEvent,
+    globalLogBeginner,
+    globalLogPublisher,
+)
 
 from natsbroker.gocompat.quote import go_quote
 

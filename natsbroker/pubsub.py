@@ -7,8 +7,7 @@ connects, so the PUB path does no attribute lookups it can avoid.
 from zope.interface import implementer
 
 from natsbroker.interfaces import IBrokerPlugin, IClientOps
-from natsbroker.protocol import parser as P
-from natsbroker.protocol import wire
+from natsbroker.protocol import parser as P, wire
 from natsbroker.subjects.sublist import Subscription, is_valid_literal_subject, is_valid_subject
 
 ERR_INVALID_SUBJECT = "Invalid Subject"

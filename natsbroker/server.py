@@ -10,7 +10,6 @@ import sys
 import time
 
 import attrs
-
 from twisted.application import service
 from twisted.internet import defer, endpoints
 from twisted.internet.error import CannotListenError
@@ -19,12 +18,12 @@ from twisted.logger import Logger
 from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
-from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver, ISystemEvents
-from natsbroker.discovery import PluginLoadError, config_blocks, plugins_for
-from natsbroker.connection.client import ClientFactory, ClientListener
 from natsbroker.config.load import ConfigError, load_config
-from natsbroker.fatal import StartupError, go_strerror, join_host_port, listen_error, path_error
+from natsbroker.connection.client import ClientFactory, ClientListener
 from natsbroker.connection.tls import TLSConfigError, server_context
+from natsbroker.discovery import PluginLoadError, config_blocks, plugins_for
+from natsbroker.fatal import StartupError, go_strerror, join_host_port, listen_error, path_error
+from natsbroker.interfaces import IBrokerPlugin, IShutdownObserver, ISystemEvents
 
 log = Logger()
 
@@ -477,9 +476,8 @@ def run(config):
     top = make_service(config, reactor)
     svc = top.getServiceNamed("natsbroker")
 
-    from natsbroker.signals import install
-
     from natsbroker.gctune import tune
+    from natsbroker.signals import install
 
     reactor.callWhenRunning(top.startService)
     reactor.callWhenRunning(tune)  # this process is a broker: see natsbroker/gctune.py

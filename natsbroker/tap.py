@@ -102,10 +102,9 @@ class Options(usage.Options):
 
 
 def makeService(options):
-    from natsbroker.server import make_service  # late: twistd imports this module to list plugins
-
     from twisted.internet import reactor
 
+    from natsbroker.server import make_service  # late: twistd imports this module to list plugins
     from natsbroker.signals import install_twistd
 
     for warning in options.warnings:

@@ -26,8 +26,7 @@ objects: one row per (bucket, object): the newest surviving meta record;
 the surviving chunk records of the meta's ``nuid``.
 """
 
-from pyspark.sql import Window
-from pyspark.sql import functions as F
+from pyspark.sql import Window, functions as F
 
 # NATS subject filter -> anchored Java regex (``*`` one token, ``>`` the rest).
 _FILTER_REGEX = (

@@ -363,7 +363,6 @@ def _exact(buf, name, first=1):
         records.append(_clean_record(rec))
         numbers.append(no)
     cols = {f.name: [r[f.name] for r in records] for f in EVENTS if f.name in L.FIELDS_BY_NAME}
-    n = len(records)
     t = pa.table({k: pa.array(v, EVENTS.field(k).type if k != "feed" else pa.int64())
                   for k, v in cols.items()})
     data = t["data"].combine_chunks()

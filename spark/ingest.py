@@ -85,7 +85,7 @@ import sys
 import threading
 import time
 
-from natsbroker.spark.commit import Committer, LockedError, write_atomic
+from natsbroker.spark.commit import Committer, LockedError
 
 FEED_GLOB = "feed-*.jsonl"
 PROG = "natsbroker-ingest"
@@ -109,6 +109,7 @@ class UsageError(Exception):
 def _events_schema():
     """``events`` as Spark reads it (the derived tables computed in Spark)."""
     from pyspark.sql import types as T
+
     from natsbroker.spark.records import RECORD_SCHEMA
 
     fields = list(RECORD_SCHEMA.fields)
@@ -319,10 +320,11 @@ class Ingest:
         is a sort of 1M integers and a few thousand ids, where hashing all
         the ids here took 0.3-0.7 s after 0.3 s of reading them."""
         import numpy as np
-        import pyarrow.compute as pc
-        from natsbroker.spark.stage import repeats
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
+
+        from natsbroker.spark.stage import repeats
         n = keys.num_rows
         drop = np.zeros(n, bool)
         ranges = {r["stream"]: (r["seq_min"], r["seq_max"]) for r in
@@ -353,9 +355,11 @@ class Ingest:
         the staged events and messages files of the tasks and streams that
         wrote them (rare: repeats across two tasks or batches only)."""
         import glob
+
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
+
         from natsbroker.spark import stage as S
 
         names = pc.unique(dropped["file"])
@@ -421,9 +425,11 @@ class Ingest:
 
     def _process_files(self, names, batch_id):
         import datetime
+
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
+
         from natsbroker.spark import stage as S
 
         t0 = time.time()
@@ -523,6 +529,7 @@ class Ingest:
     def refresh_derived(self, table, token):
         """Recompute ``kv`` or ``objects`` from ``events`` and swap it in."""
         from pyspark.sql import functions as F
+
         from natsbroker.spark import derive, state
         from natsbroker.spark.stage import write_parquet
 

@@ -23,8 +23,7 @@ lines are skipped (they are not records). Leniency: string members *inside*
 converts them to text).
 """
 
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import functions as F, types as T
 
 OPS = ("put", "delete", "purge", "stream_create", "stream_update", "stream_delete")
 FEED_VERSIONS = (1,)

@@ -33,9 +33,9 @@ from zope.interface import implementer
 
 from natsbroker.accounts.imports import ShadowSink
 from natsbroker.interfaces import IBroker, IMessageSink
-from natsbroker.subjects.mapping import SubjectMappings
 from natsbroker.protocol import wire
-from natsbroker.subjects.sublist import CACHE_MAX, Subscription, Sublist, subject_matches
+from natsbroker.subjects.mapping import SubjectMappings
+from natsbroker.subjects.sublist import CACHE_MAX, Sublist, Subscription, subject_matches
 
 log = Logger()
 

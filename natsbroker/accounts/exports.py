@@ -23,8 +23,7 @@ import attrs
 
 from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
 from natsbroker.gocompat.quote import go_quote
-from natsbroker.subjects.sublist import (
-    is_literal, is_valid_subject, subject_is_subset_match, subjects_collide)
+from natsbroker.subjects.sublist import is_literal, is_valid_subject, subject_is_subset_match, subjects_collide
 from natsbroker.subjects.transform import SubjectTransform, TransformError, transform_untokenize
 
 # nats-server's error texts (server/errors.go).

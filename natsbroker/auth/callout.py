@@ -36,12 +36,16 @@ import nacl.utils
 from twisted.logger import Logger
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.auth.callout_policy import (AUTH_CALLOUT_SUBJECT, deny_callout_subject, external_auth,
-                                            raw_auth_user)
-from natsbroker.auth.permissions import ResolvedPermissions
+from natsbroker.auth.callout_policy import AUTH_CALLOUT_SUBJECT, deny_callout_subject, external_auth, raw_auth_user
 from natsbroker.auth.jwt import claims as C
-from natsbroker.auth.jwt.user_limits import (JwtUser, permission_limits_empty, permissions_from_jwt,
-                                            process_template, validate_times)
+from natsbroker.auth.jwt.user_limits import (
+    JwtUser,
+    permission_limits_empty,
+    permissions_from_jwt,
+    process_template,
+    validate_times,
+)
+from natsbroker.auth.permissions import ResolvedPermissions
 
 log = Logger()
 

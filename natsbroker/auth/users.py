@@ -13,10 +13,10 @@ import bcrypt
 from twisted.logger import Logger
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.gocompat.quote import go_quote
 from natsbroker.auth.callout_policy import CalloutPolicy, OperatorCalloutPolicy
 from natsbroker.auth.nkey import check_signature
 from natsbroker.auth.permissions import resolve
+from natsbroker.gocompat.quote import go_quote
 
 log = Logger()
 

@@ -32,11 +32,11 @@ import time
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 from natsbroker import private
 from natsbroker.changefeed.lines import make_record, record_line
 from natsbroker.changefeed.process import FeedDirBusy, WriterProcess, lock_dir
 from natsbroker.changefeed.writer import AGE, CHECKPOINT, REPLAY_POS
+from natsbroker.interfaces import IBrokerPlugin, IStreamEvents
 
 log = Logger()
 

@@ -41,8 +41,8 @@ import struct
 import sys
 
 from natsbroker import private
-from natsbroker.store.base import StoredMsg, StreamEvent
 from natsbroker.changefeed.lines import PutLines
+from natsbroker.store.base import StoredMsg, StreamEvent
 
 CHUNK = 256  # records per write()
 REPLAY_POS = "replay_pos"

@@ -31,21 +31,20 @@ import urllib.parse
 import attrs
 from cryptography import x509
 from OpenSSL import crypto
-from twisted.internet import endpoints, protocol
-from twisted.internet import ssl as tssl
+from twisted.internet import endpoints, protocol, ssl as tssl
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.auth.users import password_ok
-from natsbroker.identity import runtime
-from natsbroker.cluster.jsforward import install as install_js_forwarding, split_deliver_reply
-from natsbroker.netaddrs import global_unicast_addresses
 from natsbroker.auth.nkey import new_nonce
-from natsbroker.nuid import nuid
-from natsbroker.protocol import wire
+from natsbroker.auth.users import password_ok
+from natsbroker.cluster.jsforward import install as install_js_forwarding, split_deliver_reply
 from natsbroker.connection.route import MAX_ROUTE_PING_INTERVAL, RouteFactory, RouteProtocol, RouteSink
 from natsbroker.connection.tls import server_context
+from natsbroker.identity import runtime
+from natsbroker.netaddrs import global_unicast_addresses
+from natsbroker.nuid import nuid
+from natsbroker.protocol import wire
 
 log = Logger()
 

@@ -31,21 +31,41 @@ import re
 import attrs
 import cattrs
 
-from natsbroker.config import syntax as conf
-from natsbroker.connection import tls as tls_module
-from natsbroker.config.operator import OperatorError, check_operator_config
-from natsbroker.config.model import (CONNECTION_TYPES, DEFAULT_PORT, AccountConfig, AccountJetStream, AuthCallout,
-                               MapDest, NkeyUser, Permissions, ResolverConfig, ServerConfig, ServiceExport,
-                               ServiceImport, StreamExport, StreamImport, SubjectMapping, TLSConfig, User)
 from natsbroker.accounts.exports import resolve as resolve_exports
-from natsbroker.fatal import path_error, read_file_error
-from natsbroker.gocompat.durations import (NANOS, duration_seconds, format_duration as format_go_duration,
-                                           parse_duration as parse_go_duration)
-from natsbroker.gocompat.urls import host_and_port, parse_origin
 from natsbroker.auth.nkey import public_user_key
-from natsbroker.subjects.mapping import MappingError, compile_mapping
+from natsbroker.config import syntax as conf
+from natsbroker.config.model import (
+    CONNECTION_TYPES,
+    DEFAULT_PORT,
+    AccountConfig,
+    AccountJetStream,
+    AuthCallout,
+    MapDest,
+    NkeyUser,
+    Permissions,
+    ResolverConfig,
+    ServerConfig,
+    ServiceExport,
+    ServiceImport,
+    StreamExport,
+    StreamImport,
+    SubjectMapping,
+    TLSConfig,
+    User,
+)
+from natsbroker.config.operator import OperatorError, check_operator_config
+from natsbroker.connection import tls as tls_module
+from natsbroker.fatal import path_error, read_file_error
+from natsbroker.gocompat.durations import (
+    NANOS,
+    duration_seconds,
+    format_duration as format_go_duration,
+    parse_duration as parse_go_duration,
+)
 from natsbroker.gocompat.quote import go_quote
 from natsbroker.gocompat.times import go_time_string
+from natsbroker.gocompat.urls import host_and_port, parse_origin
+from natsbroker.subjects.mapping import MappingError, compile_mapping
 from natsbroker.subjects.sublist import is_valid_subject
 from natsbroker.subjects.transform import TransformError
 

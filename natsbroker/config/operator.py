@@ -5,13 +5,12 @@ over HTTP and is operator mode's (``natsbroker.auth.jwt.operator``), run by
 the commands that start a server.
 """
 
-import json
 
-from natsbroker.gocompat.quote import go_quote
 from natsbroker import COMPAT_VERSION
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt.trust import ACCOUNT_VALIDATION, trusted_keys, verify_account
 from natsbroker.config.model import ResolverConfig
+from natsbroker.gocompat.quote import go_quote
 
 
 class OperatorError(Exception):

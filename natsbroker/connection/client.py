@@ -8,9 +8,6 @@ routes), and the slow-consumer limit. Message routing belongs to the broker
 and to the plugins that provide the handlers.
 """
 
-import functools
-import os
-import json
 import time
 
 import attrs
@@ -18,21 +15,19 @@ from twisted.internet import interfaces, protocol
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.accounts.account import GLOBAL_ACCOUNT
-from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker import jsonbound
-from natsbroker.gocompat.durations import format_duration
-from natsbroker.gocompat.quote import go_quote
-from natsbroker.interfaces import IClient, IClientObserver, IClientOpFilter, IClientOps
+from natsbroker.accounts.account import GLOBAL_ACCOUNT
 from natsbroker.auth.nkey import new_nonce
-from natsbroker.protocol import parser as P
-from natsbroker.protocol import wire
-from natsbroker.protocol.redact import redact_secrets
+from natsbroker.auth.users import NkeyName, raw_auth_user
 from natsbroker.connection.connect_hold import ConnectHold
 from natsbroker.connection.outqueue import LARGE_IO, LARGE_PAYLOAD, OutputQueue
 from natsbroker.connection.tls import TLS_HANDSHAKE_RECORD, describe_handshake_error
-from natsbroker.connection.tls_sniff import (TLS_FIRST, TLS_FIRST_FALLBACK, TLS_HANDSHAKE, TLS_PEEK,
-                                             TLSSniffing)
+from natsbroker.connection.tls_sniff import TLS_FIRST, TLS_FIRST_FALLBACK, TLS_HANDSHAKE, TLS_PEEK, TLSSniffing
+from natsbroker.gocompat.durations import format_duration
+from natsbroker.gocompat.quote import go_quote
+from natsbroker.interfaces import IClient, IClientObserver, IClientOpFilter, IClientOps
+from natsbroker.protocol import parser as P, wire
+from natsbroker.protocol.redact import redact_secrets
 
 log = Logger()
 

@@ -20,14 +20,13 @@ from zope.interface import implementer
 
 from natsbroker import jsonbound
 from natsbroker.auth.permissions import ResolvedPermissions
-from natsbroker.gocompat.quote import go_quote
-from natsbroker.protocol import route_parser as R
-from natsbroker.protocol import wire
-from natsbroker.protocol.redact import redact_secrets
 from natsbroker.connection.client import ConnectOptions
 from natsbroker.connection.outqueue import OutputQueue
-from natsbroker.subjects.sublist import Subscription
 from natsbroker.connection.tls import describe_handshake_error
+from natsbroker.gocompat.quote import go_quote
+from natsbroker.protocol import route_parser as R, wire
+from natsbroker.protocol.redact import redact_secrets
+from natsbroker.subjects.sublist import Subscription
 
 log = Logger()
 

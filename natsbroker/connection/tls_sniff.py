@@ -17,8 +17,8 @@ import os
 from twisted.logger import Logger
 from twisted.protocols.tls import BufferingTLSTransport, TLSMemoryBIOProtocol
 
-from natsbroker.protocol import wire
 from natsbroker.connection.tls import GO_CIPHER_NAMES, identities, peer_certs
+from natsbroker.protocol import wire
 
 # The log's ``logger`` name stays the client connection's, as before the split.
 log = Logger(namespace="natsbroker.connection.client")

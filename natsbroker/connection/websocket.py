@@ -28,9 +28,9 @@ from zope.interface import implementer
 
 from natsbroker.accounts.account import GLOBAL_ACCOUNT
 from natsbroker.auth.permissions import resolve
-from natsbroker.gocompat.urls import host_and_port, parse_origin
 from natsbroker.auth.users import Authenticator, NkeyName, password_ok, type_allowed
 from natsbroker.connection.client import PLAIN, ClientListener, ClientProtocol
+from natsbroker.gocompat.urls import host_and_port, parse_origin
 
 log = Logger()
 

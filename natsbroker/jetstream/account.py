@@ -23,26 +23,26 @@ import re
 
 from twisted.logger import Logger
 
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import (
+    api,
+    apilevel,
+    batches,
+    consumer_models as CM,
+    errors as E,
+    fastbatch,
+    limits as L,
+    snapshot,
+    stream_config as SC,
+    stream_models as SM,
+)
+from natsbroker.jetstream.consumer import Consumer
+from natsbroker.jetstream.sourcing import Sourcing
+from natsbroker.jetstream.stream import Accepted, Stream, now_ns
 from natsbroker.nuid import nuid
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
-
-from natsbroker.jetstream import api
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import batches
-from natsbroker.jetstream import consumer_models as CM
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import fastbatch
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import limits as L
-from natsbroker.jetstream import snapshot
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream.consumer import Consumer
 from natsbroker.store.meta_keys import META_CONFIG, META_CREATED, consumer_key, pinned_meta
-from natsbroker.jetstream.sourcing import Sourcing
-from natsbroker.jetstream.stream import Accepted, Stream, now_ns
 
 log = Logger()
 

@@ -11,22 +11,23 @@ import base64
 from twisted.logger import Logger
 
 from natsbroker import jsonbound
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import consumer_api
-from natsbroker.jetstream import consumer_config as CC
-from natsbroker.jetstream import consumer_requests as CR
-from natsbroker.jetstream import direct
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import limits as L
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import snapshot
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream import subject_rules as SR
-from natsbroker.jetstream import versions
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import (
+    api_models as AM,
+    apilevel,
+    consumer_api,
+    consumer_config as CC,
+    consumer_requests as CR,
+    direct,
+    errors as E,
+    limits as L,
+    marshal,
+    snapshot,
+    stream_config as SC,
+    stream_models as SM,
+    subject_rules as SR,
+    versions,
+)
 from natsbroker.jetstream.stream_state import stream_state
 
 log = Logger()

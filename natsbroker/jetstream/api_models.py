@@ -12,8 +12,8 @@ from typing import Optional
 
 import attrs
 
-from natsbroker.jetstream import marshal
 from natsbroker.gocompat.gojson import BOOL, INT, INT64, STRING, STRINGS, TIME, UINT64, go_json_dumps
+from natsbroker.jetstream import marshal
 from natsbroker.jetstream.marshal import gofield as _f  # short: every field below is one
 from natsbroker.jetstream.stream_models import ApiErrorBody, StreamInfo
 from natsbroker.jetstream.versions import API_LEVEL

@@ -19,8 +19,7 @@ the value up to the CRLF (a trailing blank makes it invalid); an empty value
 asks for nothing.
 """
 
-from natsbroker.jetstream import headers as HB
-from natsbroker.jetstream import versions
+from natsbroker.jetstream import headers as HB, versions
 
 H_REQUIRED_API_LEVEL = b"Nats-Required-Api-Level"
 STATUS_412 = b"NATS/1.0 412 Required Api Level\r\n\r\n"

@@ -21,12 +21,8 @@ is read once the batch is known: above our level the batch is abandoned
 (412/10185), else the header is dropped from the stored message.
 """
 
+from natsbroker.jetstream import api, apilevel, errors as E, headers as HB
 from natsbroker.store.base import msg_size
-
-from natsbroker.jetstream import api
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import headers as HB
 
 H_BATCH_ID = b"Nats-Batch-Id"
 H_BATCH_SEQ = b"Nats-Batch-Sequence"

@@ -18,16 +18,12 @@ import os
 from twisted.logger import Logger
 
 from natsbroker import jsonbound
+from natsbroker.gocompat import times as gotime
 from natsbroker.gocompat.durations import parse_duration
+from natsbroker.jetstream import consumer_api, consumer_requests as CR, errors as E, priority as P
+from natsbroker.jetstream.apilevel import slice_header
 from natsbroker.nuid import nuid
 from natsbroker.subjects.sublist import subject_matches
-
-from natsbroker.jetstream import consumer_api
-from natsbroker.jetstream import consumer_requests as CR
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import priority as P
-from natsbroker.jetstream.apilevel import slice_header
 
 NANOS = 1_000_000_000
 META_PREFIX = b"c."

@@ -3,15 +3,16 @@
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
 from natsbroker import jsonbound
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import consumer_models as CM
-from natsbroker.jetstream import consumer_config as CC
-from natsbroker.jetstream import consumer_requests as CR
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import limits as L
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import (
+    api_models as AM,
+    apilevel,
+    consumer_config as CC,
+    consumer_models as CM,
+    consumer_requests as CR,
+    errors as E,
+    limits as L,
+)
 
 
 def _stream(js, name):

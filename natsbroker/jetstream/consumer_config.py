@@ -51,22 +51,33 @@ import random
 import string
 
 from natsbroker.gocompat.durations import format_duration as go_duration
-from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import subject_rules as SR
-from natsbroker.jetstream.consumer_models import (
-    ACK_POLICIES, ACK_WAIT_DEFAULT, ACTION_CREATE, ACTION_CREATE_OR_UPDATE, ACTION_UPDATE,
-    DEFAULT_MAX_ACK_PENDING, DEFAULT_PINNED_TTL, EPHEMERAL_INACTIVE_THRESHOLD,
-    FLOW_CONTROL_HEARTBEAT, GROUP_NAME, MAX_FILE_NAME, MIN_HEARTBEAT, MIN_MAX_EXPIRES,
-    REPLAY_POLICIES, WAIT_QUEUE_DEFAULT_MAX, CreateConsumerRequest, clone_config, is_zero_time,
-    parse_time_ns)
-from natsbroker.jetstream.errors import go_quote
 from natsbroker.gocompat.times import rfc3339
-from natsbroker.jetstream.stream_models import (JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN,
-                                             JS_MAX_NAME_LEN)
-from natsbroker.jetstream.versions import (META_REQUIRED_LEVEL, META_SERVER_LEVEL,
-                                        META_SERVER_VERSION)
+from natsbroker.jetstream import errors as E, marshal, subject_rules as SR
+from natsbroker.jetstream.consumer_models import (
+    ACK_POLICIES,
+    ACK_WAIT_DEFAULT,
+    ACTION_CREATE,
+    ACTION_CREATE_OR_UPDATE,
+    ACTION_UPDATE,
+    DEFAULT_MAX_ACK_PENDING,
+    DEFAULT_PINNED_TTL,
+    EPHEMERAL_INACTIVE_THRESHOLD,
+    FLOW_CONTROL_HEARTBEAT,
+    GROUP_NAME,
+    MAX_FILE_NAME,
+    MIN_HEARTBEAT,
+    MIN_MAX_EXPIRES,
+    REPLAY_POLICIES,
+    WAIT_QUEUE_DEFAULT_MAX,
+    CreateConsumerRequest,
+    clone_config,
+    is_zero_time,
+    parse_time_ns,
+)
+from natsbroker.jetstream.errors import go_quote
+from natsbroker.jetstream.stream_models import JS_MAX_DESCRIPTION_LEN, JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN
+from natsbroker.jetstream.versions import META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION
+from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
 
 _BAD_NAME_CHARS = " \t\r\n\f.*>\\/"
 

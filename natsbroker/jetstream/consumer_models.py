@@ -19,18 +19,29 @@ from typing import Optional
 
 import attrs
 
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.gocompat.gojson import (BOOL, DURATION, INT, INT64, STRING, STRING_MAP, STRINGS, TIME,
-                                      UINT64, GoJSONError, SliceOf, Struct)
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.gocompat.gojson import (
+    BOOL,
+    DURATION,
+    INT,
+    INT64,
+    STRING,
+    STRING_MAP,
+    STRINGS,
+    TIME,
+    UINT64,
+    GoJSONError,
+    SliceOf,
+    Struct,
+)
 from natsbroker.gocompat.times import NS_PER_SEC, go_parse_rfc3339, rfc3339
-from natsbroker.jetstream.marshal import gofield as _f  # short: every field below is one
-from natsbroker.jetstream.marshal import to_json
+from natsbroker.jetstream import marshal, stream_models as SM
+from natsbroker.jetstream.marshal import (
+    gofield as _f,  # short: every field below is one
+    to_json,
+)
 from natsbroker.jetstream.stream_models import ClusterInfo
-from natsbroker.jetstream.versions import (API_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION,
-                                        SERVER_VERSION)
+from natsbroker.jetstream.versions import API_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION, SERVER_VERSION
 
 # ---------------------------------------------------------------------------
 # Constants

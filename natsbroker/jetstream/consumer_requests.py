@@ -10,15 +10,20 @@ CONSUMER.PAUSE and NAMES/LIST, decoded strictly like a create request.
 
 import re
 
-from natsbroker.gocompat.durations import format_duration as go_duration
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
-from natsbroker.jetstream import marshal
+from natsbroker.gocompat.durations import format_duration as go_duration
 from natsbroker.gocompat.gojson import GoJSONError
+from natsbroker.jetstream import errors as E, marshal
 from natsbroker.jetstream.consumer_config import go_atoi
 from natsbroker.jetstream.consumer_models import (
-    GROUP_NAME, ConsumerPauseRequest, ConsumerResetRequest, ConsumersRequest,
-    ConsumerUnpinRequest, NextRequest, structure)
+    GROUP_NAME,
+    ConsumerPauseRequest,
+    ConsumerResetRequest,
+    ConsumersRequest,
+    ConsumerUnpinRequest,
+    NextRequest,
+    structure,
+)
 
 
 def parse_consumers_request(raw):

@@ -12,9 +12,8 @@ the difference, so the arithmetic holds however the copies arrive.
 import re
 
 from natsbroker import jsonbound
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
-from natsbroker.jetstream import headers as H
+from natsbroker.jetstream import errors as E, headers as H
 
 H_INCR = b"Nats-Incr"
 H_COUNTER_SOURCES = b"Nats-Counter-Sources"

@@ -22,11 +22,9 @@ damage above ``up_to_seq``: over-reporting, never a wrong answer.
 
 import attrs
 
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import api_models as AM, marshal
 from natsbroker.subjects.sublist import is_valid_subject
-from natsbroker.jetstream import api_models as AM
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import marshal
 
 # nats-server's cap on the subjects one multi-last get may answer.
 MAX_MULTI_LAST = 1024

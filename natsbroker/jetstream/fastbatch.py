@@ -43,12 +43,9 @@ Durability is ours: every reply is queued with the plugin's acks and goes out
 after the synced group commit that holds the messages it speaks for.
 """
 
-from natsbroker.jetstream.batches import server_limit
-from natsbroker.jetstream import api
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
+from natsbroker.jetstream import api, api_models as AM, apilevel, errors as E
+from natsbroker.jetstream.batches import server_limit
 
 SUFFIX = b".$FI"
 GAP_FAIL, GAP_OK = b"fail", b"ok"

@@ -10,13 +10,11 @@ and :class:`~natsbroker.interfaces.IHealthReport`.
 
 from natsbroker.gocompat import times as gotime
 from natsbroker.gocompat.query import go_bool, go_int, query_values
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import limits as L
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream import versions
+from natsbroker.jetstream import errors as E, limits as L, marshal, stream_models as SM, versions
 from natsbroker.jetstream.stream import now_ns
 from natsbroker.jetstream.stream_state import stream_state
+
+_U64 = 1 << 64
 
 
 class JetStreamMonitoring:

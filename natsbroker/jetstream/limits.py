@@ -29,7 +29,6 @@ What each check is in nats-server (jetstream.go, jetstream_api.go, stream.go):
 """
 
 from natsbroker.config.model import AccountJetStream
-
 from natsbroker.jetstream import errors as E
 
 # The global account without accounts configured, and accounts with

@@ -16,11 +16,17 @@ import attrs
 import cattrs
 import cattrs.gen
 
+from natsbroker.gocompat.gojson import (
+    GoJSONError,
+    SliceType,
+    StructType,
+    decode_fields,
+    go_json_dumps,
+    unmarshal_fields,
+)
+from natsbroker.gocompat.times import parse_rfc3339, rfc3339
 from natsbroker.jetstream import errors as E
 from natsbroker.jetstream.errors import ApiError
-from natsbroker.gocompat.gojson import (GoJSONError, SliceType, StructType, decode_fields,
-                                      go_json_dumps, unmarshal_fields)
-from natsbroker.gocompat.times import parse_rfc3339, rfc3339
 from natsbroker.jetstream.versions import API_LEVEL, SERVER_VERSION
 
 

@@ -48,15 +48,18 @@ import os
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from natsbroker.interfaces import (IAccountJetStream, IBrokerPlugin, IHealthReport, ILameDuckObserver,
-                                   IShutdownObserver, IStreamEvents, IVarzSection)
-
-from natsbroker.jetstream import api
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import gojson
-from natsbroker.jetstream import limits as L
-from natsbroker.jetstream.account import (API_PREFIX, GLOBAL_ACCOUNT, JetStreamAccount,
-                                          account_dir, dir_account_name)
+from natsbroker.interfaces import (
+    IAccountJetStream,
+    IBrokerPlugin,
+    IHealthReport,
+    ILameDuckObserver,
+    IShutdownObserver,
+    IStreamEvents,
+    IVarzSection,
+)
+from natsbroker.jetstream import api, errors as E, limits as L
+from natsbroker.jetstream.account import API_PREFIX, GLOBAL_ACCOUNT, JetStreamAccount, account_dir, dir_account_name
 from natsbroker.jetstream.jsz import JetStreamMonitoring
 
 log = Logger()

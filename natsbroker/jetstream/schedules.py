@@ -32,12 +32,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from twisted.logger import Logger
 
-from natsbroker.gocompat.durations import parse_duration
-from natsbroker.subjects.sublist import subjects_collide
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import headers as HB
-from natsbroker.jetstream import subject_rules as SR
+from natsbroker.gocompat.durations import parse_duration
+from natsbroker.jetstream import errors as E, headers as HB, subject_rules as SR
+from natsbroker.subjects.sublist import subjects_collide
 
 log = Logger()
 

@@ -57,21 +57,22 @@ import weakref
 import attrs
 from twisted.logger import Logger
 
-from natsbroker.nuid import nuid
-from natsbroker.store.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import consumer_models as CM
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import limits as L
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream import subject_rules as SR
-from natsbroker.store.meta_keys import META_CONFIG, META_CREATED
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import (
+    api_models as AM,
+    consumer_models as CM,
+    errors as E,
+    limits as L,
+    marshal,
+    stream_config as SC,
+    stream_models as SM,
+    subject_rules as SR,
+)
 from natsbroker.jetstream.stream import Stream
 from natsbroker.jetstream.stream_state import stream_state
+from natsbroker.nuid import nuid
+from natsbroker.store.meta_keys import META_CONFIG, META_CREATED
+from natsbroker.store.snapfile import FORMAT_VERSION, Reader, SnapshotError, Writer
 
 log = Logger()
 

@@ -47,13 +47,11 @@ import weakref
 
 from twisted.logger import Logger
 
+from natsbroker.gocompat import times as gotime
+from natsbroker.jetstream import errors as E, stream_models as SM
+from natsbroker.jetstream.stream import now_ns
 from natsbroker.subjects.sublist import subject_matches
 from natsbroker.subjects.transform import SubjectTransform
-
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream.stream import now_ns
 
 log = Logger()
 

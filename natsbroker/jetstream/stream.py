@@ -14,16 +14,12 @@ import heapq
 import time
 
 from natsbroker.gocompat.durations import format_duration, parse_duration
-from natsbroker.protocol.wire import HeaderError, decode_headers
-from natsbroker.subjects.transform import SubjectTransform
-from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
-
-from natsbroker.jetstream import counters
-from natsbroker.jetstream.consumer_index import ConsumerIndex
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import headers as HB
-from natsbroker.jetstream import schedules as S
 from natsbroker.gocompat.times import rfc3339
+from natsbroker.jetstream import counters, errors as E, headers as HB, schedules as S
+from natsbroker.jetstream.consumer_index import ConsumerIndex
+from natsbroker.protocol.wire import HeaderError, decode_headers
+from natsbroker.store.base import StoredMsg, StreamEvent, msg_size
+from natsbroker.subjects.transform import SubjectTransform
 
 NANOS = 1_000_000_000
 _tuple_new = tuple.__new__

@@ -22,22 +22,34 @@ and for STREAM.UPDATE::
 import attrs
 
 from natsbroker.gocompat.durations import format_duration as go_duration
-from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
-from natsbroker.jetstream import errors as E
 from natsbroker.gocompat.quote import go_quote
 from natsbroker.gocompat.times import NS_PER_SEC
+from natsbroker.jetstream import errors as E
 from natsbroker.jetstream.limits import check_max_bytes
 from natsbroker.jetstream.marshal import converter, decode_request
-from natsbroker.jetstream.stream_models import (COMPRESSIONS, DEFAULT_DUPLICATE_WINDOW,
-                                             DISCARD_POLICIES, JS_MAX_DESCRIPTION_LEN,
-                                             JS_MAX_METADATA_LEN, JS_MAX_NAME_LEN,
-                                             RETENTION_POLICIES, STORAGE_TYPES,
-                                             STREAM_MAX_REPLICAS, Placement, StreamConfig,
-                                             config_required_level)
-from natsbroker.jetstream.subject_rules import (is_valid_name, subject_is_valid,
-                                             subject_is_valid_literal, subject_transform_error,
-                                             validate_mapping)
+from natsbroker.jetstream.stream_models import (
+    COMPRESSIONS,
+    DEFAULT_DUPLICATE_WINDOW,
+    DISCARD_POLICIES,
+    JS_MAX_DESCRIPTION_LEN,
+    JS_MAX_METADATA_LEN,
+    JS_MAX_NAME_LEN,
+    RETENTION_POLICIES,
+    STORAGE_TYPES,
+    STREAM_MAX_REPLICAS,
+    Placement,
+    StreamConfig,
+    config_required_level,
+)
+from natsbroker.jetstream.subject_rules import (
+    is_valid_name,
+    subject_is_valid,
+    subject_is_valid_literal,
+    subject_transform_error,
+    validate_mapping,
+)
 from natsbroker.jetstream.versions import META_REQUIRED_LEVEL, META_SERVER_LEVEL, META_SERVER_VERSION
+from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
 
 
 def parse_stream_config(raw, subject_name=None, *, update=False, lookup=None, account_limits=None):

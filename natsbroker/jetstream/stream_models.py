@@ -13,14 +13,34 @@ from typing import Optional
 
 import attrs
 
-from natsbroker.jetstream import marshal
-from natsbroker.gocompat.gojson import (BOOL, DURATION, INT, INT32, INT64, STRING, STRING_MAP,
-                                      STRINGS, TIME, UINT64, UINT64S, CompressionType, EnumType,
-                                      Ptr, SliceOf, Struct)
+from natsbroker.gocompat.gojson import (
+    BOOL,
+    DURATION,
+    INT,
+    INT32,
+    INT64,
+    STRING,
+    STRING_MAP,
+    STRINGS,
+    TIME,
+    UINT64,
+    UINT64S,
+    CompressionType,
+    EnumType,
+    Ptr,
+    SliceOf,
+    Struct,
+)
 from natsbroker.gocompat.times import NS_PER_SEC, now_ns
+from natsbroker.jetstream import marshal
 from natsbroker.jetstream.marshal import gofield as _f  # short: every field below is one
-from natsbroker.jetstream.versions import (API_LEVEL, META_REQUIRED_LEVEL, META_SERVER_LEVEL,
-                                        META_SERVER_VERSION, SERVER_VERSION)
+from natsbroker.jetstream.versions import (
+    API_LEVEL,
+    META_REQUIRED_LEVEL,
+    META_SERVER_LEVEL,
+    META_SERVER_VERSION,
+    SERVER_VERSION,
+)
 
 DEFAULT_DUPLICATE_WINDOW = 120 * NS_PER_SEC     # StreamDefaultDuplicatesWindow, 2m
 STREAM_MAX_REPLICAS = 5

@@ -8,7 +8,6 @@ import re
 
 from natsbroker.subjects.sublist import subjects_collide
 
-
 _SUBJ_SPACES = " \t\n\r\f"
 
 

@@ -66,20 +66,25 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.web import http, resource, server
 
-from natsbroker import COMPAT_VERSION, __version__
-from natsbroker import _build
-from natsbroker.monitoring import dashboard
-from natsbroker.monitoring import prometheus as metrics
+from natsbroker import COMPAT_VERSION, __version__, _build
 from natsbroker.auth.users import NkeyName, raw_auth_user
+from natsbroker.connection.tls import cert_not_after
 from natsbroker.gocompat.durations import format_duration
-from natsbroker.interfaces import (BadRequest, IAccountJetStream, IHealthCheck, IHealthReport,
-                                   IInternalSubscriptions, ISystemEvents, IVarzSection)
-from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
 from natsbroker.gocompat.gojson import encode_json
 from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, parse_query, query_values
 from natsbroker.gocompat.quote import go_quote
+from natsbroker.gocompat.times import rfc3339, rfc3339_seconds
 from natsbroker.identity import GIT_COMMIT, runtime
-from natsbroker.connection.tls import cert_not_after
+from natsbroker.interfaces import (
+    BadRequest,
+    IAccountJetStream,
+    IHealthCheck,
+    IHealthReport,
+    IInternalSubscriptions,
+    ISystemEvents,
+    IVarzSection,
+)
+from natsbroker.monitoring import dashboard, prometheus as metrics
 from natsbroker.subjects import sublist as S
 from natsbroker.subjects.sublist import is_valid_literal_subject, subject_matches
 

@@ -51,13 +51,28 @@ import plyvel
 
 from natsbroker import private
 from natsbroker.store.base import file_msg_size
-from natsbroker.store.meta_keys import (CONSUMER_CONFIG, CONSUMER_PREFIX, CONSUMER_STATE, META_CONFIG,
-                                        META_CREATED, pinned_meta)
 from natsbroker.store.leveldb.records import (
-    FORMAT_CRC, FORMAT_KEY, META_GEN_KEY, STATE_KEY, STATE_RECORD, U32, U64, RecordDamaged,
-    locate_key, verify_record)
+    FORMAT_CRC,
+    FORMAT_KEY,
+    META_GEN_KEY,
+    STATE_KEY,
+    STATE_RECORD,
+    U32,
+    U64,
+    RecordDamaged,
+    locate_key,
+    verify_record,
+)
 from natsbroker.store.leveldb.sidefiles import HWM_NAME, META_NAME, HighWater, PinnedMeta
 from natsbroker.store.leveldb.store import LevelDBStore
+from natsbroker.store.meta_keys import (
+    CONSUMER_CONFIG,
+    CONSUMER_PREFIX,
+    CONSUMER_STATE,
+    META_CONFIG,
+    META_CREATED,
+    pinned_meta,
+)
 
 REPAIRS_NAME = "NATSBROKER-REPAIRS"  # JSON lines, one per repair, in the stream's directory
 TIME_FORMAT = "%Y%m%dT%H%M%SZ"  # as the server names quarantine directories

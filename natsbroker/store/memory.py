@@ -19,7 +19,6 @@ from twisted.internet import defer
 from natsbroker.store.base import Store
 from natsbroker.store.common import StreamBase, SubjSeqs
 
-
 REAP_CHUNK = 20000  # dropped messages freed per reactor turn
 REAP_MIN = 50000  # smaller drops are freed at once
 

@@ -46,7 +46,6 @@ decode is answered with Go's error text, code 400.
 """
 
 import gzip
-import json
 import time
 import urllib.parse
 
@@ -55,10 +54,15 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION, jsonbound
-from natsbroker.gocompat import gojson as G
-from natsbroker.gocompat import times as gotime
-from natsbroker.interfaces import (BadRequest, IAccountJetStream, IBrokerPlugin, IClientObserver,
-                                   IInternalSubscriptions, ISystemEvents)
+from natsbroker.gocompat import gojson as G, times as gotime
+from natsbroker.interfaces import (
+    BadRequest,
+    IAccountJetStream,
+    IBrokerPlugin,
+    IClientObserver,
+    IInternalSubscriptions,
+    ISystemEvents,
+)
 from natsbroker.nuid import nuid
 from natsbroker.protocol import wire
 from natsbroker.subjects.sublist import is_literal, subject_matches

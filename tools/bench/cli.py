@@ -15,9 +15,17 @@ import time
 from pathlib import Path
 
 from .loadgen import BenchError
-from .scenarios import (JS_BATCH, JS_MAX_ACK_PENDING, JS_WINDOW, KV_DEFAULT_OPS,
-                        OBJ_DEFAULT_MIB, SCENARIOS, prepare_scenario, run_scenario,
-                        verify_scenario)
+from .scenarios import (
+    JS_BATCH,
+    JS_MAX_ACK_PENDING,
+    JS_WINDOW,
+    KV_DEFAULT_OPS,
+    OBJ_DEFAULT_MIB,
+    SCENARIOS,
+    prepare_scenario,
+    run_scenario,
+    verify_scenario,
+)
 from .servers import Server, default_candidate_cmd, find_nats_server, free_ports, fs_type
 from .transports import Transport, TransportError, make_tls_files, remove_tls_files
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import os
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .loadgen import HOST, BenchError, Conn, _js_api, _js_publish, make_payload
 from .scenarios import SCENARIOS, run_scenario
-from .servers import Server, default_candidate_cmd, find_nats_server, free_ports
+from .servers import Server, default_candidate_cmd, find_nats_server
 
 ROLES = ("reference", "candidate")
 
@@ -402,6 +402,7 @@ def _tree() -> str | None:
     """The natsbroker commit measured (INFO's version is the nats-server
     version it speaks), '+ local changes' when the tree differs from it."""
     import subprocess
+
     from .servers import REPO_ROOT
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,

@@ -14,11 +14,13 @@ import argparse
 import json
 import time
 
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import consumer_models as CM
-from natsbroker.jetstream import consumer_requests as CR
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import stream_models as SM
+from natsbroker.jetstream import (
+    api_models as AM,
+    consumer_models as CM,
+    consumer_requests as CR,
+    marshal,
+    stream_models as SM,
+)
 from natsbroker.jetstream.errors import ApiError
 
 

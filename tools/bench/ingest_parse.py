@@ -90,8 +90,9 @@ def main(argv=None):
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args(argv)
     sys.path.insert(0, ROOT)
-    from natsbroker.spark.session import build_session
     from pyspark.sql import functions as F
+
+    from natsbroker.spark.session import build_session
 
     mods = dict(m.split("=", 1) for m in args.module) or {
         "cur": os.path.join(ROOT, "spark", "records.py")}

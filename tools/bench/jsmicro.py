@@ -58,8 +58,8 @@ def run_once(kind, n, batch, consumers=1):
     from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
     from natsbroker.config.model import JetStreamConfig, ServerConfig
-    from natsbroker.discovery import plugins_for
     from natsbroker.connection.client import ClientProtocol
+    from natsbroker.discovery import plugins_for
 
     with tempfile.TemporaryDirectory() as tmp:
         clock = Clock()

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import multiprocessing as mp
+import signal
 import struct
 import sys
 import time
@@ -32,7 +32,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from .curves import NAMES, ROLES, Pair, machine, rss_bytes, server_cmds
-from .loadgen import BenchError, Conn, PING, PONG, msg_frame, pub_frame
+from .loadgen import PING, PONG, BenchError, Conn, msg_frame, pub_frame
 from .scenarios import SCENARIOS, run_scenario
 
 SIZE = 128

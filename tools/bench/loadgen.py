@@ -48,6 +48,7 @@ across processes on the same machine).
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import queue as queue_mod
 import re
 import socket
@@ -55,7 +56,6 @@ import struct
 import threading
 import time
 import traceback
-import multiprocessing as mp
 
 from .errors import BenchError
 from .natspy import w_natspy  # nats-py itself is imported in the worker only

@@ -51,8 +51,8 @@ import sys
 import time
 
 from natsbroker.protocol import parser as parser_mod
-from natsbroker.subjects import sublist as subjects_mod
 from natsbroker.protocol.parser import Parser
+from natsbroker.subjects import sublist as subjects_mod
 from natsbroker.subjects.sublist import Sublist, Subscription
 
 PAYLOAD = bytes(range(32, 32 + 64)) * 2  # 128 printable bytes
@@ -273,11 +273,12 @@ class _CountingTransport:
 
 def path_cases(n_msgs: int = 20_000):
     from twisted.internet.task import Clock
+
     from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
     from natsbroker.config.model import ServerConfig
-    from natsbroker.discovery import plugins_for
     from natsbroker.connection.client import ClientProtocol
+    from natsbroker.discovery import plugins_for
 
     def connection(broker, auth):
         c = ClientProtocol(broker, auth)

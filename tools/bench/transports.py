@@ -317,9 +317,15 @@ def _import_wsproto() -> None:
     global Message, Ping, RejectConnection, Request
     try:
         from wsproto import ConnectionType, WSConnection  # noqa: PLC0415
-        from wsproto.events import (AcceptConnection, BytesMessage,  # noqa: PLC0415
-                                    CloseConnection, Message, Ping, RejectConnection,
-                                    Request)
+        from wsproto.events import (  # noqa: PLC0415
+            AcceptConnection,
+            BytesMessage,
+            CloseConnection,
+            Message,
+            Ping,
+            RejectConnection,
+            Request,
+        )
     except ImportError:
         raise TransportError("the WebSocket scenarios need wsproto: "
                              ".venv/bin/pip install 'wsproto>=1.2'") from None

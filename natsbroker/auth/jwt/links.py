@@ -18,8 +18,7 @@ import time
 import attrs
 from twisted.logger import Logger
 
-from natsbroker.accounts import exports as X
-from natsbroker.accounts import imports as I
+from natsbroker.accounts import exports as X, imports as I
 from natsbroker.auth.jwt import claims as C
 from natsbroker.gocompat.quote import go_quote
 

@@ -19,22 +19,33 @@ from zope.interface import implementer
 from natsbroker import COMPAT_VERSION
 from natsbroker.accounts.imports import unwire
 from natsbroker.auth import callout_policy
+from natsbroker.auth.jwt import claims as C, jslimits, links
+from natsbroker.auth.jwt.resolver import (
+    CacheResolver,
+    DirResolver,
+    FetchPending,
+    MemoryResolver,
+    ResolverError,
+    URLResolver,
+    fetch_blocking,
+)
+from natsbroker.auth.jwt.trust import ACCOUNT_VALIDATION, trusted_keys, verify_account
+from natsbroker.auth.jwt.user_limits import (
+    JwtUser,
+    permission_limits_empty,
+    permissions_from_jwt,
+    process_template,
+    validate_src,
+    validate_times,
+)
+from natsbroker.auth.nkey import decode_signature
 from natsbroker.auth.users import connection_type
-from natsbroker.config.operator import OperatorError
 from natsbroker.config.model import CONNECTION_TYPES, MapDest, SubjectMapping
+from natsbroker.config.operator import OperatorError
 from natsbroker.gocompat.durations import format_duration
 from natsbroker.gocompat.quote import go_quote
 from natsbroker.gocompat.times import go_time_string, rfc3339
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver, ISystemEvents
-from natsbroker.auth.jwt import claims as C
-from natsbroker.auth.jwt import jslimits
-from natsbroker.auth.jwt import links
-from natsbroker.auth.jwt.resolver import (CacheResolver, DirResolver, FetchPending, MemoryResolver,
-                                         ResolverError, URLResolver, fetch_blocking)
-from natsbroker.auth.jwt.trust import ACCOUNT_VALIDATION, trusted_keys, verify_account
-from natsbroker.auth.jwt.user_limits import (JwtUser, permission_limits_empty, permissions_from_jwt,
-                                            process_template, validate_src, validate_times)
-from natsbroker.auth.nkey import decode_signature
 
 log = Logger()
 

@@ -645,8 +645,7 @@ def _quiet_factory():
 
 
 def defer_timeout_errors():
-    from twisted.internet import defer
-    from twisted.internet import error as terror
+    from twisted.internet import defer, error as terror
     return (defer.TimeoutError, defer.CancelledError, terror.TimeoutError)
 
 

@@ -14,11 +14,26 @@ import plyvel
 from twisted.logger import Logger
 
 from natsbroker.store.base import file_msg_size
-from natsbroker.store.common import NOT_00, INVERT, SeqSet, StreamBase, literal, popcount
+from natsbroker.store.common import INVERT, NOT_00, SeqSet, StreamBase, literal, popcount
 from natsbroker.store.leveldb.records import (
-    FORMAT_CRC, FORMAT_KEY, META_GEN_KEY, STATE_KEY, STATE_RECORD, U32, U64, RecordDamaged,
-    data_key, descending, error_text, index_prefix, locate_key, pack_record, record_layout,
-    unpack_record, verify_record)
+    FORMAT_CRC,
+    FORMAT_KEY,
+    META_GEN_KEY,
+    STATE_KEY,
+    STATE_RECORD,
+    U32,
+    U64,
+    RecordDamaged,
+    data_key,
+    descending,
+    error_text,
+    index_prefix,
+    locate_key,
+    pack_record,
+    record_layout,
+    unpack_record,
+    verify_record,
+)
 from natsbroker.store.leveldb.sidefiles import HWM_NAME, META_NAME, HighWater, PinnedMeta
 from natsbroker.subjects.sublist import subject_matches
 
@@ -743,12 +758,6 @@ class LevelDBStream(StreamBase):
                 else:
                     yield m
             s = seq - 1
-
-    def state(self):
-        st = super().state()
-        if self.lost is not None:
-            st.lost = self.lost
-        return st
 
     # -- floors -------------------------------------------------------------
 

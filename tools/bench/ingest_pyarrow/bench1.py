@@ -21,8 +21,8 @@ def load(): return open("/proc/loadavg").read().split()[:3]
 
 def work(args):
     files, opt, tag = args
-    import pyarrow as pa
     import pafeed as P
+    import pyarrow as pa
     if opt["procs"] > 1:
         pa.set_cpu_count(1)
         pa.set_io_thread_count(1)
@@ -52,7 +52,6 @@ def work(args):
     ev = pa.concat_tables(tables)
     step("concat", c0, w0)
     if opt.get("dedup"):
-        import pyarrow.compute as pc
         c0, w0 = time.process_time(), time.time()
         idx = pa.table({"id": ev["id"], "i": pa.array(range(ev.num_rows), pa.int64())})
         first = idx.group_by("id", use_threads=False).aggregate([("i", "min")])

@@ -120,8 +120,8 @@ class Meter:
 # ------------------------------------------------------------------ python worker side
 
 def _setup_worker():
-    import pyarrow as pa
     import pafeed as P
+    import pyarrow as pa
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     P.USE_THREADS = False
@@ -134,7 +134,7 @@ def _files_of(batch, reader):
     names = batch.column("file").to_pylist()
     if reader == "paths":
         for n in names:
-            from urllib.parse import urlparse, unquote
+            from urllib.parse import unquote, urlparse
             path = unquote(urlparse(n).path) if n.startswith("file:") else n
             with open(path, "rb") as f:
                 yield n, memoryview(f.read())
@@ -177,6 +177,7 @@ def make_parse_fn(parser, reader, logdir, messages=False):
 def make_write_fn(parser, reader, logdir, stage):
     def fn(batches):
         import time as _t
+
         import pyarrow as pa
         import pyarrow.compute as pc
         from pyspark import TaskContext
@@ -209,7 +210,6 @@ def make_write_fn(parser, reader, logdir, stage):
         log.write(json.dumps({"kind": "write", "rows": ev.num_rows, "cpu": {
             "write_events": c1 - c0, "write_messages": c2 - c1}}) + "\n")
         log.close()
-        puts = pc.equal(ev["op"], "put")
         for row in meta:
             row[2] = None
         cols = list(zip(*meta)) if meta else [[]] * 6
@@ -312,7 +312,6 @@ def run_once(spark, args, rep, meter):
     res["rows_parsed"] = nrows
     res["rejects"] = rejects
     if args.check:
-        t0 = time.time()
         res["check_events"] = spark.read.parquet(os.path.join(out, "events" if args.mode in ("readback", "twice") else "staging/events")).count()
         res["check_messages"] = spark.read.parquet(os.path.join(out, "messages" if args.mode in ("readback", "twice") else "staging/messages")).count()
         meter.snap("check (not counted)")
@@ -336,7 +335,7 @@ def main():
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.makedirs(args.evdir, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
-    l0 = load()
+    load()
     w0 = time.time()
     spark = session(args)
     jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())

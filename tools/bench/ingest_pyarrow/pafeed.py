@@ -9,7 +9,6 @@ Both return (events table, rejects [(line, error)], timings {step: cpu s}).
 """
 
 import binascii
-import os
 import time
 
 import numpy as np
@@ -255,7 +254,6 @@ def struct_to_map(col, n):
     rows, which = np.nonzero(present)  # row-major: per row, keys in field order
     keys = pa.array(np.array(names, object)[which], pa.string())
     # values: take from each child at its rows, then interleave back to row-major order
-    order = np.lexsort((which, rows))
     vals = pa.concat_arrays([kids[j].take(pa.array(rows[which == j])) for j in range(len(kids))])
     grp_pos = np.concatenate([np.nonzero(which == j)[0] for j in range(len(kids))])
     inv = np.empty(len(grp_pos), np.int64)
@@ -282,7 +280,6 @@ def parse_pajson(buf, fname, b64="numpy"):
     tm = {}
     c0 = time.process_time()
     starts, ends = line_index(buf)
-    a = np.frombuffer(buf, np.uint8)
     lens = ends - starts
     blank = lens == 0  # (whitespace-only lines: not handled in this sketch)
     rejects = []

@@ -23,10 +23,8 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from natsbroker.discovery import PluginFactory
-from natsbroker.interfaces import (IAccountObserver, IBrokerPlugin, IClientOpFilter,
-                                   IHealthCheck)
+from natsbroker.interfaces import IAccountObserver, IBrokerPlugin, IClientOpFilter, IHealthCheck
 from natsbroker.protocol.parser import OP_HPUB, OP_PUB
-
 from natsbroker_example.subjects import matches
 
 log = Logger()
