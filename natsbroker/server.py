@@ -130,13 +130,13 @@ class BrokerService(service.Service):
         broker = self.broker
         monitor_host = cfg.http_host or cfg.host
         if cfg.http_port:
-            from natsbroker.monitoring.endpoints import make_site
+            from natsbroker.monitoring.http import make_site
             self.http_port = yield self._listen(monitor_host, cfg.http_port, make_site(broker),
                                                 _monitor_listen_error)
         if cfg.https_port:
             from twisted.protocols.tls import TLSMemoryBIOFactory
 
-            from natsbroker.monitoring.endpoints import make_site
+            from natsbroker.monitoring.http import make_site
             self.https_tls = server_context(_https_tls(cfg.tls))
             self.https_port = yield self._listen(
                 monitor_host, cfg.https_port, TLSMemoryBIOFactory(self.https_tls, False, make_site(broker)),

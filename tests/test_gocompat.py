@@ -91,7 +91,7 @@ def test_one_go_quote():
     from natsbroker.connection import client
     from natsbroker.jetstream import errors
     from natsbroker import logs, signals
-    from natsbroker.monitoring import endpoints
+    from natsbroker.monitoring import http as endpoints
     from natsbroker.subjects import mapping
     for m in (links, operator, resolver, client, errors, logs, signals, endpoints, mapping):
         assert m.go_quote is go_quote, m.__name__

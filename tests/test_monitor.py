@@ -45,7 +45,10 @@ from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
 from natsbroker.interfaces import (IAccountJetStream, IBrokerPlugin, IHealthReport,
                                    IVarzSection)
-from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN, encode_json, make_site
+from natsbroker.gocompat.gojson import encode_json
+from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN
+from natsbroker.monitoring.http import make_site
+from natsbroker.monitoring.process import uptime_text
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 
@@ -709,7 +712,7 @@ def test_encode_json_like_go():
     (365 * 86400 + 1, "1y0d0h0m1s"),
 ])
 def test_uptime_format(seconds, text):
-    assert monitor._uptime(seconds) == text
+    assert uptime_text(seconds) == text
 
 
 def test_rfc3339_trims_fraction():

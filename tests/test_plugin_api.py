@@ -176,7 +176,7 @@ def test_endpoint_query_taken_paths_and_health_check(tmp_path):
 def test_builtin_monitor_paths_are_the_monitors_own():
     from natsbroker.broker import BUILTIN_MONITOR_PATHS, Broker
     from natsbroker.config.model import ServerConfig
-    from natsbroker.monitoring.endpoints import MonitorResource
+    from natsbroker.monitoring.http import MonitorResource
     from twisted.internet.task import Clock
     resource = MonitorResource(Broker(ServerConfig(), Clock()))
     assert {p.strip("/") for p in resource._builtin} == BUILTIN_MONITOR_PATHS

@@ -33,6 +33,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from zope.interface.verify import verifyObject
 
 from natsbroker.monitoring import endpoints as monitor
+from natsbroker.monitoring.http import make_site
 from natsbroker.broker import Broker
 from natsbroker.config.model import AccountConfig, ServerConfig, User
 from natsbroker.interfaces import IBrokerPlugin, IClientObserver
@@ -876,7 +877,7 @@ def render(site, path):
 
 def test_monitoring_leaves_out_the_plugins_subscriptions():
     broker, plugin, clock = make()
-    site = monitor.make_site(broker)
+    site = make_site(broker)
     assert render(site, "/subsz?subs=1")["num_subscriptions"] == 0
     assert render(site, "/varz")["subscriptions"] == 0
     broker.account("A").subscribe(b"mine", lambda *a: None)
