@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 
@@ -102,14 +101,11 @@ class Client(Raw):
     """A raw connection as ``user`` (exact MSG/HMSG frames)."""
 
     def __init__(self, port, user, headers=True):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-        self._line()  # INFO
-        self.send(b'CONNECT {"verbose":false,"pedantic":false,"headers":%s,"no_responders":%s,'
-                  b'"protocol":1,"user":"%s","pass":"p"}\r\n' % (
-                      b"true" if headers else b"false", b"true" if headers else b"false",
-                      user.encode()))
-        self.wait_pong()
+        super().__init__(port, timeout=10, connect=(
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":%s,"no_responders":%s,'
+            b'"protocol":1,"user":"%s","pass":"p"}\r\n' % (
+                b"true" if headers else b"false", b"true" if headers else b"false",
+                user.encode())))
 
     def hpub(self, subject, header, body=b"", reply=None):
         r = b" " + reply.encode() if reply else b""

@@ -11,15 +11,16 @@ import asyncio
 import json
 import socket
 import time
-import urllib.request
 import uuid
 
 import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
+from tests.support.cluster import cluster_conf, node_args, start_cluster, wait_mesh
+from tests.support.http import get_json
 from tests.support.raw import Conversation
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, free_port
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -36,65 +37,6 @@ TOPOLOGIES = {
 
 def run(coro, timeout=90):
     return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def node_args(name, routes=(), cluster_port=-1, extra=()):
-    args = ["-m", "-1", "--cluster", "nats://127.0.0.1:%d" % cluster_port,
-            "--cluster_name", "c1", "-n", name]
-    if routes:
-        args += ["--routes", ",".join("nats://127.0.0.1:%d" % p for p in routes)]
-    return args + list(extra)
-
-
-def get_json(node, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (node.http_port, path), timeout=10) as r:
-        return json.load(r)
-
-
-def peers(node):
-    try:
-        return {r["remote_id"] for r in get_json(node, "/routez")["routes"]}
-    except OSError:
-        return set()
-
-
-def server_id(node):
-    return get_json(node, "/varz")["server_id"]
-
-
-def wait_mesh(nodes, timeout=60):
-    """Every node routed to every other (by server id)."""
-    ids = [server_id(n) for n in nodes]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if all(peers(n) >= set(ids[:i] + ids[i + 1:]) for i, n in enumerate(nodes)):
-            return
-        time.sleep(0.1)
-    raise AssertionError("no full mesh: %s\n%s" % (
-        [sorted(peers(n)) for n in nodes], "\n".join(n.log()[-3000:] for n in nodes)))
-
-
-def start_cluster(kinds, cluster_ports=None):
-    nodes = []
-    try:
-        for i, kind in enumerate(kinds):
-            cp = cluster_ports[i] if cluster_ports else -1
-            routes = [nodes[0].cluster_port] if nodes else ()
-            nodes.append(ServerProcess(kind, node_args("n%d" % i, routes, cp)).start(60))
-        wait_mesh(nodes)
-    except BaseException:
-        for n in nodes:
-            n.stop()
-        raise
-    return nodes
 
 
 @pytest.fixture(scope="module", params=list(TOPOLOGIES))
@@ -499,11 +441,8 @@ def test_every_node_lists_every_route_itself_included(kinds):
     route to self is dropped, the duplicate pair resolves to one route, and
     it stays (no reconnect churn)."""
     ports = [free_port(), free_port()]
-    nodes = []
+    nodes = start_cluster(kinds, lambda i, seed: node_args("n%d" % i, ports, ports[i]))
     try:
-        for i, kind in enumerate(kinds):
-            nodes.append(ServerProcess(kind, node_args("n%d" % i, ports, ports[i])).start(60))
-        wait_mesh(nodes)
         nb = nodes[0]
 
         def rids():
@@ -855,10 +794,7 @@ def test_jetstream_and_cluster_together_is_a_startup_error():
 
 def _quick_conf(tmp, name, routes=()):
     # Route keepalive shortened so that a silent peer is found within seconds.
-    path = tmp / ("%s-%d.conf" % (name, time.monotonic_ns()))
-    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n"
-                    '  ping_interval: "1s"\n  ping_max: 2\n  routes: %s\n}\n' % (name, json.dumps(list(routes))))
-    return ["-c", str(path)]
+    return cluster_conf(tmp, name, routes, 'ping_interval: "1s"', "ping_max: 2")
 
 
 @pytest.fixture(scope="module")

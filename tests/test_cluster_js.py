@@ -27,9 +27,11 @@ import pytest
 from nats.js import api
 from nats.js.errors import KeyWrongLastSequenceError
 
+from tests.support.cluster import node_args, wait_mesh
 from tests.support.raw import Conversation
-from tests.support.servers import ServerProcess
-from tests.test_cluster import _raw_route, free_port, node_args, wait_mesh
+from tests.support.servers import ServerProcess, free_port
+from tests.support.wait import eventually_async
+from tests.test_cluster import _raw_route
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -324,16 +326,14 @@ async def _until_jetstream_answers(nodes, timeout=90):
         nc = await nats.connect(node.url, allow_reconnect=False)
         js = nc.jetstream(timeout=5)
         name = "PROBE" + uuid.uuid4().hex[:6]
-        while True:
-            try:
-                await js.account_info()
-                await js.add_stream(name=name, subjects=[name.lower()], num_replicas=3)
-                await js.delete_stream(name)
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+
+        async def placed():
+            await js.account_info()
+            await js.add_stream(name=name, subjects=[name.lower()], num_replicas=3)
+            await js.delete_stream(name)
+            return True
+        await eventually_async(placed, timeout=max(0, deadline - time.time()), interval=0.5,
+                               what="an R3 stream placed through %s" % node.url)
         await nc.close()
 
 

@@ -12,11 +12,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import nats
 import pytest
 
+from tests.support.http import http
 from tests.support.servers import ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,10 +41,10 @@ def _free_ports(n):
 
 def _routes(http_port):
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/routez" % http_port, timeout=2) as r:
-            return json.load(r)["num_routes"]
+        status, _, body = http(http_port, "/routez", timeout=2)
     except OSError:
         return -1
+    return json.loads(body)["num_routes"] if status == 200 else -1
 
 
 def test_readme_three_node_example_works_as_written(tmp_path):
