@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.clients import flushed
 from tests.support.raw import Raw
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -620,7 +621,7 @@ def test_nats_py_requests_across_accounts(servers):
         async def echo(m):
             await m.respond(b"re:" + m.data + (m.headers or {}).get("X-Trace", "").encode())
         await a.subscribe("svc.echo", cb=echo)
-        await a.flush()
+        await flushed(a)
         out = []
         # (nats-py's flush() may write its PING ahead of the SUB still in its
         # buffer: the responder is certainly there once a request gets through)
@@ -1007,7 +1008,7 @@ def _js_across(kind, tmp_path):
             if len(got) == 3:
                 done.set()
         await b.subscribe("deliver.b", cb=on)
-        await b.flush()
+        await flushed(b)
         await js.add_consumer("ORDERS", durable_name="PUSH", deliver_subject="deliver.b",
                               ack_policy="explicit")
         await asyncio.wait_for(done.wait(), 10)

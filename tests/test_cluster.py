@@ -17,6 +17,7 @@ import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
+from tests.support.clients import flushed
 from tests.support.cluster import cluster_conf, node_args, start_cluster, wait_mesh
 from tests.support.http import get_json
 from tests.support.raw import Conversation
@@ -62,12 +63,12 @@ async def until_seen(sub_nc, pub_ncs, timeout=30):
     interest sent before it is known there too (one route, in order)."""
     subject = "probe." + uuid.uuid4().hex
     sub = await sub_nc.subscribe(subject)
-    await sub_nc.flush()
+    await flushed(sub_nc)
     deadline = time.time() + timeout
     for nc in pub_ncs:
         while True:
             await nc.publish(subject, b"")
-            await nc.flush()
+            await flushed(nc)
             try:
                 await sub.next_msg(0.2)
                 break
@@ -208,7 +209,7 @@ def test_pub_sub_across_every_pair_of_nodes(cluster):
         for i, nc in enumerate(ncs):
             for k in range(5):
                 await nc.publish("%s.from%d" % (base, i), b"%d-%d" % (i, k))
-            await nc.flush()
+            await flushed(nc)
         want = sorted(b"%d-%d" % (i, k) for i in range(len(ncs)) for k in range(5))
         for sub in subs + [extra]:
             got = [(await sub.next_msg(10)).data for _ in want]
@@ -238,7 +239,7 @@ def test_queue_group_one_delivery_per_message_cluster_wide(cluster):
         for i, nc in enumerate(ncs):
             for k in range(n):
                 await nc.publish(subject, b"%d-%d" % (i, k))
-            await nc.flush()
+            await flushed(nc)
         total = n * len(ncs)
         deadline = time.time() + 30
         while len(got) < total and time.time() < deadline:
@@ -298,7 +299,7 @@ def test_unsubscribe_propagates(cluster):
         assert (await ncs[0].request(subject + ".q", b"", timeout=10)).data == b"ok"
         await sub.unsubscribe()
         await qsub.unsubscribe()
-        await ncs[-1].flush()
+        await flushed(ncs[-1])
         for s in (subject, subject + ".q"):
             deadline = time.time() + 20
             while True:
@@ -325,7 +326,7 @@ def test_subscriptions_made_before_the_route_forms(kinds):
             nc = await nats.connect(a.url)
             sub = await nc.subscribe("early.x")
             qsub = await nc.subscribe("early.q", queue="g")
-            await nc.flush()
+            await flushed(nc)
             return nc, sub, qsub
 
         async def main():
@@ -338,7 +339,7 @@ def test_subscriptions_made_before_the_route_forms(kinds):
                 await until_seen(nc, [nb])
                 await nb.publish("early.x", b"1")
                 await nb.publish("early.q", b"2")
-                await nb.flush()
+                await flushed(nb)
                 assert (await sub.next_msg(10)).data == b"1"
                 assert (await qsub.next_msg(10)).data == b"2"
                 await nb.close()
@@ -361,7 +362,7 @@ def test_seed_killed_and_restarted_route_and_interest_come_back(kinds):
         async def main():
             nb = await nats.connect(b.url)
             sub = await nb.subscribe("rs.x")
-            await nb.flush()
+            await flushed(nb)
             a.stop()
             a2 = None
             for _ in range(5):  # the port may be taken meanwhile: retry
@@ -377,7 +378,7 @@ def test_seed_killed_and_restarted_route_and_interest_come_back(kinds):
                 # B's interest is back on A (sent again when the route formed).
                 await until_seen(nb, [na])
                 await na.publish("rs.x", b"after")
-                await na.flush()
+                await flushed(na)
                 assert (await sub.next_msg(10)).data == b"after"
                 # And A's new interest reaches B.
                 asub = await na.subscribe("rs.y")
@@ -412,7 +413,7 @@ def test_nats_py_discovers_servers_and_fails_over(kinds):
                 assert time.time() < deadline, nc.servers
                 await asyncio.sleep(0.1)
             sub = await nc.subscribe("fo.x")
-            await nc.flush()
+            await flushed(nc)
             a.stop()
             await asyncio.wait_for(reconnected.wait(), 30)
             assert nc.connected_url.port == b.port
@@ -421,7 +422,7 @@ def test_nats_py_discovers_servers_and_fails_over(kinds):
             deadline = time.time() + 20
             while True:
                 await pub.publish("fo.x", b"hello")
-                await pub.flush()
+                await flushed(pub)
                 try:
                     assert (await sub.next_msg(0.5)).data == b"hello"
                     break
@@ -460,7 +461,7 @@ def test_every_node_lists_every_route_itself_included(kinds):
             sub = await ncs[0].subscribe("dup.x")
             await until_seen(ncs[0], ncs[1:])
             await ncs[1].publish("dup.x", b"once")
-            await ncs[1].flush()
+            await flushed(ncs[1])
             assert (await sub.next_msg(10)).data == b"once"
             with pytest.raises(TimeoutError):
                 await sub.next_msg(0.5)
@@ -894,7 +895,7 @@ def test_a_peer_that_goes_silent_is_redialed_and_others_are_unaffected(tmp_path)
                 sub = await ncs[1].subscribe("alive.x")
                 await until_seen(ncs[1], ncs[:1])
                 await ncs[0].publish("alive.x", b"still")
-                await ncs[0].flush()
+                await flushed(ncs[0])
                 assert (await sub.next_msg(10)).data == b"still"
                 await close_all(ncs)
             run(main())

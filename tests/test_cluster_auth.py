@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.cluster import cluster_conf, peers, server_id, wait_mesh
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
@@ -144,7 +145,7 @@ def test_cluster_forms_with_credentials_and_gossip_carries_them(tmp_path, kinds)
             sub = await ncs[2].subscribe("auth.x")
             await until_seen(ncs[2], ncs[:2])
             await ncs[1].publish("auth.x", b"hi")
-            await ncs[1].flush()
+            await flushed(ncs[1])
             assert (await sub.next_msg(10)).data == b"hi"
             await close_all(ncs)
         run(main())

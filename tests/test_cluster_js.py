@@ -27,6 +27,7 @@ import pytest
 from nats.js import api
 from nats.js.errors import KeyWrongLastSequenceError
 
+from tests.support.clients import flushed
 from tests.support.cluster import node_args, wait_mesh
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess, free_port
@@ -422,7 +423,7 @@ async def _scenario(url, spy_url):
             # Push, with flow control and heartbeats; its flow-control
             # replies are seen by a spy in the account (on the other node).
             fc = await spy.subscribe("$JS.FC.%s.>" % name)
-            await spy.flush()
+            await flushed(spy)
             big = b"x" * 200_000
             for i in range(12):
                 await js.publish("%s.big.%d" % (subj, i), big)

@@ -14,6 +14,7 @@ import time
 import pytest
 import trustme
 
+from tests.support.clients import flushed
 from tests.support.cluster import cluster_conf, peers, start_cluster, wait_mesh
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess
@@ -148,7 +149,7 @@ def test_mixed_cluster_over_tls(tmp_path, certs, kinds):
             await until_seen(ncs[-1], ncs[:-1])
             for nc in ncs[:-1]:
                 await nc.publish("tls.x", b"hi")
-                await nc.flush()
+                await flushed(nc)
                 assert (await sub.next_msg(10)).data == b"hi"
             await close_all(ncs)
         run(main())

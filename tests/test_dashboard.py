@@ -26,6 +26,7 @@ import time
 import nats
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.http import http
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess
@@ -280,7 +281,7 @@ async def _load(server, count, subject="load.x", payload=b"x" * 100):
         for i in range(rounds):
             for _ in range(count // rounds):
                 await nc.publish(subject, payload)
-            await nc.flush()
+            await flushed(nc)
             if i == rounds // 2:
                 js = nc.jetstream(timeout=10)
                 await js.add_stream(name="DASH", subjects=["dash.>"])

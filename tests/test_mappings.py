@@ -21,6 +21,7 @@ from natsbroker.config import MapDest, ServerConfig, SubjectMapping
 from natsbroker.configfile import load_config
 from natsbroker.mapping import Drop, MappingError, SubjectMappings, compile_mapping
 from natsbroker.transform import TransformError
+from tests.support.clients import flushed
 from tests.support.http import get_json
 from tests.support.raw import Wire
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
@@ -349,7 +350,7 @@ def test_request_reply_with_nats_py(tmp_path):
             await msg.respond(b"pong:" + msg.subject.encode())
 
         await nc.subscribe("service.*", cb=serve)
-        await nc.flush()
+        await flushed(nc)
         reply = await nc.request("svc.ping", b"", timeout=5)
         await nc.close()
         return seen, reply.subject.startswith("_INBOX."), reply.data
@@ -370,7 +371,7 @@ def test_jetstream_stream_captures_the_mapped_subject(tmp_path):
         await js.add_stream(name="SRC", subjects=["src.>"])
         ack = await js.publish("src.1", b"one")
         await nc.publish("src.2", b"two")
-        await nc.flush()
+        await flushed(nc)
         # (a plain publish is stored after the flush's PONG, in its own time)
         for _ in range(200):
             if (await js.stream_info("DEST")).state.messages >= 2:

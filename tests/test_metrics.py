@@ -16,6 +16,7 @@ from prometheus_client import exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 from natsbroker import metrics
+from tests.support.clients import flushed
 from tests.support.http import get_json, http
 from tests.support.servers import ServerProcess
 from tests.support.wait import eventually
@@ -149,7 +150,7 @@ async def _load(server):
         for m in msgs[:ACKED]:
             await m.ack_sync(timeout=10)
         await nc.subscribe("core.>")
-        await nc.flush()
+        await flushed(nc)
     finally:
         await nc.close()
 
@@ -159,7 +160,7 @@ async def _publish_core(server, n):
     try:
         for i in range(n):
             await nc.publish("core.x", b"hello")
-        await nc.flush()
+        await flushed(nc)
     finally:
         await nc.close()
 
@@ -224,7 +225,7 @@ def test_connz_accstatz_healthz_routez(loaded):
         nc = await nats.connect(loaded.url, name="watcher")
         try:
             await nc.publish("core.y", b"abc")
-            await nc.flush()
+            await flushed(nc)
             return (await asyncio.to_thread(scrape, loaded),
                     await asyncio.to_thread(get_json, loaded, "/connz"),
                     await asyncio.to_thread(get_json, loaded, "/accstatz?unused=1"))

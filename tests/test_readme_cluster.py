@@ -16,6 +16,7 @@ import time
 import nats
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.http import http
 from tests.support.servers import ROOT
 
@@ -74,11 +75,11 @@ def test_readme_three_node_example_works_as_written(tmp_path):
             sub_nc = await nats.connect("nats://127.0.0.1:%d" % client[2])
             pub_nc = await nats.connect("nats://127.0.0.1:%d" % client[0])
             sub = await sub_nc.subscribe("greet")
-            await sub_nc.flush()
+            await flushed(sub_nc)
             end = time.time() + 30
             while True:  # until the interest has crossed the route
                 await pub_nc.publish("greet", b"hello")
-                await pub_nc.flush()
+                await flushed(pub_nc)
                 try:
                     msg = await sub.next_msg(timeout=0.5)
                     break

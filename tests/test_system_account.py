@@ -36,6 +36,7 @@ from natsbroker.interfaces import IBrokerPlugin, IClientObserver
 from natsbroker.plugin import discover
 from natsbroker.protocol.client import ConnectOptions
 from natsbroker.plugins import system as S
+from tests.support.clients import flushed
 from tests.support.http import get_json
 from tests.support.http import http as get_http
 from tests.support.raw import Conversation, Wire
@@ -540,7 +541,7 @@ async def _events(server):
             return
         seen.append((m.subject, json.loads(m.data)))
     await sysnc.subscribe("$SYS.>", cb=on)
-    await sysnc.flush()
+    await flushed(sysnc)
 
     async def until(events, seen=seen):
         # One step's events in before the next step: nats-server's come from
@@ -554,7 +555,7 @@ async def _events(server):
     g = await nats.connect(server.url, user="g", password="p", allow_reconnect=False)
     await until(4)
     await a1.publish("x", b"12345")
-    await a1.flush()
+    await flushed(a1)
     await a1.close()
     await until(7)
     await g.close()
@@ -629,7 +630,7 @@ async def _server_event(server, sig):
             seen.append((m.subject, json.loads(m.data)))
             got.set()
     await sysnc.subscribe("$SYS.>", cb=on)
-    await sysnc.flush()
+    await flushed(sysnc)
     a1 = await nats.connect(server.url, user="a1", password="p", allow_reconnect=False)
     server.proc.send_signal(sig)  # (our own ServerProcess, by its pid)
     await asyncio.wait_for(got.wait(), 20)

@@ -21,6 +21,7 @@ from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import FrameProtocol
 from wsproto.utilities import generate_accept_token
 
+from tests.support.clients import flushed
 from tests.support.http import get_json
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess
@@ -550,7 +551,7 @@ def test_nats_py_over_websocket(js_broker):
             await msg.respond(b"re:" + msg.data)
 
         await nc.subscribe("svc", cb=on_req)
-        await nc.flush()
+        await flushed(nc)
         await nc.publish("greet.joe", b"hi", headers={"X-Test": "1"})
         msg = await asyncio.wait_for(got, DEADLINE)
         assert msg.data == b"hi" and msg.headers == {"X-Test": "1"}
