@@ -33,30 +33,3 @@ def pytest_collection_modifyitems(items):
     then finish together instead of one of them starting a wheel build or a
     Spark job when the others are done."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
-
-def _ordered_flush():
-    """nats-py 2.16's ``flush()`` writes its PING straight to the socket, ahead
-    of commands still queued for its flusher task (a SUB just made), so the
-    PONG can come back before the server has seen the SUB; a publish from
-    another connection then finds no subscriber (nats-server, whose
-    connections run on their own goroutines, loses that race under load: a
-    no-responders status instead of the request). A second round trip is
-    ordered: the first one's PONG is read only after the flusher has written
-    the queue, so the second PING follows the SUB on the wire. Public API
-    only; the client's bytes are otherwise unchanged."""
-    from nats.aio.client import Client
-
-    flush = Client.flush
-    if getattr(flush, "_ordered", False):
-        return
-
-    async def ordered_flush(self, timeout=10):
-        await flush(self, timeout)
-        await flush(self, timeout)
-
-    ordered_flush._ordered = True
-    Client.flush = ordered_flush
-
-
-_ordered_flush()

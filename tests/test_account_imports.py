@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.clients import flushed
 from tests.support.raw import Raw
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -102,14 +102,11 @@ class Client(Raw):
     """A raw connection as ``user`` (exact MSG/HMSG frames)."""
 
     def __init__(self, port, user, headers=True):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-        self._line()  # INFO
-        self.send(b'CONNECT {"verbose":false,"pedantic":false,"headers":%s,"no_responders":%s,'
-                  b'"protocol":1,"user":"%s","pass":"p"}\r\n' % (
-                      b"true" if headers else b"false", b"true" if headers else b"false",
-                      user.encode()))
-        self.wait_pong()
+        super().__init__(port, timeout=10, connect=(
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":%s,"no_responders":%s,'
+            b'"protocol":1,"user":"%s","pass":"p"}\r\n' % (
+                b"true" if headers else b"false", b"true" if headers else b"false",
+                user.encode())))
 
     def hpub(self, subject, header, body=b"", reply=None):
         r = b" " + reply.encode() if reply else b""
@@ -624,7 +621,7 @@ def test_nats_py_requests_across_accounts(servers):
         async def echo(m):
             await m.respond(b"re:" + m.data + (m.headers or {}).get("X-Trace", "").encode())
         await a.subscribe("svc.echo", cb=echo)
-        await a.flush()
+        await flushed(a)
         out = []
         # (nats-py's flush() may write its PING ahead of the SUB still in its
         # buffer: the responder is certainly there once a request gets through)
@@ -1011,7 +1008,7 @@ def _js_across(kind, tmp_path):
             if len(got) == 3:
                 done.set()
         await b.subscribe("deliver.b", cb=on)
-        await b.flush()
+        await flushed(b)
         await js.add_consumer("ORDERS", durable_name="PUSH", deliver_subject="deliver.b",
                               ack_policy="explicit")
         await asyncio.wait_for(done.wait(), 10)

@@ -13,6 +13,7 @@ import subprocess
 import nats
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.raw import Conversation, exchange
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -85,17 +86,17 @@ def test_same_subject_two_accounts_never_cross(kind, tmp_path):
             async def on(m, u=u):
                 got[u].append((m.subject, m.data))
             await nc.subscribe("orders.>", cb=on)
-            await nc.flush()
+            await flushed(nc)
         await a1.publish("orders.new", b"from-a")
         await b1.publish("orders.new", b"from-b")
         await g.publish("orders.new", b"from-g")
         for nc in (a1, a2, b1, g):
-            await nc.flush()
+            await flushed(nc)
         await asyncio.sleep(0.3)
         # A request with no responder in its own account: no responders,
         # although B has a subscriber on the subject.
         await b1.subscribe("svc")
-        await b1.flush()
+        await flushed(b1)
         with pytest.raises(nats.errors.NoRespondersError):
             await a1.request("svc", b"x", timeout=2)
         for nc in (a1, a2, b1, g):
@@ -152,10 +153,10 @@ def test_no_auth_user_in_an_account(tmp_path):
         async def on(m):
             got.append(m.data)
         await b1.subscribe("x", cb=on)
-        await b1.flush()
+        await flushed(b1)
         await anon.publish("x", b"anon")
         await a1.publish("x", b"a")
-        await anon.flush()
+        await flushed(anon)
         await a1.flush()
         await b1.flush()  # (its PONG follows anything delivered to it before)
         await asyncio.sleep(0.3)

@@ -24,6 +24,7 @@ from natsbroker.auth import callout as AC
 from natsbroker.config.load import ConfigError, load_config
 from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
 from natsbroker.auth.jwt import claims as C
+from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess, nats_server_binary
 
@@ -101,7 +102,7 @@ class Service:
     async def start(self, port):
         self.nc = await nats.connect("nats://127.0.0.1:%d" % port, user="auth", password="pwd")
         await self.nc.subscribe(AC.AUTH_CALLOUT_SUBJECT, cb=self._on_request)
-        await self.nc.flush()
+        await flushed(self.nc)
 
     async def stop(self):
         await self.nc.close()
@@ -296,7 +297,7 @@ def test_refusals_are_told_to_the_callout_account(servers, keys):
         async def on(m):
             events.append(json.loads(m.data))
         await nc.subscribe("$SYS.ACCOUNT.CLIENT.AUTH.ERR", cb=on)
-        await nc.flush()
+        await flushed(nc)
         for data in (connect("refuse"), connect("auth", "wrong")):
             await raw(data + b"PING\r\n")(port)
         for _ in range(200):

@@ -21,6 +21,7 @@ import pytest
 from natsbroker.auth import callout as AC
 from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
 from natsbroker.auth.jwt import claims as C
+from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 
@@ -140,7 +141,7 @@ class Service:
         async def on_event(m):
             self.events.append(json.loads(m.data))
         await self.nc.subscribe("$SYS.ACCOUNT.CLIENT.AUTH.ERR", cb=on_event)
-        await self.nc.flush()
+        await flushed(self.nc)
 
     async def stop(self):
         await self.nc.close()
@@ -259,7 +260,7 @@ def test_the_service_user_logs_in_without_the_service(servers, keys):
                                 allow_reconnect=False, error_cb=quiet)
         errors = []
         await nc.publish("$SYS.REQ.USER.AUTH", b"x")
-        await nc.flush()
+        await flushed(nc)
         await asyncio.sleep(0.2)
         errors.append(str(nc.last_error) if nc.last_error else None)
         await nc.close()

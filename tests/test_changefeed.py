@@ -12,6 +12,7 @@ import nats
 import pytest
 
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 
 def conf(tmp_path, **extra):
@@ -139,10 +140,7 @@ def test_sigkill_loses_no_acked_message(tmp_path, file_age):
 
 def _wait_for(cond):
     """The writer process is real: wait (bounded) for what it does."""
-    deadline = time.monotonic() + 20
-    while not cond():
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    eventually(cond, timeout=20, interval=0.005)
 
 
 def test_files_complete_on_the_reactor_clock(tmp_path):

@@ -11,15 +11,17 @@ import asyncio
 import json
 import socket
 import time
-import urllib.request
 import uuid
 
 import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
+from tests.support.clients import flushed
+from tests.support.cluster import cluster_conf, node_args, start_cluster, wait_mesh
+from tests.support.http import get_json
 from tests.support.raw import Conversation
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, free_port
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -36,65 +38,6 @@ TOPOLOGIES = {
 
 def run(coro, timeout=90):
     return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def node_args(name, routes=(), cluster_port=-1, extra=()):
-    args = ["-m", "-1", "--cluster", "nats://127.0.0.1:%d" % cluster_port,
-            "--cluster_name", "c1", "-n", name]
-    if routes:
-        args += ["--routes", ",".join("nats://127.0.0.1:%d" % p for p in routes)]
-    return args + list(extra)
-
-
-def get_json(node, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (node.http_port, path), timeout=10) as r:
-        return json.load(r)
-
-
-def peers(node):
-    try:
-        return {r["remote_id"] for r in get_json(node, "/routez")["routes"]}
-    except OSError:
-        return set()
-
-
-def server_id(node):
-    return get_json(node, "/varz")["server_id"]
-
-
-def wait_mesh(nodes, timeout=60):
-    """Every node routed to every other (by server id)."""
-    ids = [server_id(n) for n in nodes]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if all(peers(n) >= set(ids[:i] + ids[i + 1:]) for i, n in enumerate(nodes)):
-            return
-        time.sleep(0.1)
-    raise AssertionError("no full mesh: %s\n%s" % (
-        [sorted(peers(n)) for n in nodes], "\n".join(n.log()[-3000:] for n in nodes)))
-
-
-def start_cluster(kinds, cluster_ports=None):
-    nodes = []
-    try:
-        for i, kind in enumerate(kinds):
-            cp = cluster_ports[i] if cluster_ports else -1
-            routes = [nodes[0].cluster_port] if nodes else ()
-            nodes.append(ServerProcess(kind, node_args("n%d" % i, routes, cp)).start(60))
-        wait_mesh(nodes)
-    except BaseException:
-        for n in nodes:
-            n.stop()
-        raise
-    return nodes
 
 
 @pytest.fixture(scope="module", params=list(TOPOLOGIES))
@@ -120,12 +63,12 @@ async def until_seen(sub_nc, pub_ncs, timeout=30):
     interest sent before it is known there too (one route, in order)."""
     subject = "probe." + uuid.uuid4().hex
     sub = await sub_nc.subscribe(subject)
-    await sub_nc.flush()
+    await flushed(sub_nc)
     deadline = time.time() + timeout
     for nc in pub_ncs:
         while True:
             await nc.publish(subject, b"")
-            await nc.flush()
+            await flushed(nc)
             try:
                 await sub.next_msg(0.2)
                 break
@@ -266,7 +209,7 @@ def test_pub_sub_across_every_pair_of_nodes(cluster):
         for i, nc in enumerate(ncs):
             for k in range(5):
                 await nc.publish("%s.from%d" % (base, i), b"%d-%d" % (i, k))
-            await nc.flush()
+            await flushed(nc)
         want = sorted(b"%d-%d" % (i, k) for i in range(len(ncs)) for k in range(5))
         for sub in subs + [extra]:
             got = [(await sub.next_msg(10)).data for _ in want]
@@ -296,7 +239,7 @@ def test_queue_group_one_delivery_per_message_cluster_wide(cluster):
         for i, nc in enumerate(ncs):
             for k in range(n):
                 await nc.publish(subject, b"%d-%d" % (i, k))
-            await nc.flush()
+            await flushed(nc)
         total = n * len(ncs)
         deadline = time.time() + 30
         while len(got) < total and time.time() < deadline:
@@ -356,7 +299,7 @@ def test_unsubscribe_propagates(cluster):
         assert (await ncs[0].request(subject + ".q", b"", timeout=10)).data == b"ok"
         await sub.unsubscribe()
         await qsub.unsubscribe()
-        await ncs[-1].flush()
+        await flushed(ncs[-1])
         for s in (subject, subject + ".q"):
             deadline = time.time() + 20
             while True:
@@ -383,7 +326,7 @@ def test_subscriptions_made_before_the_route_forms(kinds):
             nc = await nats.connect(a.url)
             sub = await nc.subscribe("early.x")
             qsub = await nc.subscribe("early.q", queue="g")
-            await nc.flush()
+            await flushed(nc)
             return nc, sub, qsub
 
         async def main():
@@ -396,7 +339,7 @@ def test_subscriptions_made_before_the_route_forms(kinds):
                 await until_seen(nc, [nb])
                 await nb.publish("early.x", b"1")
                 await nb.publish("early.q", b"2")
-                await nb.flush()
+                await flushed(nb)
                 assert (await sub.next_msg(10)).data == b"1"
                 assert (await qsub.next_msg(10)).data == b"2"
                 await nb.close()
@@ -419,7 +362,7 @@ def test_seed_killed_and_restarted_route_and_interest_come_back(kinds):
         async def main():
             nb = await nats.connect(b.url)
             sub = await nb.subscribe("rs.x")
-            await nb.flush()
+            await flushed(nb)
             a.stop()
             a2 = None
             for _ in range(5):  # the port may be taken meanwhile: retry
@@ -435,7 +378,7 @@ def test_seed_killed_and_restarted_route_and_interest_come_back(kinds):
                 # B's interest is back on A (sent again when the route formed).
                 await until_seen(nb, [na])
                 await na.publish("rs.x", b"after")
-                await na.flush()
+                await flushed(na)
                 assert (await sub.next_msg(10)).data == b"after"
                 # And A's new interest reaches B.
                 asub = await na.subscribe("rs.y")
@@ -470,7 +413,7 @@ def test_nats_py_discovers_servers_and_fails_over(kinds):
                 assert time.time() < deadline, nc.servers
                 await asyncio.sleep(0.1)
             sub = await nc.subscribe("fo.x")
-            await nc.flush()
+            await flushed(nc)
             a.stop()
             await asyncio.wait_for(reconnected.wait(), 30)
             assert nc.connected_url.port == b.port
@@ -479,7 +422,7 @@ def test_nats_py_discovers_servers_and_fails_over(kinds):
             deadline = time.time() + 20
             while True:
                 await pub.publish("fo.x", b"hello")
-                await pub.flush()
+                await flushed(pub)
                 try:
                     assert (await sub.next_msg(0.5)).data == b"hello"
                     break
@@ -499,11 +442,8 @@ def test_every_node_lists_every_route_itself_included(kinds):
     route to self is dropped, the duplicate pair resolves to one route, and
     it stays (no reconnect churn)."""
     ports = [free_port(), free_port()]
-    nodes = []
+    nodes = start_cluster(kinds, lambda i, seed: node_args("n%d" % i, ports, ports[i]))
     try:
-        for i, kind in enumerate(kinds):
-            nodes.append(ServerProcess(kind, node_args("n%d" % i, ports, ports[i])).start(60))
-        wait_mesh(nodes)
         nb = nodes[0]
 
         def rids():
@@ -521,7 +461,7 @@ def test_every_node_lists_every_route_itself_included(kinds):
             sub = await ncs[0].subscribe("dup.x")
             await until_seen(ncs[0], ncs[1:])
             await ncs[1].publish("dup.x", b"once")
-            await ncs[1].flush()
+            await flushed(ncs[1])
             assert (await sub.next_msg(10)).data == b"once"
             with pytest.raises(TimeoutError):
                 await sub.next_msg(0.5)
@@ -855,10 +795,7 @@ def test_jetstream_and_cluster_together_is_a_startup_error():
 
 def _quick_conf(tmp, name, routes=()):
     # Route keepalive shortened so that a silent peer is found within seconds.
-    path = tmp / ("%s-%d.conf" % (name, time.monotonic_ns()))
-    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n"
-                    '  ping_interval: "1s"\n  ping_max: 2\n  routes: %s\n}\n' % (name, json.dumps(list(routes))))
-    return ["-c", str(path)]
+    return cluster_conf(tmp, name, routes, 'ping_interval: "1s"', "ping_max: 2")
 
 
 @pytest.fixture(scope="module")
@@ -958,7 +895,7 @@ def test_a_peer_that_goes_silent_is_redialed_and_others_are_unaffected(tmp_path)
                 sub = await ncs[1].subscribe("alive.x")
                 await until_seen(ncs[1], ncs[:1])
                 await ncs[0].publish("alive.x", b"still")
-                await ncs[0].flush()
+                await flushed(ncs[0])
                 assert (await sub.next_msg(10)).data == b"still"
                 await close_all(ncs)
             run(main())

@@ -12,18 +12,17 @@ import time
 
 import pytest
 
+from tests.support.clients import flushed
+from tests.support.cluster import cluster_conf, peers, server_id, wait_mesh
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
-from tests.test_cluster import NB, NS, connect_all, close_all, peers, run, server_id, until_seen, wait_mesh
+from tests.test_cluster import NB, NS, close_all, connect_all, run, until_seen
 
 AUTH_BLOCK = "authorization { user: ruser, password: rpass, timeout: 1 }"
 
 
 def conf_file(tmp_path, name, routes=(), auth=AUTH_BLOCK, extra=""):
-    path = tmp_path / ("%s-%d.conf" % (name, time.monotonic_ns()))
-    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n  %s\n"
-                    "  routes: %s\n  %s\n}\n" % (name, auth, json.dumps(list(routes)), extra))
-    return ["-c", str(path)]
+    return cluster_conf(tmp_path, name, routes, auth, extra)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +145,7 @@ def test_cluster_forms_with_credentials_and_gossip_carries_them(tmp_path, kinds)
             sub = await ncs[2].subscribe("auth.x")
             await until_seen(ncs[2], ncs[:2])
             await ncs[1].publish("auth.x", b"hi")
-            await ncs[1].flush()
+            await flushed(ncs[1])
             assert (await sub.next_msg(10)).data == b"hi"
             await close_all(ncs)
         run(main())

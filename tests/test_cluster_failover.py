@@ -25,8 +25,9 @@ import time
 import nats
 import pytest
 
-from tests.support.servers import ROOT, ServerProcess
-from tests.test_cluster import node_args, wait_mesh
+from tests.support.cluster import node_args, start_cluster
+from tests.support.raw import Wire
+from tests.support.servers import ROOT
 from tests.test_nats_core import _interpreter
 
 pytestmark = pytest.mark.timeout(300)
@@ -36,26 +37,10 @@ MOVE_WITHIN = 10.0  # seconds, as with nats-server
 KINDS = ["nats-server", "natsbroker"]
 
 
-def start_cluster(kind, n):
-    """``n`` nodes of ``kind``, every one routed to the first (which gossips
-    the others), fully meshed."""
-    nodes = []
-    try:
-        for i in range(n):
-            routes = [nodes[0].cluster_port] if nodes else ()
-            nodes.append(ServerProcess(kind, node_args("n%d" % i, routes)).start(60))
-        wait_mesh(nodes)
-    except BaseException:
-        for node in nodes:
-            node.stop()
-        raise
-    return nodes
-
-
 @pytest.fixture
 def cluster(request):
     kind, n = request.param
-    nodes = start_cluster(kind, n)
+    nodes = start_cluster([kind] * n)
     yield nodes
     for node in nodes:
         node.stop()
@@ -79,20 +64,14 @@ class _Info:
     """The INFO a client gets on connecting to ``port``."""
 
     def __init__(self, port):
-        import socket
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.wire = Wire(port)
 
     def __enter__(self):
-        data = b""
-        while not data.endswith(b"\r\n"):
-            chunk = self.sock.recv(65536)
-            assert chunk, data
-            data += chunk
-        assert data.startswith(b"INFO "), data
-        return json.loads(data[5:])
+        assert self.wire.info_line.startswith(b"INFO "), self.wire.info_line
+        return self.wire.info
 
     def __exit__(self, *exc):
-        self.sock.close()
+        self.wire.close()
 
 
 class _Client:
@@ -206,12 +185,9 @@ def test_connect_urls_of_a_server_on_every_interface_match_nats_server(host):
     resolves to here), which sends such a client to its own loopback."""
     seen = {}
     for kind in KINDS:
-        nodes = []
+        nodes = start_cluster([kind] * 2, lambda i, seed: node_args(
+            "n%d" % i, [seed.cluster_port] if seed else (), extra=["-a", host]))
         try:
-            for i in range(2):
-                routes = [nodes[0].cluster_port] if nodes else ()
-                nodes.append(ServerProcess(kind, node_args("n%d" % i, routes, extra=["-a", host])).start(60))
-            wait_mesh(nodes)
             ports = {n.port: "P%d" % i for i, n in enumerate(nodes)}
             deadline = time.time() + 30
             while True:

@@ -27,9 +27,12 @@ import pytest
 from nats.js import api
 from nats.js.errors import KeyWrongLastSequenceError
 
+from tests.support.clients import flushed
+from tests.support.cluster import node_args, wait_mesh
 from tests.support.raw import Conversation
-from tests.support.servers import ServerProcess
-from tests.test_cluster import _raw_route, free_port, node_args, wait_mesh
+from tests.support.servers import ServerProcess, free_port
+from tests.support.wait import eventually_async
+from tests.test_cluster import _raw_route
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -324,16 +327,14 @@ async def _until_jetstream_answers(nodes, timeout=90):
         nc = await nats.connect(node.url, allow_reconnect=False)
         js = nc.jetstream(timeout=5)
         name = "PROBE" + uuid.uuid4().hex[:6]
-        while True:
-            try:
-                await js.account_info()
-                await js.add_stream(name=name, subjects=[name.lower()], num_replicas=3)
-                await js.delete_stream(name)
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+
+        async def placed():
+            await js.account_info()
+            await js.add_stream(name=name, subjects=[name.lower()], num_replicas=3)
+            await js.delete_stream(name)
+            return True
+        await eventually_async(placed, timeout=max(0, deadline - time.time()), interval=0.5,
+                               what="an R3 stream placed through %s" % node.url)
         await nc.close()
 
 
@@ -422,7 +423,7 @@ async def _scenario(url, spy_url):
             # Push, with flow control and heartbeats; its flow-control
             # replies are seen by a spy in the account (on the other node).
             fc = await spy.subscribe("$JS.FC.%s.>" % name)
-            await spy.flush()
+            await flushed(spy)
             big = b"x" * 200_000
             for i in range(12):
                 await js.publish("%s.big.%d" % (subj, i), big)

@@ -8,15 +8,17 @@ dials, and one from another CA. Mixed clusters are formed both ways.
 """
 
 import json
-import socket
 import ssl
 import time
 
 import pytest
 import trustme
 
+from tests.support.clients import flushed
+from tests.support.cluster import cluster_conf, peers, start_cluster, wait_mesh
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
-from tests.test_cluster import NB, NS, close_all, connect_all, peers, run, until_seen, wait_mesh
+from tests.test_cluster import NB, NS, close_all, connect_all, run, until_seen
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +40,9 @@ def certs(tmp_path_factory):
 
 
 def conf(tmp_path, certs, name, routes=(), who="node", ca="ca", tls_extra="", extra=""):
-    path = tmp_path / ("%s-%d.conf" % (name, time.monotonic_ns()))
-    path.write_text(
-        "server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n  routes: %s\n  %s\n"
-        '  tls {\n    cert_file: "%s"\n    key_file: "%s"\n    ca_file: "%s"\n    timeout: 1\n    %s\n  }\n}\n'
-        % (name, json.dumps(list(routes)), extra, certs[who + "-cert"], certs[who + "-key"], certs[ca],
-           tls_extra))
-    return ["-c", str(path)]
+    tls = ('tls {\n    cert_file: "%s"\n    key_file: "%s"\n    ca_file: "%s"\n    timeout: 1\n    %s\n  }'
+           % (certs[who + "-cert"], certs[who + "-key"], certs[ca], tls_extra))
+    return cluster_conf(tmp_path, name, routes, extra, tls)
 
 
 def _tls_talk(port, certs, who):
@@ -52,7 +50,7 @@ def _tls_talk(port, certs, who):
     ctx = ssl.create_default_context(cafile=certs["ca"])
     if who:
         ctx.load_cert_chain(certs[who])
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = dial(port, 5)
     try:
         ss = ctx.wrap_socket(s, server_hostname="127.0.0.1")
         ss.sendall(b'CONNECT {"verbose":false,"name":"NX","cluster":"c1","tls_required":true}\r\n')
@@ -113,7 +111,7 @@ def test_peer_certificate_is_required_and_verified(tls_pair, certs, who, log):
 def test_plaintext_or_silent_peer_on_a_tls_port(tls_pair, send):
     out = {}
     for kind, node in tls_pair.items():
-        s = socket.create_connection(("127.0.0.1", node.cluster_port), timeout=5)
+        s = dial(node.cluster_port, 5)
         t0 = time.time()
         if send:
             s.sendall(send)
@@ -141,12 +139,9 @@ def test_plaintext_or_silent_peer_on_a_tls_port(tls_pair, send):
 @pytest.mark.parametrize("kinds", [(NB, NS), (NS, NB), (NB, NB), (NB, NS, NB)],
                          ids=["nb-seed", "ns-seed", "nb-only", "three-via-gossip"])
 def test_mixed_cluster_over_tls(tmp_path, certs, kinds):
-    nodes = []
+    nodes = start_cluster(kinds, lambda i, seed: conf(
+        tmp_path, certs, "n%d" % i, ["nats-route://127.0.0.1:%d" % seed.cluster_port] if seed else []))
     try:
-        for i, kind in enumerate(kinds):
-            routes = ["nats-route://127.0.0.1:%d" % nodes[0].cluster_port] if nodes else []
-            nodes.append(ServerProcess(kind, conf(tmp_path, certs, "n%d" % i, routes)).start(60))
-        wait_mesh(nodes)
 
         async def main():
             ncs = await connect_all(nodes)
@@ -154,7 +149,7 @@ def test_mixed_cluster_over_tls(tmp_path, certs, kinds):
             await until_seen(ncs[-1], ncs[:-1])
             for nc in ncs[:-1]:
                 await nc.publish("tls.x", b"hi")
-                await nc.flush()
+                await flushed(nc)
                 assert (await sub.next_msg(10)).data == b"hi"
             await close_all(ncs)
         run(main())

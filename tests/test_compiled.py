@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import urllib.request
 from importlib.machinery import EXTENSION_SUFFIXES
 
 import nats
@@ -24,6 +23,7 @@ import pytest
 
 from natsbroker import _build
 from natsbroker.monitoring.endpoints import VARZ_OWN
+from tests.support.http import get_json
 from tests.support.servers import ROOT, ServerProcess
 
 
@@ -85,8 +85,7 @@ def probe(pure, root=ROOT):
 
 
 def varz(server):
-    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % server.http_port, timeout=10) as r:
-        return json.load(r)
+    return get_json(server, "/varz")
 
 
 def build_line(log):

@@ -22,12 +22,13 @@ import json
 import os
 import socket
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
 
+from tests.support.clients import flushed
+from tests.support.http import http
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,20 +53,9 @@ NOT_SERVED = {
 
 # -- helpers --------------------------------------------------------------------
 
-def http(port, path, headers=None):
-    """(status, headers with lower-case names, body) of GET ``path``."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
 def raw_get(port, target):
     """The whole answer to a request line sent exactly as given."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with dial(port, 10) as s:
         s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         chunks = []
         s.settimeout(5)
@@ -291,7 +281,7 @@ async def _load(server, count, subject="load.x", payload=b"x" * 100):
         for i in range(rounds):
             for _ in range(count // rounds):
                 await nc.publish(subject, payload)
-            await nc.flush()
+            await flushed(nc)
             if i == rounds // 2:
                 js = nc.jetstream(timeout=10)
                 await js.add_stream(name="DASH", subjects=["dash.>"])

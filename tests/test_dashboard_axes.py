@@ -15,6 +15,7 @@ import re
 import nats
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess
 from tests.test_dashboard import Page, _requirements
 
@@ -50,7 +51,7 @@ async def _trickle(server, stop):
     try:
         while not stop.is_set():
             await nc.publish("trickle", b"x" * 500)
-            await nc.flush()
+            await flushed(nc)
             await asyncio.sleep(0.1)
     finally:
         await nc.close()

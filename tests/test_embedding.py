@@ -11,6 +11,7 @@ import nats
 import pytest
 
 from natsbroker import embed
+from tests.support.clients import flushed
 from tests.support.servers import ROOT
 
 pytest_plugins = ["pytester"]
@@ -187,7 +188,7 @@ def test_cluster_helper_carries_a_message_across_nodes():
             a = await nats.connect(cluster[0].url)
             c = await nats.connect(cluster[2].url)
             sub = await c.subscribe("across")
-            await c.flush()
+            await flushed(c)
             msg = await until_delivered(sub, a, "across")
             await a.close()
             await c.close()

@@ -8,12 +8,12 @@ field a future nats-server adds shows up here as a failure.
 """
 
 import json
-import socket
 import ssl
 
 import pytest
 import trustme
 
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 from tests.test_websocket import WSClient
 
@@ -75,7 +75,7 @@ def _recv_line(sock):
 def infos(server, how, certs, creds=""):
     """The INFOs a client sees from ``server`` with ``how``."""
     out = {}
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock = dial(server.port, 10)
     try:
         if how == "tls-first":
             ctx = ssl.create_default_context(cafile=certs["ca"])

@@ -16,15 +16,15 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import textwrap
-import urllib.error
-import urllib.request
+import time
 
 import nats
 import pytest
 
+from tests.support.http import http
+from tests.support.raw import Wire
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 from tests.test_js_differential import normalise
 
@@ -62,43 +62,20 @@ def _conf(tmp_path, kind, server="", text=CONF, store=None):
 # -- a raw client --------------------------------------------------------------------
 
 
-class Client:
+class Client(Wire):
     """One connection as ``user``: requests with an inbox, publishes."""
 
     def __init__(self, port, user=None, password="p"):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-        self.info = json.loads(self._line()[5:])
+        super().__init__(port)
         cred = ',"user":"%s","pass":"%s"' % (user, password) if user else ""
         self.sock.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
                           b'"no_responders":true,"protocol":1%s}\r\nSUB _R.> 1\r\nPING\r\n'
                           % cred.encode())
-        line = self._line()
+        line = self.read_line()
         while line != b"PONG":
             assert not line.startswith(b"-ERR"), line
-            line = self._line()
+            line = self.read_line()
         self.n = 0
-
-    def close(self):
-        self.sock.close()
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.buf += data
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line
-
-    def _read(self, n):
-        while len(self.buf) < n:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            self.buf += data
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
 
     def request(self, subject, body=b"", headers=None, timeout=2.0):
         """The reply's payload (a status reply: its header block), or "TIMEOUT"."""
@@ -113,26 +90,26 @@ class Client:
                 subject.encode(), reply, len(hdr), len(hdr) + len(body), hdr, body))
         else:
             self.sock.sendall(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply, len(body), body))
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                line = self._line()
-                if line == b"PING":
-                    self.sock.sendall(b"PONG\r\n")
-                    continue
-                parts = line.split(b" ")
-                if parts[0] not in (b"MSG", b"HMSG"):
-                    continue
-                raw = self._read(int(parts[-1]) + 2)[:-2]
-                if parts[2] != b"1" or parts[1] != reply:
-                    continue
-                if parts[0] == b"HMSG" and not raw[int(parts[-2]):]:
-                    return raw[:int(parts[-2])].decode().replace("\r\n", "|")
-                return raw[int(parts[-2]):].decode() if parts[0] == b"HMSG" else raw.decode()
-        except socket.timeout:
-            return "TIMEOUT"
-        finally:
-            self.sock.settimeout(10)
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._line(deadline)
+            if line is None:
+                return "TIMEOUT"
+            if line == b"PING":
+                self.sock.sendall(b"PONG\r\n")
+                continue
+            parts = line.split(b" ")
+            if parts[0] not in (b"MSG", b"HMSG"):
+                continue
+            raw = self.exact(int(parts[-1]) + 2, deadline)
+            if raw is None:
+                return "TIMEOUT"
+            raw = raw[:-2]
+            if parts[2] != b"1" or parts[1] != reply:
+                continue
+            if parts[0] == b"HMSG" and not raw[int(parts[-2]):]:
+                return raw[:int(parts[-2])].decode().replace("\r\n", "|")
+            return raw[int(parts[-2]):].decode() if parts[0] == b"HMSG" else raw.decode()
 
 
 def _norm(text):
@@ -354,12 +331,7 @@ def test_restart_keeps_each_accounts_streams(tmp_path):
 
 
 def _http(s, path, as_json=True):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (s.http_port, path),
-                                    timeout=10) as r:
-            status, body = r.status, r.read()
-    except urllib.error.HTTPError as e:
-        status, body = e.code, e.read()
+    status, _, body = http(s, path)
     return status, json.loads(body) if as_json else body.decode()
 
 

@@ -15,6 +15,7 @@ import natsbroker.jetstream.plugin as P
 from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
 from natsbroker.jetstream import batches as B
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess
 from tests.test_js_counters import norm
 
@@ -41,7 +42,7 @@ def run_batches(kind, script):
                     out.append(None)
                 elif len(step) > 3 and step[3] == "pub":
                     await nc.publish(subject, body, headers=headers)
-                    await nc.flush()
+                    await flushed(nc)
                     out.append(None)
                 else:
                     m = await nc.request(subject, body, headers=headers, timeout=10)

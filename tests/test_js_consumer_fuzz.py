@@ -21,7 +21,6 @@ import contextlib
 import itertools
 import json
 import re
-import socket
 import threading
 import time
 
@@ -29,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -50,8 +50,7 @@ class Conn:
     """A raw NATS connection; a reader thread keeps every frame with its sid."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = dial(port, 10, nodelay=True)
         self.buf = b""
         self.frames = []  # (sid, subject, reply, header, payload)
         self.pongs = 0

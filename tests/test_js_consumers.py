@@ -21,6 +21,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from tests.support.both import connect_js
+from tests.support.clients import flushed
 from tests.support.raw import Raw, count
 from tests.support.servers import ServerProcess
 
@@ -537,7 +538,7 @@ def test_in_progress_holds_redelivery(srv):
             for _ in range(8):
                 await asyncio.sleep(0.4)
                 await m.in_progress()
-            await nc.flush()
+            await flushed(nc)
             held = await js.consumer_info("WP", "WPC")
             again = await fetch_until(psub, 1)
             return held, again

@@ -2,34 +2,25 @@
 stream without ``allow_direct``, or no such stream, answers a request with
 the same 503 no-responders message, byte for byte."""
 
-import socket
-import time
 
 import pytest
 
+from tests.support.raw import Wire
 from tests.support.servers import ServerProcess
 
 
 def _exchange(port, subject):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = Wire(port)
     try:
-        s.recv(4096)
-        s.sendall(b'CONNECT {"headers":true,"no_responders":true,"verbose":false}\r\n'
-                  b'SUB _INBOX.x 1\r\n')
+        s.send(b'CONNECT {"headers":true,"no_responders":true,"verbose":false}\r\n'
+               b'SUB _INBOX.x 1\r\n')
         body = b'{"name":"S","subjects":["s"]}'
-        s.sendall(b"PUB $JS.API.STREAM.CREATE.S _INBOX.x %d\r\n%s\r\nPING\r\n" % (len(body), body))
-        buf = b""
-        while b"PONG\r\n" not in buf:
-            buf += s.recv(65536)
+        s.send(b"PUB $JS.API.STREAM.CREATE.S _INBOX.x %d\r\n%s\r\nPING\r\n" % (len(body), body))
         # the create reply may come after the PONG: wait for it
-        deadline = time.monotonic() + 10
-        while b"stream_create_response" not in buf and time.monotonic() < deadline:
-            buf += s.recv(65536)
-        s.sendall(b"PUB %s _INBOX.x 9\r\n{\"seq\":1}\r\nPING\r\n" % subject)
-        buf = b""
-        while b"PONG\r\n" not in buf:
-            buf += s.recv(65536)
-        return buf
+        s.read_until(lambda buf: b"PONG\r\n" in buf and b"stream_create_response" in buf,
+                     strict=False)
+        s.send(b"PUB %s _INBOX.x 9\r\n{\"seq\":1}\r\nPING\r\n" % subject)
+        return s.read_until(b"PONG\r\n")
     finally:
         s.close()
 

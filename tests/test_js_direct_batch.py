@@ -19,11 +19,11 @@ import asyncio
 import datetime
 import json
 import re
-import socket
 import time
 
 import pytest
 
+from tests.support import raw
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,38 +33,14 @@ DG = b"$JS.API.DIRECT.GET."
 TIME_STAMP = re.compile(rb"Nats-Time-Stamp: [^\r]*\r\n")
 
 
-class Wire:
+class Wire(raw.Wire):
     """A raw client: one SUB on ``r.>``; replies are read as MSG/HMSG frames."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
+        super().__init__(port)
         self.by_reply = {}
-        self._line()  # INFO
         self.sock.sendall(b'CONNECT {"headers":true,"no_responders":true,"verbose":false}\r\n'
                           b"SUB r.> 1\r\n")
-
-    def close(self):
-        self.sock.close()
-
-    def _fill(self, deadline):
-        self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
-        try:
-            data = self.sock.recv(1 << 20)
-        except socket.timeout:
-            return False
-        if not data:
-            raise EOFError("server closed the connection")
-        self.buf += data
-        return True
-
-    def _line(self, deadline=None):
-        deadline = deadline or time.monotonic() + 10
-        while b"\r\n" not in self.buf:
-            if not self._fill(deadline):
-                return None
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
 
     def _frame(self, deadline):
         """Next message as ``(reply_subject, headers or None, payload)``; None on timeout."""
@@ -77,15 +53,8 @@ class Wire:
                 continue
             if line in (b"PONG", b"+OK"):
                 continue
-            parts = line.split(b" ")
-            assert parts[0] in (b"MSG", b"HMSG"), line
-            hlen = int(parts[-2]) if parts[0] == b"HMSG" else 0
-            total = int(parts[-1])
-            while len(self.buf) < total + 2:
-                if not self._fill(deadline):
-                    raise AssertionError("truncated message after %r" % line)
-            body, self.buf = self.buf[:total], self.buf[total + 2:]
-            return parts[1], (body[:hlen] if parts[0] == b"HMSG" else None), body[hlen:]
+            f = self.frame_after(line, deadline)
+            return f.subject.encode(), (f.header if line.startswith(b"HMSG") else None), f.payload
 
     def _pump(self, until, timeout=10):
         deadline = time.monotonic() + timeout

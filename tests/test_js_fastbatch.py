@@ -15,6 +15,7 @@ import natsbroker.jetstream.plugin as P
 from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
 from natsbroker.jetstream import fastbatch as FB
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 
@@ -210,7 +211,7 @@ def run_script(kind, script):
             # the stream's own goroutine, natsbroker after its commit). A
             # reply later than that still counts, unless it is after the last
             # wait, which is the longer for it.
-            await nc.flush()
+            await flushed(nc)
             last[0] = loop.time()
             while loop.time() - last[0] < silence:
                 await asyncio.sleep(0.05)
@@ -274,11 +275,11 @@ def _inflight(kind):
             for i in range(1000):
                 await nc.publish("l.a", b"x", reply="FB." + fi("b%d" % i, 1, START, flow=10))
             for bid, seq, op in (("b1000", 1, START), ("b5", 2, COMMIT), ("b1000", 1, START)):
-                await nc.flush()
+                await flushed(nc)
                 await asyncio.sleep(0.5)
                 got.clear()
                 await nc.publish("l.a", b"x", reply="FB." + fi(bid, seq, op, flow=10))
-                await nc.flush()
+                await flushed(nc)
                 await asyncio.sleep(0.5)
                 out.append(list(got))
         finally:
@@ -433,7 +434,7 @@ async def _fast_batches_until_killed(server, size=10, kill_after=1.5):
                 await nc.publish("fast.%d" % n, b"%d-%d" % (n, i),
                                  reply="FB.x." + fi(bid, i, op, flow=3))
             if n % 20 == 19:
-                await nc.flush(timeout=5)
+                await flushed(nc, timeout=5)
     except Exception:
         pass  # the server is gone
     await killer

@@ -26,7 +26,8 @@ import nats
 import pytest
 
 from tests.support.raw import Conversation
-from tests.support.servers import ROOT, ServerProcess
+from tests.support.servers import ROOT, ServerProcess, free_port
+from tests.support.wait import eventually_async
 from tests.test_nats_core import _interpreter
 
 pytestmark = pytest.mark.timeout(150)
@@ -169,14 +170,12 @@ def _hmsgs(data):
 
 async def _waiting(url, consumers):
     """Polls until each consumer has its ``num_waiting`` pull requests queued."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while True:
+    async def queued():
         got = {n: (await _api(url, "$JS.API.CONSUMER.INFO.SD.%s" % n))["num_waiting"]
                for n in consumers}
-        if got == consumers or loop.time() > deadline:
-            return got
-        await asyncio.sleep(0.05)
+        return got if got == consumers else None
+    return await eventually_async(queued, timeout=DEADLINE, interval=0.05, ignore=(),
+                                  what="num_waiting %r" % (consumers,))
 
 
 @both

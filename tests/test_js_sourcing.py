@@ -22,6 +22,7 @@ import time
 import nats
 import pytest
 
+from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_js_consumer_timers import Harness
@@ -398,7 +399,7 @@ def test_resume_after_sigkill_and_restart(tmp_path):
             await api(nc, "$JS.API.STREAM.CREATE.KO", {"name": "KO", "subjects": ["ko.>"]})
             for i in range(1, n + 1):
                 await nc.publish("ko.%d" % (i % 7), b"m%d" % i)
-            await nc.flush()
+            await flushed(nc)
             await count_is(nc, "KO", n)
             await api(nc, "$JS.API.STREAM.CREATE.KM", {"name": "KM", "mirror": {"name": "KO"}})
             await api(nc, "$JS.API.STREAM.CREATE.KS",
@@ -456,7 +457,7 @@ def test_big_backlog_keeps_server_responsive(broker):
             for i in range(1, n + 1):
                 await nc.publish("bo.x", b"b%d" % i)
                 if i % 2000 == 0:
-                    await nc.flush()
+                    await flushed(nc)
             await nc.flush()
             await count_is(nc, "BO", n)
             await api(nc, "$JS.API.STREAM.CREATE.BM", {"name": "BM", "mirror": {"name": "BO"}})

@@ -7,6 +7,7 @@ import pytest
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, BadRequestError, NotFoundError
 
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess
 
 
@@ -201,7 +202,7 @@ def test_advisories(js_server):
         nc, js = await _conn(js_server)
         try:
             sub = await nc.subscribe("$JS.EVENT.ADVISORY.>")
-            await nc.flush()
+            await flushed(nc)
             await js.add_stream(name="ADV", subjects=["adv"])
             await js.update_stream(StreamConfig(name="ADV", subjects=["adv"], max_msgs=5))
             await js.delete_stream("ADV")

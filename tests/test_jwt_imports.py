@@ -17,6 +17,7 @@ import nats
 import pytest
 
 from natsbroker.auth.jwt import claims as C
+from tests.support.clients import flushed
 from tests.support.servers import both_started
 from tests.test_jwt import creds
 
@@ -176,10 +177,10 @@ def test_service_and_stream_imports_from_account_jwts(servers, keys, tmp_path):
         for name, nc in (("I", ic), ("J", jc)):
             for subject in ("e.news.>", "news.>", "hidden.>", "secret.>", "per.*.data"):
                 subs[name, subject] = await nc.subscribe(subject)
-            await nc.flush()
+            await flushed(nc)
         for subject in ("news.a", "secret.b", "per.%s.data" % P(keys.i), "per.%s.data" % P(keys.j)):
             await ec.publish(subject, subject.encode())
-        await ec.flush()
+        await flushed(ec)
         for (name, subject), sub in subs.items():
             got = []
             while True:

@@ -19,7 +19,6 @@ answers are compared with timestamps, server ids and versions normalised.
 import asyncio
 import json
 import os
-import urllib.request
 
 import nats
 import pytest
@@ -29,6 +28,7 @@ from natsbroker.config.model import AccountJetStream
 from natsbroker.interfaces import IAccountJetStream
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt.jslimits import jetstream_limits
+from tests.support.http import get_json
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 from tests.test_jwt import KINDS
@@ -138,9 +138,7 @@ async def req(nc, subject, body=b""):
 def jsz(s, details=False):
     """The /jsz totals, and (``details``) each account's (named by its JWT's
     name, its key the id)."""
-    with urllib.request.urlopen("http://127.0.0.1:%d/jsz?accounts=true" % s.http_port,
-                                timeout=10) as r:
-        body = json.loads(r.read())
+    body = get_json(s, "/jsz?accounts=true")
     out = {k: body.get(k) for k in ("accounts", "streams", "consumers", "messages", "bytes")}
     if details:
         out["account_details"] = body.get("account_details")

@@ -28,6 +28,7 @@ import pytest
 from nats.aio.client import RawCredentials
 
 from natsbroker.auth.jwt import claims as C
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess, both_started
 from tests.test_jwt import KINDS, creds, login
 
@@ -252,7 +253,7 @@ def test_nats_py_reconnects_with_a_v1_user(conf, keys, tmp_path):
                     reconnected_cb=on_reconnect, error_cb=on_error, **kw)
             subs = {name: await nc.subscribe("again") for name, nc in clients.items()}
             for nc in clients.values():
-                await nc.flush()
+                await flushed(nc)
             s.stop()
             s = ServerProcess(kind, ["-c", conf, "-p", str(port)]).start()
             await asyncio.wait_for(reconnected.wait(), 20)

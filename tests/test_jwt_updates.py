@@ -19,6 +19,7 @@ import nats
 import pytest
 
 from natsbroker.auth.jwt import claims as C
+from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_jwt import KINDS, connect_line, creds, sign
@@ -226,7 +227,7 @@ def test_imports_follow_account_jwt_updates(keys, tmp_path_factory):
             async def on(msg, subject=subject):
                 await msg.respond(b"E " + subject.encode())
             await ec.subscribe(subject, cb=on)
-        await ec.flush()
+        await flushed(ec)
         # nats-server wires the import from another goroutine once the exporter
         # is loaded: under load its first request can still find no responders.
         first, deadline = await ask(ac, "help"), time.time() + 10

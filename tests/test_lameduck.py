@@ -13,15 +13,15 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
+from tests.support.http import get_json, http
+from tests.support.raw import Wire, dial
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.skipif(nats_server_binary() is None, reason="nats-server binary not found")
 
@@ -44,69 +44,47 @@ def _conf(tmp_path, kind, text):
 
 
 def _varz(server):
-    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % server.http_port, timeout=5) as r:
-        return json.load(r)
-
-
-def _wait(predicate, timeout=15, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
+    return get_json(server, "/varz", timeout=5)
 
 
 def _wait_connections(server, n):
     # The start-up probe's connection must be gone, or it counts as a client.
-    _wait(lambda: _varz(server)["connections"] == n, what="%d connections" % n)
+    eventually(lambda: _varz(server)["connections"] == n, what="%d connections" % n)
 
 
 def _refused(port):
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        dial(port, timeout=2).close()
         return False
     except OSError:
         return True
 
 
-class RawClient:
+class RawClient(Wire):
     """A raw socket client: INFO, CONNECT, optionally PING (and its PONG)."""
 
     def __init__(self, port, protocol=1, ping=True):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-        self.info = json.loads(self._line()[5:])
+        super().__init__(port)
         self.sock.sendall(b'CONNECT {"verbose":false,"protocol":%d}\r\n' % protocol)
         if ping:
             self.sock.sendall(b"PING\r\n")
-            while self._line() != b"PONG":
+            while self.read_line() != b"PONG":
                 pass
             if protocol >= 1:
-                self._line()  # the INFO confirming the CONNECT
+                self.read_line()  # the INFO confirming the CONNECT
         self.received = []  # (seconds, line) after the mark
         self.closed_at = None
 
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError
-            self.buf += data
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
     def watch(self, t0, deadline):
         """Collect lines until the server closes the connection (or deadline)."""
-        self.sock.settimeout(0.2)
         while time.time() < deadline:
             try:
-                line = self._line()
-            except socket.timeout:
-                continue
-            except (EOFError, OSError):
+                line = self._line(time.monotonic() + 0.2)
+            except OSError:  # closed (or reset)
                 self.closed_at = time.time() - t0
                 return
+            if line is None:
+                continue
             if line == b"PING":
                 self.sock.sendall(b"PONG\r\n")
             self.received.append((time.time() - t0, line))
@@ -129,7 +107,7 @@ def _ldm_run(kind, tmp_path, extra=(), conf=LDM_CONF, send=None):
         threads = [threading.Thread(target=c.watch, args=(t0, t0 + 30)) for c in clients.values()]
         for t in threads:
             t.start()
-        _wait(lambda: _refused(server.port), what="the client port to refuse")
+        eventually(lambda: _refused(server.port), what="the client port to refuse")
         refused_at = time.time() - t0
         for t in threads:
             t.join()
@@ -216,9 +194,9 @@ def test_signal_ldm_command_with_pid_file(tmp_path):
 def test_sigterm_during_lame_duck_is_ignored(tmp_path):
     def send(server):
         server.proc.send_signal(signal.SIGUSR2)
-        _wait(lambda: "Entering lame duck mode" in server.log(), what="lame duck mode")
+        eventually(lambda: "Entering lame duck mode" in server.log(), what="lame duck mode")
         server.proc.send_signal(signal.SIGTERM)
-        _wait(lambda: 'Trapped "terminated"' in server.log(), what="SIGTERM trapped")
+        eventually(lambda: 'Trapped "terminated"' in server.log(), what="SIGTERM trapped")
 
     for kind in KINDS:
         run = _ldm_run(kind, tmp_path, send=send)
@@ -239,7 +217,7 @@ class WebSocketClient:
     """A raw WebSocket NATS client: CONNECT (protocol 1) and PING sent."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = dial(port)
         self.sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
                           b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                           b"Sec-WebSocket-Version: 13\r\n\r\n")
@@ -285,7 +263,7 @@ class WebSocketClient:
 def test_sigint_during_lame_duck_stops_at_once(tmp_path):
     def send(server):
         server.proc.send_signal(signal.SIGUSR2)
-        _wait(lambda: "Entering lame duck mode" in server.log(), what="lame duck mode")
+        eventually(lambda: "Entering lame duck mode" in server.log(), what="lame duck mode")
         server.proc.send_signal(signal.SIGINT)
 
     conf = "lame_duck_duration: 60s\nlame_duck_grace_period: 50s\n"
@@ -316,18 +294,17 @@ def test_lame_duck_closes_websocket_listener_and_fails_healthz(tmp_path):
             (info,) = ws.lines(until=b"INFO ")
             assert info["ldm"] is True and info["port"] == server.ws_port, kind
             seen.setdefault("ws-keys", []).append(list(info))
-            _wait(lambda: _refused(server.port) and _refused(server.ws_port), what="listeners closed")
+            eventually(lambda: _refused(server.port) and _refused(server.ws_port), what="listeners closed")
             answers = []
             for query in ("", "?details=true"):
-                with pytest.raises(urllib.error.HTTPError) as e:
-                    urllib.request.urlopen("http://127.0.0.1:%d/healthz%s" % (server.http_port, query),
-                                           timeout=5)
-                body = json.loads(e.value.read())
+                status, _, raw = http(server, "/healthz" + query, timeout=5)
+                assert status >= 400, (status, raw)
+                body = json.loads(raw)
                 # nats-server lists the closed listeners in map order.
                 for where in [body] + body.get("errors", []):
                     if "error" in where:
                         where["error"] = where["error"].replace("websocket, server", "server, websocket")
-                answers.append((e.value.code, body))
+                answers.append((status, body))
             seen[kind] = answers
             ws.sock.close()
             assert "ldm" not in _varz(server)  # nats-server has no /varz field for it
@@ -435,7 +412,7 @@ def _log_lines_after(kind, args, actions):
 def _signal_and_wait(sig, text):
     def act(server):
         server.proc.send_signal(sig)
-        _wait(lambda: text in server.log() or server.proc.poll() is not None, what=text)
+        eventually(lambda: text in server.log() or server.proc.poll() is not None, what=text)
     return act
 
 
@@ -471,10 +448,10 @@ def test_sigusr1_reopens_the_log_file(tmp_path):
         path = str(tmp_path / ("%s.log" % kind))
 
         def rotate(server, path=path):
-            _wait(lambda: os.path.exists(path) and "Server is ready" in open(path).read(), what="log")
+            eventually(lambda: os.path.exists(path) and "Server is ready" in open(path).read(), what="log")
             os.rename(path, path + ".1")
             server.proc.send_signal(signal.SIGUSR1)
-            _wait(lambda: os.path.exists(path) and "re-opened" in open(path).read(), what="new log")
+            eventually(lambda: os.path.exists(path) and "re-opened" in open(path).read(), what="new log")
             server.proc.send_signal(signal.SIGINT)
 
         rc, _ = _log_lines_after(kind, ["-l", path], [rotate])

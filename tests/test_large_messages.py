@@ -12,7 +12,6 @@ TCP and TLS, against nats-server as well as natsbroker.
 
 import json
 import random
-import socket
 import ssl
 import threading
 import time
@@ -22,6 +21,7 @@ import trustme
 
 from natsbroker.protocol import parser as P
 from natsbroker.connection.outqueue import LARGE_IO, LARGE_PAYLOAD
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "natsbroker"]
@@ -98,13 +98,9 @@ def server(request, tmp_path_factory, certs):
 
 
 def _connect(s, headers=True, rcvbuf=None):
-    sock = socket.socket()
-    if rcvbuf:
-        # Before connect, so the window stays small: the server's socket
-        # fills and its transport has to hold output.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", s.port))
+    # A small receive buffer (set before connecting) keeps the window small:
+    # the server's socket fills and its transport has to hold output.
+    sock = dial(s.port, 30, rcvbuf=rcvbuf)
     buf = b""
     while b"\r\n" not in buf:
         buf += sock.recv(1)  # only the INFO line: TLS follows it

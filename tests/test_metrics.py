@@ -8,10 +8,7 @@ endpoints the exporter would have read them from (/varz, /jsz, /connz ...).
 
 import asyncio
 import gzip
-import json
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
@@ -19,7 +16,10 @@ from prometheus_client import exposition
 from prometheus_client.parser import text_string_to_metric_families
 
 from natsbroker.monitoring import prometheus as metrics
+from tests.support.clients import flushed
+from tests.support.http import get_json, http
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 STREAM, SUBJECT, DURABLE = "ORDERS", "orders.new", "shipping"
 STORED, FETCHED, ACKED = 7, 4, 3
@@ -112,30 +112,6 @@ EXPECTED = {
 
 # -- helpers ----------------------------------------------------------------------
 
-def http(server, path, headers=None):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (server.http_port, path),
-                                 headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
-def get_json(server, path):
-    status, _, body = http(server, path)
-    assert status == 200, (path, status, body)
-    return json.loads(body)
-
-
 def scrape(server, path="/metrics", headers=None):
     """``({name: family}, headers)`` of a scrape, parsed by prometheus-client."""
     status, hdrs, body = http(server, path, headers)
@@ -174,7 +150,7 @@ async def _load(server):
         for m in msgs[:ACKED]:
             await m.ack_sync(timeout=10)
         await nc.subscribe("core.>")
-        await nc.flush()
+        await flushed(nc)
     finally:
         await nc.close()
 
@@ -184,7 +160,7 @@ async def _publish_core(server, n):
     try:
         for i in range(n):
             await nc.publish("core.x", b"hello")
-        await nc.flush()
+        await flushed(nc)
     finally:
         await nc.close()
 
@@ -243,13 +219,13 @@ def test_varz_values(loaded):
 
 
 def test_connz_accstatz_healthz_routez(loaded):
-    wait_for(lambda: get_json(loaded, "/connz")["num_connections"] == 0)
+    eventually(lambda: get_json(loaded, "/connz")["num_connections"] == 0, timeout=30)
 
     async def scrape_while_connected():
         nc = await nats.connect(loaded.url, name="watcher")
         try:
             await nc.publish("core.y", b"abc")
-            await nc.flush()
+            await flushed(nc)
             return (await asyncio.to_thread(scrape, loaded),
                     await asyncio.to_thread(get_json, loaded, "/connz"),
                     await asyncio.to_thread(get_json, loaded, "/accstatz?unused=1"))

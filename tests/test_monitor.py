@@ -30,8 +30,6 @@ import os
 import re
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from twisted.internet import defer
@@ -50,7 +48,10 @@ from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN
 from natsbroker.monitoring.http import make_site
 from natsbroker.monitoring.process import uptime_text
 from tests.support.raw import Conversation
+from tests.support.http import get_json, http
+from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 KINDS = ("nats-server", "natsbroker")
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z\Z")
@@ -59,23 +60,6 @@ UPTIME = re.compile(r"(\d+y)?(\d+d)?(\d+h)?(\d+m)?\d+s\Z")
 
 # -- helpers --------------------------------------------------------------------
 
-def http(server, path):
-    """(status, headers with lower-case names, body) of GET ``path``."""
-    url = "http://127.0.0.1:%d%s" % (server.http_port, path)
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
-
-
-def get(server, path):
-    status, headers, body = http(server, path)
-    assert status == 200, (path, status, body)
-    return json.loads(body)
-
-
 def client(port, connect, *ops):
     """A raw client that has sent CONNECT and ``ops`` and seen its PONG."""
     c = Conversation(port)
@@ -83,15 +67,6 @@ def client(port, connect, *ops):
     out = c.read_until()
     assert out.endswith(b"PONG\r\n"), out
     return c
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.02)
 
 
 def by_port(doc):
@@ -123,11 +98,11 @@ class Setup:
         carol.close()
         self.alice_port = self.alice.sock.getsockname()[1]
         self.bob_port = self.bob.sock.getsockname()[1]
-        closed = wait_for(lambda: self.carol_port in by_port(get(server, "/connz?state=closed")))
-        assert closed, "carol's close never showed in /connz?state=closed"
+        eventually(lambda: self.carol_port in by_port(get_json(server, "/connz?state=closed")),
+                   what="carol's close to show in /connz?state=closed")
 
     def cids(self):
-        conns = by_port(get(self.server, "/connz?state=any"))
+        conns = by_port(get_json(self.server, "/connz?state=any"))
         return {name: conns[getattr(self, name + "_port")]["cid"]
                 for name in ("alice", "bob", "carol")}
 
@@ -167,7 +142,7 @@ def ours(both):
 # -- /varz ------------------------------------------------------------------------
 
 def test_varz_keys(ours, ref):
-    v, r = get(ours.server, "/varz"), get(ref.server, "/varz")
+    v, r = get_json(ours.server, "/varz"), get_json(ref.server, "/varz")
     # Every key we leave out is one nats-server really has (so the list stays true).
     assert set(VARZ_OMITTED) <= set(r), sorted(set(VARZ_OMITTED) - set(r))
     # natsbroker's own fields, last: which build runs (tests/test_compiled.py).
@@ -182,7 +157,7 @@ def test_varz_keys(ours, ref):
 
 
 def test_varz_values(ours, ref):
-    v, r = get(ours.server, "/varz"), get(ref.server, "/varz")
+    v, r = get_json(ours.server, "/varz"), get_json(ref.server, "/varz")
     assert v["version"] == COMPAT_VERSION
     assert v["port"] == ours.server.port
     assert v["server_name"] == v["server_id"]
@@ -211,7 +186,7 @@ def test_varz_values(ours, ref):
 
 @pytest.mark.parametrize("query", ["", "?subs=1", "?subs=detail", "?auth=1", "?auth=1&subs=1"])
 def test_connz_keys(ours, ref, query):
-    c, r = get(ours.server, "/connz" + query), get(ref.server, "/connz" + query)
+    c, r = get_json(ours.server, "/connz" + query), get_json(ref.server, "/connz" + query)
     assert_same_keys(c, r, where="/connz")
     mine, theirs = by_port(c), by_port(r)
     for name in ("alice", "bob"):
@@ -226,7 +201,7 @@ def test_connz_keys(ours, ref, query):
 
 def test_connz_values(ours, ref):
     for setup in (ours, ref):
-        c = get(setup.server, "/connz")
+        c = get_json(setup.server, "/connz")
         assert (c["num_connections"], c["total"], c["offset"], c["limit"]) == (2, 2, 0, 1024)
         conns = by_port(c)
         alice, bob = conns[setup.alice_port], conns[setup.bob_port]
@@ -243,8 +218,8 @@ def test_connz_values(ours, ref):
 
 def test_connz_subscriptions(ours, ref):
     def subs_of(setup):
-        conns = by_port(get(setup.server, "/connz?subs=1"))
-        details = by_port(get(setup.server, "/connz?subs=detail"))
+        conns = by_port(get_json(setup.server, "/connz?subs=1"))
+        details = by_port(get_json(setup.server, "/connz?subs=detail"))
         cids = setup.cids()
         out = {}
         for name in ("alice", "bob"):
@@ -264,16 +239,16 @@ def test_connz_subscriptions(ours, ref):
 def test_connz_paging(ours, ref):
     for setup in (ours, ref):
         srv = setup.server
-        first = get(srv, "/connz?limit=1")
+        first = get_json(srv, "/connz?limit=1")
         assert (first["num_connections"], first["total"], first["limit"]) == (1, 2, 1)
         assert first["connections"][0]["port"] == setup.alice_port
-        second = get(srv, "/connz?limit=1&offset=1")
+        second = get_json(srv, "/connz?limit=1&offset=1")
         assert (second["num_connections"], second["offset"]) == (1, 1)
         assert second["connections"][0]["port"] == setup.bob_port
-        past = get(srv, "/connz?offset=5")
+        past = get_json(srv, "/connz?offset=5")
         assert (past["num_connections"], past["total"], past["connections"]) == (0, 2, [])
         # Negative values fall back to the defaults.
-        fixed = get(srv, "/connz?offset=-2&limit=-3")
+        fixed = get_json(srv, "/connz?offset=-2&limit=-3")
         assert (fixed["offset"], fixed["limit"], fixed["num_connections"]) == (0, 1024, 2)
 
 
@@ -288,7 +263,7 @@ def test_connz_paging(ours, ref):
 ])
 def test_connz_sort(ours, ref, sort, order):
     for setup in (ours, ref):
-        conns = get(setup.server, "/connz?sort=" + sort)["connections"]
+        conns = get_json(setup.server, "/connz?sort=" + sort)["connections"]
         names = {setup.alice_port: "alice", setup.bob_port: "bob"}
         assert [names[c["port"]] for c in conns] == order, (setup.server.kind, sort)
 
@@ -300,9 +275,9 @@ def test_connz_sort_by_activity(ours):
     ours.alice.send(b"PING\r\n")
     assert ours.alice.read_until().endswith(b"PONG\r\n")
     names = {ours.alice_port: "alice", ours.bob_port: "bob"}
-    last = get(srv, "/connz?sort=last")["connections"]
+    last = get_json(srv, "/connz?sort=last")["connections"]
     assert [names[c["port"]] for c in last] == ["alice", "bob"]   # most recent first
-    idle = get(srv, "/connz?sort=idle")["connections"]
+    idle = get_json(srv, "/connz?sort=idle")["connections"]
     assert [names[c["port"]] for c in idle] == ["bob", "alice"]   # most idle first
 
 
@@ -310,18 +285,18 @@ def test_connz_closed(ours, ref):
     results = {}
     for setup in (ours, ref):
         srv = setup.server
-        closed = get(srv, "/connz?state=closed")
+        closed = get_json(srv, "/connz?state=closed")
         carol = by_port(closed)[setup.carol_port]
         assert carol["reason"] == "Client Closed"
         assert RFC3339.match(carol["stop"])
-        anyc = get(srv, "/connz?state=any")
+        anyc = get_json(srv, "/connz?state=any")
         assert anyc["total"] == closed["total"] + 2 == anyc["num_connections"]
         assert [c["cid"] for c in anyc["connections"]] == sorted(c["cid"] for c in anyc["connections"])
         # Sorting by stop and reason needs state=closed.
-        by_stop = get(srv, "/connz?state=closed&sort=stop")["connections"]
+        by_stop = get_json(srv, "/connz?state=closed&sort=stop")["connections"]
         stops = [c["stop"] for c in by_stop]
         assert stops == sorted(stops, reverse=True)
-        reasons = [c["reason"] for c in get(srv, "/connz?state=closed&sort=reason")["connections"]]
+        reasons = [c["reason"] for c in get_json(srv, "/connz?state=closed&sort=reason")["connections"]]
         assert reasons == sorted(reasons)
         results[srv.kind] = (carol, closed, anyc)
     (carol, closed, anyc), (rcarol, rclosed, ranyc) = results["natsbroker"], results["nats-server"]
@@ -335,23 +310,23 @@ def test_connz_cid(ours, ref):
     for setup in (ours, ref):
         srv = setup.server
         cids = setup.cids()
-        one = get(srv, "/connz?cid=%d" % cids["bob"])
+        one = get_json(srv, "/connz?cid=%d" % cids["bob"])
         assert (one["num_connections"], one["limit"]) == (1, 1)
         assert one["connections"][0]["port"] == setup.bob_port
         # A closed cid is found with state=closed or any, not among the open ones.
-        assert get(srv, "/connz?cid=%d" % cids["carol"])["connections"] == []
+        assert get_json(srv, "/connz?cid=%d" % cids["carol"])["connections"] == []
         for state in ("closed", "any"):
-            found = get(srv, "/connz?state=%s&cid=%d" % (state, cids["carol"]))["connections"]
+            found = get_json(srv, "/connz?state=%s&cid=%d" % (state, cids["carol"]))["connections"]
             assert [c["port"] for c in found] == [setup.carol_port]
-        assert get(srv, "/connz?cid=999999")["connections"] == []
+        assert get_json(srv, "/connz?cid=999999")["connections"] == []
 
 
 def test_connz_filters(ours, ref):
     for setup in (ours, ref):
         srv = setup.server
-        assert get(srv, "/connz?user=nobody")["connections"] == []
-        assert get(srv, "/connz?mqtt_client=x")["connections"] == []
-        assert get(srv, "/connz?acc=%24G")["num_connections"] == 2
+        assert get_json(srv, "/connz?user=nobody")["connections"] == []
+        assert get_json(srv, "/connz?mqtt_client=x")["connections"] == []
+        assert get_json(srv, "/connz?acc=%24G")["num_connections"] == 2
 
 
 @pytest.mark.parametrize("kind", ["nats-server", "natsbroker"])
@@ -361,8 +336,8 @@ def test_connz_closed_keeps_subscriptions(kind):
         dave = client(srv.port, {"verbose": False}, b"SUB dave.x 7\r\n")
         port = dave.sock.getsockname()[1]
         dave.close()
-        assert wait_for(lambda: port in by_port(get(srv, "/connz?state=closed")))
-        entry = by_port(get(srv, "/connz?state=closed&subs=1"))[port]
+        eventually(lambda: port in by_port(get_json(srv, "/connz?state=closed")))
+        entry = by_port(get_json(srv, "/connz?state=closed&subs=1"))[port]
         assert entry["subscriptions"] == 1
         assert entry["subscriptions_list"] == ["dave.x"]
 
@@ -372,7 +347,7 @@ def test_connz_closed_keeps_subscriptions(kind):
 @pytest.mark.parametrize("query", ["", "?subs=1", "?subs=1&test=foo", "?subs=1&test=bar.x",
                                    "?subs=1&test=foo&limit=1", "?subs=1&offset=1000"])
 def test_subsz_keys(ours, ref, query):
-    s, r = get(ours.server, "/subsz" + query), get(ref.server, "/subsz" + query)
+    s, r = get_json(ours.server, "/subsz" + query), get_json(ref.server, "/subsz" + query)
     assert_same_keys(s, r, where="/subsz" + query)
     for item in s.get("subscriptions_list", []):
         # nats-server's entries have the same shape (qgroup only for queue subscribers).
@@ -382,7 +357,7 @@ def test_subsz_keys(ours, ref, query):
 
 def test_subsz_values(ours, ref):
     def client_subs(setup, query):
-        doc = get(setup.server, "/subsz" + query)
+        doc = get_json(setup.server, "/subsz" + query)
         cids = {v: k for k, v in setup.cids().items()}
         subs = sorted((cids[d["cid"]], d["subject"], d.get("qgroup"), d["sid"], d["msgs"],
                        d["account"]) for d in doc.get("subscriptions_list", []) if d["cid"] in cids)
@@ -395,24 +370,24 @@ def test_subsz_values(ours, ref):
     assert client_subs(ours, "?subs=1&test=bar.x")[3] == [("alice", "bar.*", "q", "2", 0, "$G")]
     # Paging keeps the total of everything that matched.
     for setup in (ours, ref):
-        page = get(setup.server, "/subsz?subs=1&test=foo&limit=1")
+        page = get_json(setup.server, "/subsz?subs=1&test=foo&limit=1")
         assert (page["total"], len(page["subscriptions_list"])) == (2, 1)
-        rest = get(setup.server, "/subsz?subs=1&test=foo&offset=1")
+        rest = get_json(setup.server, "/subsz?subs=1&test=foo&offset=1")
         assert (rest["total"], len(rest["subscriptions_list"])) == (2, 1)
         if setup is ours:
             # Our order is stable, so pages do not overlap (nats-server's
             # order can change from one request to the next).
             assert rest["subscriptions_list"] != page["subscriptions_list"]
         # Without subs=1 there is no list, and total is 0.
-        stats = get(setup.server, "/subsz?test=foo")
+        stats = get_json(setup.server, "/subsz?test=foo")
         assert stats["total"] == 0 and "subscriptions_list" not in stats
-    s = get(ours.server, "/subsz?subs=1")
+    s = get_json(ours.server, "/subsz?subs=1")
     assert s["num_subscriptions"] == s["total"] == 3
     assert s["num_inserts"] == 3 and s["num_removes"] == 0
     assert 0 <= s["cache_hit_rate"] <= 1
     # An account we do not have: nothing, with zero stats.
     for setup in (ours, ref):
-        none = get(setup.server, "/subsz?subs=1&acc=NOPE")
+        none = get_json(setup.server, "/subsz?subs=1&acc=NOPE")
         assert (none["num_subscriptions"], none["total"]) == (0, 0)
         assert "subscriptions_list" not in none
 
@@ -421,10 +396,10 @@ def test_subsz_values(ours, ref):
 
 @pytest.mark.parametrize("query", ["", "?subs=1", "?subs=detail"])
 def test_routez(ours, ref, query):
-    z, r = get(ours.server, "/routez" + query), get(ref.server, "/routez" + query)
+    z, r = get_json(ours.server, "/routez" + query), get_json(ref.server, "/routez" + query)
     assert_same_keys(z, r, where="/routez")
     assert (z["num_routes"], z["routes"]) == (r["num_routes"], r["routes"]) == (0, [])
-    assert z["server_id"] == get(ours.server, "/varz")["server_id"]
+    assert z["server_id"] == get_json(ours.server, "/varz")["server_id"]
 
 
 @pytest.mark.parametrize("query", [
@@ -490,10 +465,10 @@ def test_index(ours):
 
 
 def test_http_req_stats_count_requests(ours):
-    before = get(ours.server, "/varz")["http_req_stats"]
-    get(ours.server, "/subscriptionsz")
+    before = get_json(ours.server, "/varz")["http_req_stats"]
+    get_json(ours.server, "/subscriptionsz")
     http(ours.server, "/healthz")
-    after = get(ours.server, "/varz")["http_req_stats"]
+    after = get_json(ours.server, "/varz")["http_req_stats"]
     assert after["/varz"] == before["/varz"] + 1
     assert after["/subsz"] == before.get("/subsz", 0) + 1
     assert after["/healthz"] == before.get("/healthz", 0) + 1
@@ -544,18 +519,18 @@ def test_plugin_endpoint(with_plugin):
     status, headers, body = http(with_plugin, "/testz")
     assert (status, headers["content-type"]) == (200, "application/json")
     doc = json.loads(body)
-    assert doc == {"server_id": get(with_plugin, "/varz")["server_id"], "path": "/testz",
+    assert doc == {"server_id": get_json(with_plugin, "/varz")["server_id"], "path": "/testz",
                    "items": [1, 2.5]}
     assert body.startswith(b'{\n  "server_id"')
-    assert get(with_plugin, "/latez") == {"late": True}
+    assert get_json(with_plugin, "/latez") == {"late": True}
     assert http(with_plugin, "/badz?x=1")[::2] == (400, b"bad thing: /badz?x=1")
     assert http(with_plugin, "/testz/")[0] == 404
     assert b"href=./testz" in http(with_plugin, "/")[2]
-    assert get(with_plugin, "/varz")["http_req_stats"]["/testz"] == 1
+    assert get_json(with_plugin, "/varz")["http_req_stats"]["/testz"] == 1
 
 
 def test_varz_config_digest(with_plugin):
-    assert re.match(r"sha256:[0-9a-f]{64}\Z", get(with_plugin, "/varz")["config_digest"])
+    assert re.match(r"sha256:[0-9a-f]{64}\Z", get_json(with_plugin, "/varz")["config_digest"])
 
 
 # -- in-process: JetStream hooks, closed snapshots, encoding ----------------------------------
@@ -729,19 +704,18 @@ def test_disabled_sublist_cache_caches_nothing(key, tmp_path):
     conf.write_text("%s: true\n" % key)
     plain = tmp_path / "plain.conf"
     plain.write_text("port: -1\n")
-    import socket
     caches = {}
     for kind in ("nats-server", "natsbroker"):
         for name, path in (("off", conf), ("on", plain)):
             with ServerProcess(kind, ["-m", "-1", "-c", str(path)]) as s:
-                with socket.create_connection(("127.0.0.1", s.port)) as c:
-                    c.recv(4096)
-                    c.sendall(b"CONNECT {}\r\nSUB foo 1\r\n" + b"PUB foo 2\r\nhi\r\n" * 3
-                              + b"PUB bar 0\r\n\r\nPING\r\n")
-                    buf = b""
-                    while b"PONG" not in buf:
-                        buf += c.recv(4096)
+                c = Wire(s.port)
+                try:
+                    c.send(b"CONNECT {}\r\nSUB foo 1\r\n" + b"PUB foo 2\r\nhi\r\n" * 3
+                           + b"PUB bar 0\r\n\r\nPING\r\n")
+                    buf = c.read_until(b"PONG")
                     assert buf.count(b"MSG foo 1 2") == 3
-                    caches[kind, name] = get(s, "/subsz")["num_cache"]
+                    caches[kind, name] = get_json(s, "/subsz")["num_cache"]
+                finally:
+                    c.close()
     assert caches["nats-server", "off"] == caches["natsbroker", "off"] == 0, caches
     assert caches["nats-server", "on"] > 0 and caches["natsbroker", "on"] > 0, caches

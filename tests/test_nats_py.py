@@ -6,6 +6,8 @@ import nats
 import pytest
 from nats.errors import NoRespondersError, TimeoutError
 
+from tests.support.clients import flushed
+
 pytestmark = pytest.mark.parametrize("server", ["nats_server", "broker_proc"])
 
 
@@ -29,7 +31,7 @@ def test_pub_sub_and_wildcards(url):
         sub = await nc.subscribe("orders.>")
         await nc.publish("orders.new", b"1")
         await nc.publish("orders.new.eu", b"2")
-        await nc.flush()
+        await flushed(nc)
         m1 = await sub.next_msg(10)
         m2 = await sub.next_msg(10)
         await nc.close()
@@ -95,7 +97,7 @@ def test_queue_group_one_member_each_and_even(url):
         await nc.subscribe("work", cb=watcher)
         for i in range(300):
             await nc.publish("work", b"x")
-        await nc.flush()
+        await flushed(nc)
         # The callbacks run on their own tasks: wait for them (not a fixed time).
         deadline = asyncio.get_running_loop().time() + 10
         while (sum(counts) < 300 or len(plain) < 300) and asyncio.get_running_loop().time() < deadline:
@@ -115,7 +117,7 @@ def test_unsubscribe_with_max(url):
         await sub.unsubscribe(limit=2)
         for i in range(5):
             await nc.publish("limited", b"%d" % i)
-        await nc.flush()
+        await flushed(nc)
         out = [(await sub.next_msg(10)).data for _ in range(2)]
         try:
             await sub.next_msg(0.3)
@@ -133,14 +135,14 @@ def test_echo_false(url):
         nc = await nats.connect(url, no_echo=True)
         other = await nats.connect(url)
         sub = await nc.subscribe("e")
-        await nc.flush()
+        await flushed(nc)
         # nats-py's flush() can send its PING ahead of a SUB still in its
         # write buffer (seen in nats-server's trace under load), so the SUB
         # is proven in place by a message from the other connection first.
         got = None
         for _ in range(20):
             await other.publish("e", b"ready")
-            await other.flush()
+            await flushed(other)
             try:
                 got = await sub.next_msg(0.5)
                 break
@@ -149,7 +151,7 @@ def test_echo_false(url):
         assert got is not None and got.data == b"ready"
         await nc.publish("e", b"mine")
         await other.publish("e", b"theirs")
-        await nc.flush()
+        await flushed(nc)
         await other.flush()
         seen = []
         while not seen or seen[-1] != b"theirs":

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import time
-import urllib.request
 
 import nkeys
 import pytest
@@ -25,6 +24,7 @@ from natsbroker.config.model import NkeyUser, Permission, Permissions
 from natsbroker.config.load import ConfigError, load_config
 from natsbroker.auth.nkey import check_signature, decode_signature, new_nonce, public_user_key
 from natsbroker.connection.client import ConnectOptions, _redact_connect
+from tests.support.http import get_json
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -352,9 +352,7 @@ _VOLATILE = {"cid", "port", "start", "last_activity", "stop", "rtt", "uptime", "
 
 
 def _connz(server, query):
-    url = "http://127.0.0.1:%d/connz?%s" % (server.http_port, query)
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
+    return get_json(server, "/connz?" + query)
 
 
 def _rows(server, query, names):

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from natsbroker.auth.permissions import ResolvedPermissions
 from natsbroker.config.model import Permission, Permissions, ResponsePermission
 from natsbroker.config.load import ConfigError, load_config
+from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 
@@ -414,7 +415,7 @@ def test_nats_py_queue_permissions_and_responses(servers):
             await m.respond(b"two")
             await m.respond(b"three")  # max 2: refused
         await svc.subscribe("req.echo", cb=handler)
-        await svc.flush()
+        await flushed(svc)
         inbox = "_INBOX.fixed"
         sub = await client.subscribe(inbox)
         await client.publish("req.echo", b"hi", reply=inbox)
@@ -422,7 +423,7 @@ def test_nats_py_queue_permissions_and_responses(servers):
         await svc.flush()
         await q.subscribe("foo.bar", queue="q1")
         await q.subscribe("foo.bar", queue="q2")
-        await q.flush()
+        await flushed(q)
         await asyncio.sleep(0.2)
         for nc in (svc, client, q):
             await nc.close()

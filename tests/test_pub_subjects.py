@@ -2,30 +2,21 @@
 nats-server delivers wildcard subjects (and says -ERR to a pedantic client)
 but a subject with an empty token reaches no one. Raw bytes compared."""
 
-import socket
-import time
 
 import pytest
 
+from tests.support.raw import Wire
 from tests.support.servers import ServerProcess
 
 SUBJECTS = [b"a..b", b"a.", b".a", b"foo.*", b"foo.>", b"*", b">", b"a.>.b", b"ok.subject"]
 
 
 def _exchange(port, pedantic, subject):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = Wire(port)
     try:
-        s.recv(4096)
-        s.sendall(b'CONNECT {"verbose":false,"pedantic":%s}\r\nSUB > 1\r\nPUB %s 2\r\nhi\r\nPING\r\n'
-                  % (b"true" if pedantic else b"false", subject))
-        buf = b""
-        deadline = time.monotonic() + 10
-        while b"PONG\r\n" not in buf and time.monotonic() < deadline:
-            data = s.recv(4096)
-            if not data:
-                break
-            buf += data
-        return buf
+        s.send(b'CONNECT {"verbose":false,"pedantic":%s}\r\nSUB > 1\r\nPUB %s 2\r\nhi\r\nPING\r\n'
+               % (b"true" if pedantic else b"false", subject))
+        return s.read_until(b"PONG\r\n", strict=False)
     finally:
         s.close()
 

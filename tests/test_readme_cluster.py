@@ -12,11 +12,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 
 import nats
 import pytest
 
+from tests.support.clients import flushed
+from tests.support.http import http
 from tests.support.servers import ROOT
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,10 +42,10 @@ def _free_ports(n):
 
 def _routes(http_port):
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/routez" % http_port, timeout=2) as r:
-            return json.load(r)["num_routes"]
+        status, _, body = http(http_port, "/routez", timeout=2)
     except OSError:
         return -1
+    return json.loads(body)["num_routes"] if status == 200 else -1
 
 
 def test_readme_three_node_example_works_as_written(tmp_path):
@@ -74,11 +75,11 @@ def test_readme_three_node_example_works_as_written(tmp_path):
             sub_nc = await nats.connect("nats://127.0.0.1:%d" % client[2])
             pub_nc = await nats.connect("nats://127.0.0.1:%d" % client[0])
             sub = await sub_nc.subscribe("greet")
-            await sub_nc.flush()
+            await flushed(sub_nc)
             end = time.time() + 30
             while True:  # until the interest has crossed the route
                 await pub_nc.publish("greet", b"hello")
-                await pub_nc.flush()
+                await flushed(pub_nc)
                 try:
                     msg = await sub.next_msg(timeout=0.5)
                     break

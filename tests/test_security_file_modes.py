@@ -8,12 +8,12 @@ import contextlib
 import os
 import re
 import stat
-import time
 
 import nats
 import pytest
 
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 # Files LevelDB creates itself, 0644 (plyvel cannot choose their mode): they
 # are private only through their 0700 directory, which the walk checks.
@@ -56,13 +56,6 @@ async def use_jetstream(url):
         await obs.put("report.txt", b"confidential" * 1000)
     finally:
         await nc.close()
-
-
-def wait_for(cond, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def open_to_others(top, leveldb_exempt):
@@ -108,8 +101,8 @@ def test_store_and_feed_are_private(tmp_path):
         run(use_jetstream(srv.url))
         # A completed feed file and its checkpoint, the HWM side files, the
         # pinned meta (written by the API calls above).
-        wait_for(lambda: (feed / "checkpoint.json").exists()
-                 and any(n.endswith(".jsonl") for n in os.listdir(feed)))
+        eventually(lambda: (feed / "checkpoint.json").exists()
+                   and any(n.endswith(".jsonl") for n in os.listdir(feed)), timeout=20)
         live = open_to_others(str(tmp_path / "a"), leveldb_exempt=True)
     finally:
         srv.stop()
@@ -148,8 +141,8 @@ def test_feed_never_writes_through_planted_checkpoint_symlink(tmp_path):
     srv = start("natsbroker", ["-c", str(conf)])
     try:
         run(publish(srv.url))
-        wait_for(lambda: os.path.lexists(feed / "checkpoint.json")
-                 and any(n.endswith(".jsonl") for n in os.listdir(feed)))
+        eventually(lambda: os.path.lexists(feed / "checkpoint.json")
+                   and any(n.endswith(".jsonl") for n in os.listdir(feed)), timeout=20)
     finally:
         srv.stop()
     assert victim.read_text() == "untouched"

@@ -18,12 +18,11 @@ the same, and the consumer must not have delivered anything.
 
 import json
 import os
-import socket
 import time
 
 import pytest
 
-from tests.support.raw import Frame
+from tests.support.raw import Closed, Wire
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.timeout(240)
@@ -92,15 +91,13 @@ def spliced(target):
 # -- a raw client with a user ------------------------------------------------
 
 
-class Client:
+class Client(Wire):
     """A raw connection (as ``user``, if given): requests with numbered reply subjects,
     and every frame (and -ERR) received until the connection is quiet."""
 
     def __init__(self, port, user=None):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
+        super().__init__(port)
         self.errs = []
-        self._line(time.monotonic() + 10)  # INFO
         auth = b',"user":"%s","pass":"p"' % user.encode() if user else b""
         self.sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true,'
                           b'"protocol":1%s}\r\nSUB r.> 1\r\nPING\r\n' % auth)
@@ -112,34 +109,16 @@ class Client:
         self.sock.sendall(b"PUB %s r.%d %d\r\n%s\r\n" % (subject.encode(), self.n, len(body), body))
         return "r.%d" % self.n
 
-    def _fill(self, deadline):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        self.sock.settimeout(left)
-        try:
-            data = self.sock.recv(1 << 20)
-        except socket.timeout:
-            return False
-        if not data:
-            return False
-        self.buf += data
-        return True
-
-    def _line(self, deadline):
-        while b"\r\n" not in self.buf:
-            if not self._fill(deadline):
-                return None
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line
-
     def quiet_frames(self, quiet=1.5, limit=60.0, count=None):
         """Every frame until ``quiet`` s pass with nothing (nats-server
         answers API requests from its own goroutines, in no set order)."""
         out = []
         end = time.monotonic() + limit
         while time.monotonic() < end and len(out) != count:
-            line = self._line(min(end, time.monotonic() + quiet))
+            try:
+                line = self._line(min(end, time.monotonic() + quiet))
+            except Closed:  # as quiet as it gets
+                break
             if line is None:
                 break
             if line == b"PING":
@@ -150,19 +129,8 @@ class Client:
                 continue
             if line in (b"PONG", b"+OK") or line.startswith(b"INFO"):
                 continue
-            parts = line.split(b" ")
-            hlen = int(parts[-2]) if parts[0] == b"HMSG" else 0
-            tlen = int(parts[-1])
-            reply = parts[3] if len(parts) == (6 if hlen or parts[0] == b"HMSG" else 5) else None
-            while len(self.buf) < tlen + 2:
-                assert self._fill(time.monotonic() + 10), "truncated frame"
-            body, self.buf = self.buf[:tlen], self.buf[tlen + 2:]
-            out.append(Frame(parts[1].decode(), int(parts[2]), reply and reply.decode(),
-                             body[:hlen], body[hlen:]))
+            out.append(self.frame_after(line, time.monotonic() + 10))
         return out
-
-    def close(self):
-        self.sock.close()
 
 
 def outcome(frame):

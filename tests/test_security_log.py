@@ -7,13 +7,13 @@ rate-limited.
 """
 
 import re
-import socket
 import time
 
 from twisted.internet import task
 from twisted.logger import globalLogPublisher
 
 from natsbroker.ratelog import RateLimitedLog
+from tests.support.raw import Wire
 from tests.support.servers import ServerProcess
 
 CONF = """
@@ -50,20 +50,11 @@ def security_lines(log):
 
 
 def _converse(port, data):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = Wire(port)
     try:
-        s.recv(65536)
-        s.sendall(data)
-        got = b""
-        s.settimeout(10)
-        while not got.endswith((b"PONG\r\n", b"'\r\n")) or got.count(b"\r\n") < 1:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-            if b"PONG\r\n" in got:
-                break
-        return got
+        s.send(data)
+        # Until the PONG, an -ERR that ends what came, or the close.
+        return s.read_until(lambda got: b"PONG\r\n" in got or got.endswith(b"'\r\n"))
     finally:
         s.close()
 

@@ -15,9 +15,10 @@ import uuid
 
 import pytest
 
+from tests.support.cluster import cluster_conf, wait_mesh
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
-from tests.test_cluster import _raw_route, wait_mesh
+from tests.test_cluster import _raw_route
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -30,11 +31,7 @@ PERMS = """
 
 
 def _conf(tmp, name, perms=PERMS, routes=()):
-    path = tmp / ("%s-%s.conf" % (name, uuid.uuid4().hex[:8]))
-    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n  listen: 127.0.0.1:-1\n"
-                    "  routes: [%s]\n%s}\n" % (name, ", ".join('"nats://127.0.0.1:%d"' % p for p in routes),
-                                               perms))
-    return ["-c", str(path)]
+    return cluster_conf(tmp, name, routes, perms)
 
 
 @pytest.fixture(scope="module")

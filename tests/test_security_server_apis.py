@@ -21,6 +21,7 @@ import nats
 import pytest
 from nats.errors import NoRespondersError
 
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess, both_started
 
 KINDS = ["nats-server", "natsbroker"]
@@ -104,7 +105,7 @@ def test_an_answer_sent_to_an_api_subject_is_no_request(servers, kind, reply):
         # infoonly may publish only $JS.API.INFO; the server answers onto the
         # reply subject it chose.
         await nc.publish("$JS.API.INFO", b"", reply=reply)
-        await nc.flush()
+        await flushed(nc)
         # A stream request after it: answered in order, so the attack has run.
         await admin.request("$JS.API.STREAM.INFO.SECRETS", b"", timeout=5)
         alive = await _secrets_alive(js)
@@ -127,7 +128,7 @@ def test_system_answer_onto_a_system_request_is_no_request(tmp_path, kind):
             sid = nc._server_info["server_id"]
             await nc.publish("$SYS.REQ.SERVER.PING.VARZ", b"",
                              reply="$SYS.REQ.SERVER.%s.LDM" % sid)
-            await nc.flush()
+            await flushed(nc)
             await nc.request("$SYS.REQ.SERVER.PING.VARZ", b"", timeout=5)
             await asyncio.sleep(0.5)
             # Still serving: a new connection gets in and is answered.
@@ -188,7 +189,7 @@ def test_object_store_api_bound_by_the_client_s_permissions(servers, kind, user)
         meta = {"name": "plans", "nonce": nonce, "chunks": 1, "size": 5}
         answers["upload"] = await _obj(nc, "$OBJ.B.info.plans", meta)
         await nc.publish("$OBJ.B.chunks.%s" % nonce, b"owned")
-        await nc.flush()
+        await flushed(nc)
         await admin.flush()
         await asyncio.sleep(0.3)
         obs = await js.object_store("B")
@@ -238,7 +239,7 @@ def test_chunks_count_only_from_the_uploading_connection(servers):
         nonce = "N" + os.urandom(6).hex()
         meta = {"name": "fresh", "nonce": nonce, "chunks": 1, "size": 5}
         await admin.publish("$OBJ.B.info.fresh", json.dumps(meta).encode())
-        await admin.flush()
+        await flushed(admin)
         # Another connection that saw the nonce tries to write the chunk.
         injected = await _obj(other, "$OBJ.B.chunks.%s" % nonce, None)
         done = await admin.request("$OBJ.B.chunks.%s" % nonce, b"mine!", timeout=5)

@@ -24,7 +24,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.support.http import get_json
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 KINDS = ["nats-server", "natsbroker"]
 DEADLINE = 10.0
@@ -107,7 +110,7 @@ class TLSConn:
     """A raw NATS connection over TLS (INFO first, then the handshake)."""
 
     def __init__(self, port, certs, who):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        sock = dial(port, DEADLINE)
         buf = b""
         while b"\r\n" not in buf:
             chunk = sock.recv(4096)
@@ -188,12 +191,8 @@ def _user_info(port, certs, who, connect):
 
 
 def _wait_log(server, text, limit=DEADLINE):
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if text in server.log():
-            return True
-        time.sleep(0.05)
-    return False
+    return eventually(lambda: text in server.log(), timeout=limit, interval=0.05,
+                      what="log line %r" % text)
 
 
 USERS_IN_GLOBAL = """
@@ -243,7 +242,6 @@ accounts {
 def test_audit_trail_names_certificate_user(servers, certs):
     """The account's CONNECT event, $SYS.REQ.USER.INFO and /connz name
     alice, whom the certificate authenticated, not the CONNECT's root."""
-    import urllib.request
 
     def run(s):
         watch = TLSConn(s.port, certs, "sys")
@@ -256,9 +254,7 @@ def test_audit_trail_names_certificate_user(servers, certs):
             event = json.loads(watch.read_msg())["client"]
             c.send(b"SUB _INBOX.me 1\r\nPUB $SYS.REQ.USER.INFO _INBOX.me 0\r\n\r\n")
             info = json.loads(c.read_msg())["data"]
-            with urllib.request.urlopen("http://127.0.0.1:%d/connz?auth=true" % s.http_port,
-                                        timeout=DEADLINE) as r:
-                conns = json.load(r)["connections"]
+            conns = get_json(s, "/connz?auth=true", timeout=DEADLINE)["connections"]
             probe = [(x.get("authorized_user"), x.get("account")) for x in conns if x.get("name") == "probe"]
             return (event.get("user"), event.get("acc")), (info["user"], info["account"]), probe
         finally:

@@ -7,13 +7,13 @@ close frame). natsbroker must do the same, and its memory must not follow the
 inflated size.
 """
 
-import socket
 import time
 
 import pytest
 from wsproto.events import BytesMessage, Message
 from wsproto.extensions import PerMessageDeflate
 
+from tests.support.raw import dial
 from tests.test_websocket import DEADLINE, KINDS, _start, both, connected
 
 CONF = """
@@ -84,7 +84,7 @@ class PlainClient:
     """Another client, on the plain port, connected before the bomb."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        self.sock = dial(port, 60)
         self.sock.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
         assert self._pong()
 

@@ -10,7 +10,6 @@ must not log in as the no_auth_user.
 """
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import time
 
 import pytest
 
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 from tests.test_websocket import DEADLINE, KINDS, connected, upgrade_request
 
@@ -90,7 +90,7 @@ def wss(tmp_path_factory):
 def handshake(port, tls=False, **headers):
     """The server's answer to an upgrade request: status line and body
     (empty for a 101)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    sock = dial(port, DEADLINE)
     if tls:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False

@@ -6,7 +6,7 @@ import socket
 import tempfile
 import time
 
-from tests.support.raw import Conversation
+from tests.support.raw import Conversation, dial
 from tests.support.servers import ServerProcess
 
 
@@ -23,9 +23,7 @@ def test_stalled_reader_is_cut_and_memory_stays_bounded():
     with os.fdopen(fd, "w") as f:
         f.write("max_pending: 4MB\nmax_payload: 64KB\n")
     with ServerProcess("natsbroker", ["-c", conf]) as server:
-        stalled = socket.socket()
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.connect(("127.0.0.1", server.port))
+        stalled = dial(server.port, None, rcvbuf=4096)
         stalled.sendall(b'CONNECT {"verbose":false}\r\nSUB flood 1\r\nPING\r\n')
         got = b""
         while b"PONG\r\n" not in got:  # INFO and PONG (so SUB is in); from now on it reads nothing
@@ -92,11 +90,7 @@ def test_stalled_tls_reader_is_cut_and_memory_stays_bounded(tmp_path):
     ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
 
     def connect(server, rcvbuf=None):
-        raw = socket.socket()
-        if rcvbuf:
-            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        raw.connect(("127.0.0.1", server.port))
-        raw.settimeout(10)
+        raw = dial(server.port, 10, rcvbuf=rcvbuf)
         buf = b""
         while b"\r\n" not in buf:
             buf += raw.recv(4096)

@@ -19,6 +19,7 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 
 from natsbroker.spark import feedgen as g  # noqa: E402
+from tests.support.wait import eventually  # noqa: E402
 from tests.test_spark_ingest import C, SEC, ROOT, Feed  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
@@ -50,15 +51,13 @@ class Daemon:
             return f.read()
 
     def wait_for(self, pattern, timeout=60):
-        deadline = time.time() + timeout
-        while True:
+        def logged():
             m = re.search(pattern, self.text())
-            if m:
-                return m
-            assert self.proc.poll() is None, "exited early:\n" + self.text()[-3000:]
-            assert time.time() < deadline, "timed out waiting for %r:\n%s" % (
-                pattern, self.text()[-3000:])
-            time.sleep(0.2)
+            assert m or self.proc.poll() is None, "exited early:\n" + self.text()[-3000:]
+            return m
+        # An early exit fails at once (nothing retried), a timeout names the log.
+        return eventually(logged, timeout=timeout, interval=0.2, ignore=(),
+                          what="%r in %s" % (pattern, self.log_path))
 
     def stop(self):
         if self.proc.poll() is None:

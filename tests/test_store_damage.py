@@ -12,9 +12,6 @@ import json
 import os
 import random
 import struct
-import time
-import urllib.error
-import urllib.request
 
 import nats
 import plyvel
@@ -23,7 +20,9 @@ import pytest
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.leveldb.records import unpack_record
 from natsbroker.store.leveldb.sidefiles import HWM_NAME
+from tests.support.http import get_json, http
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 PAYLOAD = 6600
 
@@ -82,14 +81,14 @@ async def _publish(js, subject, n, size=PAYLOAD, window=100):
 
 
 def _wait_log(server, *needles, timeout=10):
-    deadline = time.monotonic() + timeout
-    while True:
+    """The log, once it has all of ``needles``."""
+    def logged():
         text = server.log()
-        if all(n in text for n in needles):
-            return text
-        if time.monotonic() > deadline:
-            raise AssertionError("log lacks %r:\n%s" % (needles, text[-4000:]))
-        time.sleep(0.05)
+        return all(n in text for n in needles) and text
+    try:
+        return eventually(logged, timeout=timeout, interval=0.05, what="log lines %r" % (needles,))
+    except AssertionError:
+        raise AssertionError("log lacks %r:\n%s" % (needles, server.log()[-4000:])) from None
 
 
 def _filled(store, consumer_acks=0):
@@ -209,16 +208,11 @@ def test_missing_manifest_takes_the_stream_offline_and_touches_nothing(tmp_path)
 
     again = ServerProcess("natsbroker", ["-js", "-sd", store, "-m", "-1"]).start()
     try:
-        jsz = json.loads(urllib.request.urlopen(
-            "http://127.0.0.1:%d/jsz" % again.http_port, timeout=10).read())
+        jsz = get_json(again, "/jsz")
         assert jsz["streams"] == 1 and "CURRENT" in jsz["offline_streams"]["S"], jsz
-        try:
-            urllib.request.urlopen("http://127.0.0.1:%d/healthz?account=$G&stream=S"
-                                   % again.http_port, timeout=10)
-            raise AssertionError("healthz said ok for an offline stream")
-        except urllib.error.HTTPError as e:
-            assert e.code == 503
-            assert "is offline" in json.loads(e.read())["error"]
+        status, _, body = http(again, "/healthz?account=$G&stream=S")
+        assert status == 503, "healthz said %d for an offline stream" % status
+        assert "is offline" in json.loads(body)["error"]
 
         async def check():
             nc = await nats.connect(again.url, connect_timeout=10)

@@ -21,10 +21,7 @@ import asyncio
 import json
 import re
 import signal
-import socket
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
@@ -41,7 +38,12 @@ from natsbroker.discovery import discover
 from natsbroker.connection.client import ConnectOptions
 from natsbroker.system import plugin as S
 from tests.support.raw import Conversation
+from tests.support.clients import flushed
+from tests.support.http import get_json
+from tests.support.http import http as get_http
+from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
 
 KINDS = ("nats-server", "natsbroker")
 
@@ -71,19 +73,9 @@ SERVER_INFO = ["name", "host", "id", "ver", "jetstream", "flags", "seq", "time"]
 # -- helpers --------------------------------------------------------------------------
 
 def http(server, path):
-    url = "http://127.0.0.1:%d%s" % (server.http_port, path)
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, e.read()
-
-
-def get(server, path):
-    status, body = http(server, path)
-    assert status == 200, (path, status, body)
-    return json.loads(body)
+    """``(status, body)``: the headers (a Date among them) differ by server."""
+    status, _, body = get_http(server, path)
+    return status, body
 
 
 def keys(d):
@@ -128,15 +120,6 @@ def raw_client(port, user, *ops, **extra):
     return c
 
 
-def wait_for(predicate, timeout=10.0):
-    deadline = time.time() + timeout
-    while True:
-        value = predicate()
-        if value or time.time() > deadline:
-            return value
-        time.sleep(0.02)
-
-
 def by_port(doc):
     return {c["port"]: c for c in doc["connections"] or []}
 
@@ -171,10 +154,9 @@ class Scenario:
         bad.close()
         self.a1_port = self.a1.sock.getsockname()[1]
         self.g_port = self.g.sock.getsockname()[1]
-        closed = wait_for(lambda: {self.b1_port, self.bad_port} <= set(
-            by_port(get(server, "/connz?state=closed"))))
-        assert closed
-        self.server_id = get(server, "/varz")["server_id"]
+        eventually(lambda: {self.b1_port, self.bad_port} <= set(
+            by_port(get_json(server, "/connz?state=closed"))), timeout=10)
+        self.server_id = get_json(server, "/varz")["server_id"]
 
     def close(self):
         self.a1.close()
@@ -238,7 +220,7 @@ def ask(setup, asks, user="sys", wait=1.0):
 # -- /varz, /connz, /subsz -------------------------------------------------------------
 
 def test_varz_names_the_system_account(ours, ref):
-    v, r = get(ours.server, "/varz"), get(ref.server, "/varz")
+    v, r = get_json(ours.server, "/varz"), get_json(ref.server, "/varz")
     assert v["system_account"] == r["system_account"] == "SYS"
     same_keys(v, r, "/varz")
     assert v["connections"] == r["connections"] == 2
@@ -246,7 +228,7 @@ def test_varz_names_the_system_account(ours, ref):
 
 def test_connz_shows_accounts(ours, ref):
     for query in ("?auth=1", "?auth=1&subs=detail", "?auth=1&subs=1", ""):
-        o, r = get(ours.server, "/connz" + query), get(ref.server, "/connz" + query)
+        o, r = get_json(ours.server, "/connz" + query), get_json(ref.server, "/connz" + query)
         same_keys(o, r, "/connz" + query)
         mine, theirs = by_port(o), by_port(r)
         for name in ("a1", "g"):
@@ -255,44 +237,44 @@ def test_connz_shows_accounts(ours, ref):
             same_keys(conn, expected, name + query)
             for key in ("account", "name_tag", "authorized_user", "subscriptions"):
                 assert conn.get(key) == expected.get(key), (name, query, key)
-    a1 = by_port(get(ours.server, "/connz?auth=1"))[ours.a1_port]
+    a1 = by_port(get_json(ours.server, "/connz?auth=1"))[ours.a1_port]
     assert (a1["account"], a1["name_tag"], a1["authorized_user"]) == ("A", "A", "a1")
 
 
 @pytest.mark.parametrize("acc,names", [("A", ["a1"]), ("%24G", ["g"]), ("B", []), ("SYS", [])])
 def test_connz_account_filter(ours, ref, acc, names):
     for setup in (ours, ref):
-        doc = get(setup.server, "/connz?auth=1&acc=" + acc)
+        doc = get_json(setup.server, "/connz?auth=1&acc=" + acc)
         assert sorted(by_port(doc)) == sorted(getattr(setup, n + "_port") for n in names)
         assert doc["total"] == len(names)
-    same_keys(get(ours.server, "/connz?acc=" + acc), get(ref.server, "/connz?acc=" + acc), acc)
+    same_keys(get_json(ours.server, "/connz?acc=" + acc), get_json(ref.server, "/connz?acc=" + acc), acc)
 
 
 def test_connz_unknown_account(ours, ref):
     for query in ("?acc=NOPE", "?acc=NOPE&state=closed", "?acc=NOPE&limit=5"):
-        o, r = get(ours.server, "/connz" + query), get(ref.server, "/connz" + query)
+        o, r = get_json(ours.server, "/connz" + query), get_json(ref.server, "/connz" + query)
         o.pop("now"), r.pop("now")
         assert o == r, query
-    assert get(ours.server, "/connz?acc=NOPE")["connections"] is None
+    assert get_json(ours.server, "/connz?acc=NOPE")["connections"] is None
 
 
 def test_connz_closed_connections_keep_their_account(ours, ref):
     for setup in (ours, ref):
-        closed = by_port(get(setup.server, "/connz?state=closed&auth=1"))
+        closed = by_port(get_json(setup.server, "/connz?state=closed&auth=1"))
         b1 = closed[setup.b1_port]
         assert (b1["account"], b1["name_tag"], b1["authorized_user"]) == ("B", "B", "b1")
         assert closed[setup.bad_port]["reason"] == "Authentication Failure"
         assert "account" not in closed[setup.bad_port]
-        only_b = get(setup.server, "/connz?state=closed&acc=B")
+        only_b = get_json(setup.server, "/connz?state=closed&acc=B")
         assert [c["port"] for c in only_b["connections"]] == [setup.b1_port]
-    o = by_port(get(ours.server, "/connz?state=closed&auth=1"))[ours.b1_port]
-    r = by_port(get(ref.server, "/connz?state=closed&auth=1"))[ref.b1_port]
+    o = by_port(get_json(ours.server, "/connz?state=closed&auth=1"))[ours.b1_port]
+    r = by_port(get_json(ref.server, "/connz?state=closed&auth=1"))[ref.b1_port]
     same_keys(o, r, "closed b1")
 
 
 def _client_subs(setup, doc):
     ports = {setup.a1_port: "a1", setup.g_port: "g"}
-    cids = {c["cid"]: ports[c["port"]] for c in get(setup.server, "/connz")["connections"]
+    cids = {c["cid"]: ports[c["port"]] for c in get_json(setup.server, "/connz")["connections"]
             if c["port"] in ports}
     return sorted((cids[d["cid"]], d["account"], d["account_tag"], d["subject"], d.get("qgroup"),
                    d["sid"], d["msgs"]) for d in doc.get("subscriptions_list", [])
@@ -302,7 +284,7 @@ def _client_subs(setup, doc):
 @pytest.mark.parametrize("query", ["?subs=1&acc=A", "?subs=1", "?subs=1&acc=A&test=a.events.x",
                                    "?subs=1&acc=%24G", "?acc=A"])
 def test_subsz_per_account(ours, ref, query):
-    o, r = get(ours.server, "/subsz" + query), get(ref.server, "/subsz" + query)
+    o, r = get_json(ours.server, "/subsz" + query), get_json(ref.server, "/subsz" + query)
     same_shape(o, r, "/subsz" + query)
     assert _client_subs(ours, o) == _client_subs(ref, r)
     if "acc=A" in query and "subs" in query:
@@ -311,7 +293,7 @@ def test_subsz_per_account(ours, ref, query):
 
 def test_subsz_unknown_account(ours, ref):
     for setup in (ours, ref):
-        doc = get(setup.server, "/subsz?subs=1&acc=NOPE")
+        doc = get_json(setup.server, "/subsz?subs=1&acc=NOPE")
         assert (doc["num_subscriptions"], doc["total"]) == (0, 0)
         assert "subscriptions_list" not in doc
 
@@ -319,12 +301,12 @@ def test_subsz_unknown_account(ours, ref):
 # -- /accountz, /accstatz, /jsz ----------------------------------------------------------
 
 def test_accountz_list(ours, ref):
-    o, r = get(ours.server, "/accountz"), get(ref.server, "/accountz")
+    o, r = get_json(ours.server, "/accountz"), get_json(ref.server, "/accountz")
     same_keys(o, r, "/accountz")
     assert o["system_account"] == r["system_account"] == "SYS"
     assert sorted(o["accounts"]) == sorted(r["accounts"]) == ["$G", "A", "B", "SYS"]
     # nats-server ignores everything but "acc" here.
-    assert sorted(get(ours.server, "/accountz?unused=1")["accounts"]) == sorted(o["accounts"])
+    assert sorted(get_json(ours.server, "/accountz?unused=1")["accounts"]) == sorted(o["accounts"])
 
 
 def _by_subject(items):
@@ -333,8 +315,8 @@ def _by_subject(items):
 
 @pytest.mark.parametrize("acc", ["A", "B", "SYS", "%24G"])
 def test_accountz_detail(ours, ref, acc):
-    o = get(ours.server, "/accountz?acc=" + acc)
-    r = get(ref.server, "/accountz?acc=" + acc)
+    o = get_json(ours.server, "/accountz?acc=" + acc)
+    r = get_json(ref.server, "/accountz?acc=" + acc)
     same_keys(o, r, "/accountz")
     od, rd = o["account_detail"], r["account_detail"]
     same_keys(od, rd, "account_detail")
@@ -357,7 +339,7 @@ def _statz(doc):
 
 @pytest.mark.parametrize("query", ["", "?unused=1", "?unused=true&accs=A"])
 def test_accstatz(ours, ref, query):
-    o, r = get(ours.server, "/accstatz" + query), get(ref.server, "/accstatz" + query)
+    o, r = get_json(ours.server, "/accstatz" + query), get_json(ref.server, "/accstatz" + query)
     same_keys(o, r, "/accstatz")
     os_, rs = _statz(o), _statz(r)
     # Over HTTP nats-server lists the accounts in use (all with unused), never filtered.
@@ -376,7 +358,7 @@ def test_accstatz_bad_flag(ours, ref):
 
 
 def test_jsz_without_jetstream(ours, ref):
-    o, r = get(ours.server, "/jsz"), get(ref.server, "/jsz")
+    o, r = get_json(ours.server, "/jsz"), get_json(ref.server, "/jsz")
     same_shape(o, r, "/jsz")
     for doc in (o, r):
         doc.pop("server_id"), doc.pop("now")
@@ -539,10 +521,11 @@ def test_kick(ours, ref):
     for setup in (ours, ref):
         victim = raw_client(setup.server.port, "g")
         port = victim.sock.getsockname()[1]
-        cid = by_port(get(setup.server, "/connz"))[port]["cid"]
+        cid = by_port(get_json(setup.server, "/connz"))[port]["cid"]
         answer, = ask(setup, [("$SYS.REQ.SERVER.<id>.KICK", '{"cid":%d}' % cid)])
         assert list(answer) == ["server"], answer
-        closed = wait_for(lambda: by_port(get(setup.server, "/connz?state=closed")).get(port))
+        closed = eventually(lambda: by_port(get_json(setup.server, "/connz?state=closed")).get(port),
+                            timeout=10)
         assert closed["reason"] == "Kicked"
         victim.close()
 
@@ -560,7 +543,7 @@ async def _events(server):
             return
         seen.append((m.subject, json.loads(m.data)))
     await sysnc.subscribe("$SYS.>", cb=on)
-    await sysnc.flush()
+    await flushed(sysnc)
 
     async def until(events, seen=seen):
         # One step's events in before the next step: nats-server's come from
@@ -574,19 +557,17 @@ async def _events(server):
     g = await nats.connect(server.url, user="g", password="p", allow_reconnect=False)
     await until(4)
     await a1.publish("x", b"12345")
-    await a1.flush()
+    await flushed(a1)
     await a1.close()
     await until(7)
     await g.close()
     await until(8)
     # A failed login and a connection that never says CONNECT.
-    bad = socket.create_connection(("127.0.0.1", server.port))
-    bad.recv(4096)
-    bad.sendall(connect_line("zz", name="bad", **{"pass": "x"}))
+    bad = Wire(server.port)
+    bad.send(connect_line("zz", name="bad", **{"pass": "x"}))
     await until(10)
     bad.close()
-    mute = socket.create_connection(("127.0.0.1", server.port))
-    mute.recv(4096)
+    mute = Wire(server.port)
     mute.close()
     await until(11)
     # A PING without a reply asks for a STATSZ broadcast.
@@ -651,7 +632,7 @@ async def _server_event(server, sig):
             seen.append((m.subject, json.loads(m.data)))
             got.set()
     await sysnc.subscribe("$SYS.>", cb=on)
-    await sysnc.flush()
+    await flushed(sysnc)
     a1 = await nats.connect(server.url, user="a1", password="p", allow_reconnect=False)
     server.proc.send_signal(sig)  # (our own ServerProcess, by its pid)
     await asyncio.wait_for(got.wait(), 20)
@@ -709,8 +690,8 @@ def test_without_accounts(tmp_path_factory):
                 finally:
                     await nc.close()
             answers = asyncio.run(run())
-            docs[kind] = (get(s, "/varz"), get(s, "/accountz"), get(s, "/accountz?acc=%24G"),
-                          get(s, "/accountz?acc=%24SYS"), get(s, "/accstatz?unused=1"), answers)
+            docs[kind] = (get_json(s, "/varz"), get_json(s, "/accountz"), get_json(s, "/accountz?acc=%24G"),
+                          get_json(s, "/accountz?acc=%24SYS"), get_json(s, "/accstatz?unused=1"), answers)
             c.close()
     o, r = docs["natsbroker"], docs["nats-server"]
     assert o[0]["system_account"] == r[0]["system_account"] == "$SYS"

@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 import trustme
 
+from tests.support.http import get_json
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 
 KINDS = ["nats-server", "natsbroker"]
@@ -116,7 +118,7 @@ def info_shape(info):
 
 def info_first(port, certs, who=None, payload=b'CONNECT {"verbose":true}\r\nPING\r\n'):
     """The INFO-first upgrade: INFO in plaintext, then the handshake, then NATS."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = dial(port, 10)
     try:
         info, _ = read_info(sock)
         try:
@@ -210,7 +212,7 @@ def test_info_same_keys_and_order_as_nats_server(pair, certs):
 # -- bad input on a TLS port ----------------------------------------------------
 
 def _plain(port, data, quiet=1.0):
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = dial(port, 10)
     try:
         info, rest = read_info(sock)
         if data:
@@ -252,7 +254,7 @@ def test_handshake_that_never_completes(pair, certs):
     hello = bytes.fromhex("16030100c8010000c40303")
 
     def run(s):
-        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        sock = dial(s.port, 10)
         try:
             read_info(sock)
             sock.sendall(hello)
@@ -281,7 +283,7 @@ def test_tls_to_plaintext_port(certs):
     for_kind = {}
     for kind in KINDS:
         with ServerProcess(kind) as s:
-            sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            sock = dial(s.port, 10)
             read_info(sock)
             try:
                 client_context(certs).wrap_socket(sock, server_hostname="127.0.0.1")
@@ -297,7 +299,7 @@ def test_other_clients_unaffected_by_bad_tls(pair, certs):
     servers = pair()
     s = servers["natsbroker"]
     ctx = client_context(certs)
-    good = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    good = dial(s.port, 10)
     read_info(good)
     good = ctx.wrap_socket(good, server_hostname="127.0.0.1")
     good.sendall(b'CONNECT {"verbose":false}\r\nSUB x 1\r\nPING\r\n')
@@ -327,7 +329,7 @@ def test_allow_non_tls_takes_both(pair, certs):
 # -- TLS first --------------------------------------------------------------------
 
 def _tls_first(port, certs):
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    raw = dial(port, 10)
     try:
         tls = client_context(certs).wrap_socket(raw, server_hostname="127.0.0.1")
         info, rest = read_info(tls)
@@ -345,7 +347,7 @@ def test_handshake_first(pair, certs):
 
     def silent_plain(s):
         # Nothing is said before the ClientHello; plaintext is refused.
-        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        sock = dial(s.port, 10)
         try:
             first, _ = recv_all(sock, quiet=0.5)
             sock.sendall(b"CONNECT {}\r\nPING\r\n")
@@ -511,8 +513,7 @@ def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
 
     def run(s):
         url = [u for u in _monitoring(s) if u.startswith("https://")][0]
-        body = urllib.request.urlopen(url + "/varz", context=client_context(certs), timeout=10).read()
-        v = json.loads(body)
+        v = get_json(url, "/varz", context=client_context(certs))
         keys = [k for k in v if k not in VARZ_OMITTED and k not in VARZ_OWN]
         return keys, {k: v.get(k) for k in ("tls_required", "tls_verify", "tls_timeout",
                                             "https_port", "tls_cert_not_after", "auth_timeout")}
@@ -526,21 +527,19 @@ def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
 def test_connz_tls_fields(pair, certs, first):
     """/connz shows the TLS version, cipher, the peer's chain (auth=1) and
     tls_first, open and closed, as nats-server does."""
-    import urllib.request
     servers = pair("verify: true" + ("\n  handshake_first: true" if first else ""), "http_port: -1")
 
     def run(s):
-        raw = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        raw = dial(s.port, 10)
         if not first:
             read_info(raw)
         tls = client_context(certs, "alice").wrap_socket(raw, server_hostname="127.0.0.1")
         tls.sendall(b'CONNECT {"verbose":false}\r\nPING\r\n')
         assert recv_all_until(tls, b"PONG\r\n")[0].endswith(b"PONG\r\n")
-        url = "http://127.0.0.1:%d/connz?auth=1&state=%s"
         port = tls.getsockname()[1]
 
         def tls_part(state):
-            conns = json.load(urllib.request.urlopen(url % (s.http_port, state), timeout=10))
+            conns = get_json(s, "/connz?auth=1&state=" + state)
             c = [c for c in conns["connections"] if c["port"] == port]
             return {k: v for k, v in c[0].items() if k.startswith("tls")} if c else None
 
@@ -563,7 +562,7 @@ def test_connz_tls_fields(pair, certs, first):
 def _served_cert_sha256(port):
     """The SHA-256 of the certificate the server presents (INFO first)."""
     import hashlib
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = dial(port, 10)
     try:
         read_info(sock)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -614,7 +613,7 @@ def _wss_info(port, certs):
     from wsproto import ConnectionType, WSConnection
     from wsproto.events import BytesMessage, Request
     sock = client_context(certs).wrap_socket(
-        socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+        dial(port, 10), server_hostname="127.0.0.1")
     try:
         ws = WSConnection(ConnectionType.CLIENT)
         sock.sendall(ws.send(Request(host="127.0.0.1", target="/")))
@@ -678,7 +677,7 @@ def test_garbage_on_tls_port_never_hurts(tls_broker, certs, data):
     """Whatever arrives where a ClientHello should (random bytes, or a TLS
     record header followed by random bytes), the connection ends without a
     NATS byte beyond INFO, and a proper TLS client is served right after."""
-    sock = socket.create_connection(("127.0.0.1", tls_broker.port), timeout=10)
+    sock = dial(tls_broker.port, 10)
     try:
         read_info(sock)
         sock.sendall(data)
@@ -707,7 +706,7 @@ def test_handshake_first_auto(pair, certs):
 def _wss_conversation(port, certs, who, payload):
     from wsproto import ConnectionType, WSConnection
     from wsproto.events import BytesMessage, CloseConnection, Message, Request
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    raw = dial(port, 10)
     try:
         sock = client_context(certs, who).wrap_socket(raw, server_hostname="127.0.0.1")
     except (ssl.SSLError, OSError):

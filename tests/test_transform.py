@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from natsbroker.subjects.transform import (SubjectTransform, TransformError, fnv1a32, new_transform,
                                   validate_mapping)
+from tests.support.clients import flushed
 from tests.support.servers import ServerProcess, nats_server_binary
 
 T = SubjectTransform.compile
@@ -348,7 +349,7 @@ async def _deliveries(url, subjects):
         got.setdefault(int(msg.data), []).append(msg.subject)
 
     await nc.subscribe(">", cb=cb)
-    await nc.flush()
+    await flushed(nc)
     for i, s in enumerate(subjects):
         await nc.publish(s, b"%d" % i)
     await nc.publish("done", b"")

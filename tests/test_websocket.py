@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import time
-import urllib.request
 
 import pytest
 from wsproto import ConnectionType, WSConnection
@@ -22,6 +21,9 @@ from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import FrameProtocol
 from wsproto.utilities import generate_accept_token
 
+from tests.support.clients import flushed
+from tests.support.http import get_json
+from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 
 DEADLINE = 10.0
@@ -86,7 +88,7 @@ class WSClient:
     """A blocking WebSocket client: wsproto's framing over a socket."""
 
     def __init__(self, port, headers=(), extensions=()):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.sock = dial(port, DEADLINE)
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.sock.sendall(self.ws.send(Request(host="127.0.0.1:%d" % port, target="/",
                                                extra_headers=list(headers),
@@ -170,7 +172,7 @@ def connected(port, **kw):
 
 def http_exchange(port, request, timeout=DEADLINE):
     """Send raw request bytes; the answer up to its body's end (or EOF)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = dial(port, timeout)
     s.sendall(request)
     until = time.monotonic() + timeout
     out = b""
@@ -222,14 +224,11 @@ def both(servers, scenario):
 
 
 def varz(server):
-    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % server.http_port, timeout=DEADLINE) as r:
-        return json.load(r)
+    return get_json(server, "/varz", timeout=DEADLINE)
 
 
 def connz(server, query=""):
-    with urllib.request.urlopen("http://127.0.0.1:%d/connz%s" % (server.http_port, query),
-                                timeout=DEADLINE) as r:
-        return json.load(r)
+    return get_json(server, "/connz" + query, timeout=DEADLINE)
 
 
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n'
@@ -245,7 +244,7 @@ def test_handshake_and_info(plain):
         status_line = c.raw.split(b"\r\n", 1)[0]
         head = c.raw.split(b"\r\n\r\n", 1)[0].decode()
         info = c.info()
-        plain_info = json.loads(socket.create_connection(("127.0.0.1", s.port), timeout=DEADLINE)
+        plain_info = json.loads(dial(s.port, DEADLINE)
                                 .recv(65536).split(b"\r\n")[0][5:])
         c.close()
         assert info["port"] == s.ws_port  # the WebSocket listener's, not the client port's
@@ -453,7 +452,7 @@ def test_auth_failure_err_and_close(guarded):
 
 def test_handshake_timeout(guarded):
     def scenario(s):
-        sock = socket.create_connection(("127.0.0.1", s.ws_port), timeout=DEADLINE)
+        sock = dial(s.ws_port, DEADLINE)
         sock.sendall(b"GET / HTTP/1.1\r\n")
         start = time.monotonic()
         data = sock.recv(1000)  # EOF once the 1s handshake_timeout is over
@@ -552,7 +551,7 @@ def test_nats_py_over_websocket(js_broker):
             await msg.respond(b"re:" + msg.data)
 
         await nc.subscribe("svc", cb=on_req)
-        await nc.flush()
+        await flushed(nc)
         await nc.publish("greet.joe", b"hi", headers={"X-Test": "1"})
         msg = await asyncio.wait_for(got, DEADLINE)
         assert msg.data == b"hi" and msg.headers == {"X-Test": "1"}
@@ -587,7 +586,7 @@ def override(tmp_path_factory):
 
 def test_websocket_authorization_block(override):
     def scenario(s):
-        plain_info = json.loads(socket.create_connection(("127.0.0.1", s.port), timeout=DEADLINE)
+        plain_info = json.loads(dial(s.port, DEADLINE)
                                 .recv(65536).split(b"\r\n")[0][5:])
         c = WSClient(s.ws_port)
         info = c.info()

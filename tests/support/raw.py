@@ -1,4 +1,9 @@
-"""A raw-socket NATS conversation: send bytes, read until PONG, EOF or a timeout."""
+"""Raw-socket NATS clients: the bytes a test sends are the bytes on the wire.
+
+``dial`` opens the TCP connection; ``Conversation`` sends bytes and reads until
+PONG, EOF or a timeout; ``Wire`` reads lines and exact MSG/HMSG frames with
+deadlines; ``Raw`` is a ``Wire`` that has connected and seen its PONG.
+"""
 
 import json
 import socket
@@ -6,9 +11,30 @@ import time
 from collections import namedtuple
 
 
+def dial(port, timeout=10.0, rcvbuf=None, nodelay=False):
+    """A TCP connection to ``port`` on 127.0.0.1. ``rcvbuf`` is set before
+    connecting, so the window stays small and the server's output backs up."""
+    sock = socket.socket()
+    try:
+        if rcvbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.settimeout(timeout)
+        sock.connect(("127.0.0.1", port))
+        if nodelay:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class Closed(ConnectionError, EOFError):
+    """The server closed the connection."""
+
+
 class Conversation:
     def __init__(self, port, timeout=10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock = dial(port, timeout)
         self.timeout = timeout
         self.buf = b""
         self.closed = False
@@ -119,31 +145,26 @@ def exchange(port, data, chunks=None, marker=b"PONG\r\n", quiet=1.0):
 Frame = namedtuple("Frame", "subject sid reply header payload")
 
 
-class Raw:
-    """A bare client connection: exact MSG/HMSG frames, header bytes included."""
+class Wire:
+    """A raw connection read by lines and exact frames, each read bounded by a
+    deadline: ``None`` when it passes, :class:`Closed` when the server closes."""
 
-    def __init__(self, port, timeout=5.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port=None, timeout=10.0, info=True, sock=None, **dial_options):
+        self.sock = sock if sock is not None else dial(port, timeout, **dial_options)
         self.buf = b""
-        self._line()  # INFO
-        self.send(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
-                  b'"no_responders":true,"protocol":1}\r\nPING\r\n')
-        self.wait_pong()
+        # The INFO line, as sent.
+        self.info_line = self._line() if info else None
+
+    @property
+    def info(self):
+        """The INFO's JSON."""
+        return json.loads(self.info_line[5:])
 
     def close(self):
         self.sock.close()
 
     def send(self, data):
         self.sock.sendall(data)
-
-    def sub(self, subject, sid):
-        self.send(b"SUB %s %d\r\n" % (subject.encode(), sid))
-
-    def pub(self, subject, body=b"", reply=None):
-        if isinstance(body, dict):
-            body = json.dumps(body).encode()
-        r = b" " + reply.encode() if reply else b""
-        self.send(b"PUB %s%s %d\r\n%s\r\n" % (subject.encode(), r, len(body), body))
 
     def _fill(self, deadline):
         left = deadline - time.monotonic()
@@ -155,7 +176,7 @@ class Raw:
         except socket.timeout:
             return False
         if not data:
-            raise ConnectionError("server closed the connection")
+            raise Closed("server closed the connection")
         self.buf += data
         return True
 
@@ -172,6 +193,77 @@ class Raw:
             if not self._fill(deadline):
                 return False
         return True
+
+    def read_line(self, limit=10.0):
+        """The next line (without CRLF); AssertionError if none comes in ``limit`` s."""
+        line = self._line(time.monotonic() + limit)
+        assert line is not None, "no line in %gs after %r" % (limit, self.buf)
+        return line
+
+    def read_until(self, done=b"PONG\r\n", limit=10.0, strict=True):
+        """Everything read until ``done`` (bytes to be found in what was read,
+        or a predicate on it) holds, or the server closes; the buffer is left
+        empty. If ``limit`` s pass first: AssertionError, or (``strict`` false)
+        what was read."""
+        if not callable(done):
+            marker = done
+            done = lambda buf: marker in buf  # noqa: E731
+        deadline = time.monotonic() + limit
+        try:
+            while not done(self.buf):
+                if not self._fill(deadline):
+                    assert not strict, "not done in %gs: %r" % (limit, self.buf)
+                    break
+        except Closed:
+            pass
+        out, self.buf = self.buf, b""
+        return out
+
+    def exact(self, n, deadline=None):
+        """The next ``n`` bytes, or None at the deadline."""
+        if not self._need(n, deadline or time.monotonic() + 10):
+            return None
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame_after(self, line, deadline):
+        """The :class:`Frame` that the MSG/HMSG ``line`` announces."""
+        parts = line.split(b" ")
+        if parts[0] == b"MSG":
+            reply = parts[3] if len(parts) == 5 else None
+            hlen, tlen = 0, int(parts[-1])
+        elif parts[0] == b"HMSG":
+            reply = parts[3] if len(parts) == 6 else None
+            hlen, tlen = int(parts[-2]), int(parts[-1])
+        else:
+            raise AssertionError("unexpected line %r" % line)
+        if not self._need(tlen + 2, deadline):
+            raise AssertionError("truncated frame after %r" % line)
+        body, self.buf = self.buf[:tlen], self.buf[tlen + 2:]
+        return Frame(parts[1].decode(), int(parts[2]), reply.decode() if reply else None,
+                     body[:hlen], body[hlen:])
+
+
+class Raw(Wire):
+    """A bare client connection: exact MSG/HMSG frames, header bytes included.
+    ``connect`` is what it sends first; then a PING, and it waits for the PONG."""
+
+    CONNECT = (b'CONNECT {"verbose":false,"pedantic":false,"headers":true,'
+               b'"no_responders":true,"protocol":1}\r\nPING\r\n')
+
+    def __init__(self, port, timeout=5.0, connect=CONNECT):
+        super().__init__(port, timeout)
+        self.send(connect)
+        self.wait_pong()
+
+    def sub(self, subject, sid):
+        self.send(b"SUB %s %d\r\n" % (subject.encode(), sid))
+
+    def pub(self, subject, body=b"", reply=None):
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        r = b" " + reply.encode() if reply else b""
+        self.send(b"PUB %s%s %d\r\n%s\r\n" % (subject.encode(), r, len(body), body))
 
     def wait_pong(self, limit=10.0):
         """Frames received before the PONG answering a fresh PING."""
@@ -199,22 +291,7 @@ class Raw:
                 continue
             if line.startswith(b"-ERR"):
                 raise AssertionError(line)
-            parts = line.split(b" ")
-            if parts[0] == b"MSG":
-                subject, sid = parts[1], parts[2]
-                reply = parts[3] if len(parts) == 5 else None
-                hlen, tlen = 0, int(parts[-1])
-            elif parts[0] == b"HMSG":
-                subject, sid = parts[1], parts[2]
-                reply = parts[3] if len(parts) == 6 else None
-                hlen, tlen = int(parts[-2]), int(parts[-1])
-            else:
-                raise AssertionError("unexpected line %r" % line)
-            if not self._need(tlen + 2, deadline + 5):
-                raise AssertionError("truncated frame")
-            body, self.buf = self.buf[:tlen], self.buf[tlen + 2:]
-            out.append(Frame(subject.decode(), int(sid), reply.decode() if reply else None,
-                             body[:hlen], body[hlen:]))
+            out.append(self.frame_after(line, deadline + 5))
 
 
 def count(n, pred=lambda f: True):

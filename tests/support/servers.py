@@ -37,6 +37,15 @@ def both_started(args, kinds=KINDS):
             s.stop()
 
 
+def free_port():
+    """A port free now, for a server that must come back on the same one."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def nats_server_binary():
     exe = shutil.which("nats-server", path=os.path.dirname(sys.executable))
     return exe or shutil.which("nats-server")

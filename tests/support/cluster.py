@@ -1,0 +1,78 @@
+"""Clusters for tests: node arguments, config files, start-up and the mesh.
+
+Every node listens for routes on an ephemeral port; the first node started
+is the seed every other one routes to, so in a cluster of three the other
+two meet only through gossip.
+"""
+
+import json
+import uuid
+
+from tests.support.http import get_json
+from tests.support.servers import ServerProcess
+from tests.support.wait import eventually
+
+
+def node_args(name, routes=(), cluster_port=-1, extra=()):
+    """Command-line arguments of a node of cluster c1 routing to ``routes`` (ports)."""
+    args = ["-m", "-1", "--cluster", "nats://127.0.0.1:%d" % cluster_port,
+            "--cluster_name", "c1", "-n", name]
+    if routes:
+        args += ["--routes", ",".join("nats://127.0.0.1:%d" % p for p in routes)]
+    return args + list(extra)
+
+
+def cluster_conf(tmp, name, routes=(), *blocks):
+    """``["-c", path]`` of a config file written in ``tmp`` for node ``name``
+    of cluster c1, routing to ``routes`` (URLs, or ports on 127.0.0.1);
+    ``blocks`` are added inside ``cluster { }`` (auth, tls, permissions...)."""
+    urls = [r if isinstance(r, str) else "nats://127.0.0.1:%d" % r for r in routes]
+    inside = "".join("  %s\n" % b.strip() for b in blocks if b and b.strip())
+    path = tmp / ("%s-%s.conf" % (name, uuid.uuid4().hex[:8]))
+    path.write_text("server_name: %s\nhttp_port: -1\ncluster {\n  name: c1\n"
+                    "  listen: 127.0.0.1:-1\n  routes: %s\n%s}\n" % (name, json.dumps(urls), inside))
+    return ["-c", str(path)]
+
+
+def peers(node):
+    """The server ids ``node`` has routes to."""
+    try:
+        return {r["remote_id"] for r in get_json(node, "/routez")["routes"]}
+    except OSError:
+        return set()
+
+
+def server_id(node):
+    return get_json(node, "/varz")["server_id"]
+
+
+def wait_mesh(nodes, timeout=60):
+    """Every node routed to every other (by server id)."""
+    ids = [server_id(n) for n in nodes]
+
+    def meshed():
+        return all(peers(n) >= set(ids[:i] + ids[i + 1:]) for i, n in enumerate(nodes))
+    try:
+        eventually(meshed, timeout=timeout, interval=0.1, ignore=())
+    except AssertionError:
+        raise AssertionError("no full mesh: %s\n%s" % (
+            [sorted(peers(n)) for n in nodes], "\n".join(n.log()[-3000:] for n in nodes))) from None
+
+
+def start_cluster(kinds, args=None):
+    """Nodes of ``kinds``, in order, started and fully meshed. ``args(i,
+    seed)`` gives node i's arguments (``seed`` is the first node, None for
+    itself); by default :func:`node_args` routing to the seed."""
+    def default(i, seed):
+        return node_args("n%d" % i, [seed.cluster_port] if seed else ())
+    args = args or default
+    nodes = []
+    try:
+        for i, kind in enumerate(kinds):
+            nodes.append(ServerProcess(kind, args(i, nodes[0] if nodes else None)).start(60))
+        wait_mesh(nodes)
+    except BaseException:
+        for n in nodes:
+            n.stop()
+        raise
+    return nodes
