@@ -15,8 +15,7 @@ import time
 
 import nats
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.support.clients import flushed
 from tests.support.raw import Raw
@@ -818,8 +817,8 @@ def _accounts(*specs):
 
 
 def test_resolve_gives_the_subjects_and_transforms():
-    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
     from natsbroker.accounts.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
 
     res, errors = resolve(_accounts(
         ("A", [StreamExport("feed.>"), StreamExport("map.*.*"), ServiceExport("wild.*.*")], []),
@@ -836,8 +835,8 @@ def test_resolve_gives_the_subjects_and_transforms():
 
 
 def test_resolve_errors_are_collected_in_nats_server_order():
-    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
     from natsbroker.accounts.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
 
     _, errors = resolve(_accounts(
         ("A", [StreamExport("s", ["NOPE"]), ServiceExport("x")], []),
@@ -851,8 +850,8 @@ def test_resolve_errors_are_collected_in_nats_server_order():
 def test_cycles_are_reported_on_the_import_that_closes_them():
     """nats-server reports the import added last (its accounts come in Go's
     random map order; here in file order, its most frequent outcome)."""
-    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
     from natsbroker.accounts.exports import resolve
+    from natsbroker.config.model import ServiceExport, ServiceImport, StreamExport, StreamImport
 
     _, errors = resolve(_accounts(
         ("A", [StreamExport("a.>"), ServiceExport("x.>")],

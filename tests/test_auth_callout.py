@@ -21,9 +21,9 @@ import nats
 import pytest
 
 from natsbroker.auth import callout as AC
+from natsbroker.auth.jwt import claims as C
 from natsbroker.config.load import ConfigError, load_config
 from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
-from natsbroker.auth.jwt import claims as C
 from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess, nats_server_binary

@@ -19,8 +19,8 @@ import nats
 import pytest
 
 from natsbroker.auth import callout as AC
-from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
 from natsbroker.auth.jwt import claims as C
+from natsbroker.identity import PREFIX_BYTE_CURVE, encode_public
 from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess

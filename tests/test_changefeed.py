@@ -128,7 +128,7 @@ def test_sigkill_loses_no_acked_message(tmp_path, file_age):
         text = f.read()
     with open(path, "w") as f:
         f.write(text.replace('"1h"', '"300ms"'))
-    with ServerProcess("natsbroker", ["-c", path]) as s:
+    with ServerProcess("natsbroker", ["-c", path]):
         got = records(feed)
     puts = [r for r in got if r["stream"] == "FEED" and r["op"] == "put"]
     assert acked <= {r["seq"] for r in puts}
@@ -152,8 +152,8 @@ def test_files_complete_on_the_reactor_clock(tmp_path):
 
     import natsbroker.jetstream.plugin as P
     from natsbroker.broker import Broker
-    from natsbroker.config.model import ChangeFeedConfig, JetStreamConfig, ServerConfig
     from natsbroker.changefeed.plugin import ChangeFeed
+    from natsbroker.config.model import ChangeFeedConfig, JetStreamConfig, ServerConfig
 
     feed_dir = tmp_path / "feed"
     config = ServerConfig(jetstream=JetStreamConfig(enabled=True, store_dir=str(tmp_path / "js")),
@@ -275,7 +275,7 @@ def test_writer_process_holds_the_directory_and_outlives_no_broker(tmp_path):
         server.stop()
     _wait_for(lambda: _gone(writer))
     os.close(lock_dir(feed, 10))
-    with ServerProcess("natsbroker", ["-c", path]) as s:
+    with ServerProcess("natsbroker", ["-c", path]):
         got = records(feed)
     assert [r["seq"] for r in got if r["stream"] == "L" and r["op"] == "put"][-5:] == [1, 2, 3, 4, 5]
 
@@ -284,11 +284,11 @@ def test_broker_refuses_a_feed_directory_another_writer_holds(tmp_path, monkeypa
     from twisted.internet.task import Clock
 
     import natsbroker.changefeed.plugin as CF
+    import natsbroker.jetstream.plugin as P
     from natsbroker.broker import Broker
+    from natsbroker.changefeed.process import lock_dir
     from natsbroker.config.model import ChangeFeedConfig, JetStreamConfig, ServerConfig
     from natsbroker.fatal import StartupError
-    from natsbroker.changefeed.process import lock_dir
-    import natsbroker.jetstream.plugin as P
 
     feed_dir = tmp_path / "feed"
     feed_dir.mkdir()

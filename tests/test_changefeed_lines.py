@@ -13,12 +13,11 @@ import os
 import time
 
 import nats
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from natsbroker.store.base import StoredMsg, StreamEvent
 from natsbroker.changefeed.lines import PutLines, make_record
 from natsbroker.changefeed.writer import AGE, REPLAY_POS, FeedWriter
+from natsbroker.store.base import StoredMsg, StreamEvent
 from tests.support.servers import ServerProcess
 
 TOKEN = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=" \t\r\n.*>"),

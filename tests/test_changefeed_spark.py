@@ -3,7 +3,6 @@ feed, the Spark ingest, and the Parquet tables read back with Spark SQL --
 including a broker killed mid-stream, so the feed repeats records."""
 
 import asyncio
-import base64
 import glob
 import os
 import signal

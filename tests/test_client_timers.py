@@ -7,9 +7,9 @@ from zope.interface.verify import verifyObject
 from natsbroker.auth.users import Authenticator
 from natsbroker.broker import Broker
 from natsbroker.config.model import Authorization, ServerConfig
-from natsbroker.interfaces import IBroker, IClient
-from natsbroker.discovery import plugins_for
 from natsbroker.connection.client import ClientProtocol
+from natsbroker.discovery import plugins_for
+from natsbroker.interfaces import IBroker, IClient
 
 
 class Setup:

@@ -945,8 +945,9 @@ def test_pool_size_and_compression_settings_still_form_one_cluster(tmp_path, kin
 def test_unsupported_compression_mode_is_a_start_error_not_a_t_error(tmp_path):
     path = tmp_path / "c.conf"
     path.write_text("cluster {\n  name: c1\n  port: -1\n  compression: bogus\n}\n")
-    from tests.support.servers import broker_command, nats_server_binary
     import subprocess
+
+    from tests.support.servers import broker_command, nats_server_binary
     got = {}
     for kind, cmd in ((NS, [nats_server_binary()]), (NB, broker_command())):
         t = subprocess.run(cmd + ["-c", str(path), "-t"], capture_output=True, text=True, timeout=60)

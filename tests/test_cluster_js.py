@@ -66,8 +66,8 @@ def _imported(accounts=(), cluster=True, jetstream=False, system_account=""):
     from twisted.internet.task import Clock
 
     from natsbroker.broker import Broker
-    from natsbroker.config.model import AccountConfig, AccountJetStream, ClusterConfig, ServerConfig
     from natsbroker.cluster.jsforward import install
+    from natsbroker.config.model import AccountConfig, AccountJetStream, ClusterConfig, ServerConfig
 
     accs = [AccountConfig(name, jetstream=AccountJetStream() if js else None) for name, js in accounts]
     cfg = ServerConfig(accounts=accs, system_account=system_account,

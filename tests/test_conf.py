@@ -6,8 +6,7 @@ import re
 import textwrap
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from natsbroker.config.syntax import ConfError, ConfMap, parse_duration, parse_file, parse_size, parse_string
 

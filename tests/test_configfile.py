@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from natsbroker.config.model import Authorization, Permission, Permissions, ResponsePermission, ServerConfig, User
 from natsbroker.config.load import ConfigError, apply_overrides, load_config
+from natsbroker.config.model import Authorization, Permission, Permissions, ResponsePermission, ServerConfig, User
 
 
 @pytest.fixture

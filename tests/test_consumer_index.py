@@ -16,8 +16,7 @@ import json
 
 import nats
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from tests.support.servers import ServerProcess
 
@@ -461,8 +460,8 @@ def test_random_filters_count_like_brute_force(broker, consumers, first, second,
 
 # -- the index alone: counts through long logs and trims -------------------------------------
 
-from natsbroker.subjects.sublist import subject_matches  # noqa: E402
 from natsbroker.jetstream import consumer_index as CI  # noqa: E402
+from natsbroker.subjects.sublist import subject_matches  # noqa: E402
 
 
 class _Js:

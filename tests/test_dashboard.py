@@ -21,7 +21,6 @@ import html.parser
 import json
 import os
 import socket
-import time
 
 import nats
 import pytest

@@ -7,7 +7,6 @@ The server processes report their collector's state at exit through a
 ``sitecustomize`` module put on their path (the real server, nothing mocked).
 """
 
-import gc
 import json
 import os
 import signal

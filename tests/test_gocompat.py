@@ -87,10 +87,10 @@ def test_go_quote_rune_form():
 
 def test_one_go_quote():
     # Every module that quotes like %q uses the one implementation.
+    from natsbroker import logs, signals
     from natsbroker.auth.jwt import links, operator, resolver
     from natsbroker.connection import client
     from natsbroker.jetstream import errors
-    from natsbroker import logs, signals
     from natsbroker.monitoring import http as endpoints
     from natsbroker.subjects import mapping
     for m in (links, operator, resolver, client, errors, logs, signals, endpoints, mapping):
@@ -230,6 +230,7 @@ def test_config_duration_errors_as_nats_server(tmp_path, value):
     time.ParseDuration text, which quotes with time.quote (bytes as \\xNN);
     the broker's own copy of that text used strconv's %q."""
     import subprocess
+
     from tests.support.servers import ROOT, broker_command, nats_server_binary
     conf = tmp_path / "d.conf"
     conf.write_text('lame_duck_duration: "%s"\n' % value, encoding="utf-8")
@@ -282,6 +283,7 @@ def test_times_have_nats_server_s_shape():
     both servers."""
     import asyncio
     import json
+
     import nats
 
     async def stream_created(url):
@@ -326,6 +328,7 @@ def test_connz_user_of_a_jwt_user_as_nats_server(tmp_path):
     nats-server's getRawAuthUser falls back to the JWT's key: the monitor's
     own copy of it had no JWT fallback, so the filter found nothing."""
     import json
+
     from tests.support.raw import Conversation
     from tests.test_jwt import Keys, connect_line, sign
 
@@ -389,6 +392,7 @@ def test_system_request_json_errors_as_nats_server():
     decoder (the JetStream API's) answers as nats-server does."""
     import asyncio
     import json
+
     import nats
 
     async def errors(url):

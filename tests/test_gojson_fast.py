@@ -12,15 +12,11 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import consumer_models as CM
-from natsbroker.jetstream import consumer_requests as CR
 from natsbroker.gocompat import gojson
-from natsbroker.jetstream import stream_models as SM
 from natsbroker.gocompat.gojson import GoJSONError
+from natsbroker.jetstream import api_models as AM, consumer_models as CM, consumer_requests as CR, stream_models as SM
 
 CLASSES = [SM.StreamConfig, CM.CreateConsumerRequest, AM.MsgGetRequest, AM.StreamInfoRequest]
 

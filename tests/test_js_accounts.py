@@ -419,8 +419,8 @@ def test_account_jetstream_config_checked_as_nats_server(tmp_path, value):
 
 
 def test_parsed_account_limits(tmp_path):
-    from natsbroker.config.model import AccountJetStream
     from natsbroker.config.load import load_config
+    from natsbroker.config.model import AccountJetStream
 
     path = tmp_path / "a.conf"
     path.write_text(

@@ -9,8 +9,7 @@ import asyncio
 import nats
 import pytest
 
-from natsbroker.jetstream import apilevel
-from natsbroker.jetstream import versions
+from natsbroker.jetstream import apilevel, versions
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise

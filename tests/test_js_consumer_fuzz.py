@@ -25,8 +25,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, Phase, example, given, settings, strategies as st
 
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess

@@ -13,14 +13,15 @@ import tempfile
 import nats
 import pytest
 
-from natsbroker.jetstream import consumer_models as C
-from natsbroker.jetstream import consumer_config as CF
-from natsbroker.jetstream import consumer_requests as CR
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream import stream_models as SM
+from natsbroker.gocompat import gojson, times as gotime
+from natsbroker.jetstream import (
+    consumer_config as CF,
+    consumer_models as C,
+    consumer_requests as CR,
+    errors as E,
+    stream_config as SC,
+    stream_models as SM,
+)
 from tests.support.servers import ServerProcess
 
 V = dict(version="2.15.1", api_level=5)

@@ -15,9 +15,8 @@ import re
 import nats
 import pytest
 
+from natsbroker.jetstream import counters, errors as E
 from natsbroker.store.base import StoredMsg
-from natsbroker.jetstream import counters
-from natsbroker.jetstream import errors as E
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise
 

@@ -5,11 +5,10 @@ restart rebuilds. Expected behaviour is nats-server 2.15.1's, observed."""
 import pytest
 from twisted.internet.task import Clock
 
+from natsbroker.jetstream import errors as E, stream_config as SC
+from natsbroker.jetstream.stream import Stream, parse_ttl
 from natsbroker.store.leveldb import LevelDBStore
 from natsbroker.store.memory import MemoryStore
-from natsbroker.jetstream import errors as E
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream.stream import Stream, parse_ttl
 
 SEC = 1_000_000_000
 T0 = 1_000 * SEC

@@ -14,17 +14,18 @@ import json
 import pytest
 
 from natsbroker import COMPAT_VERSION
+from natsbroker.gocompat import gojson, times as gotime
 from natsbroker.gocompat.durations import format_duration
+from natsbroker.jetstream import (
+    api_models as AM,
+    errors as E,
+    marshal,
+    stream_config as SC,
+    stream_models as SM,
+    subject_rules as SR,
+    versions,
+)
 from natsbroker.subjects.sublist import subject_is_subset_match, subjects_collide
-from natsbroker.jetstream import api_models as AM
-from natsbroker.jetstream import errors as E
-from natsbroker.gocompat import gojson
-from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import marshal
-from natsbroker.jetstream import stream_config as SC
-from natsbroker.jetstream import stream_models as SM
-from natsbroker.jetstream import subject_rules as SR
-from natsbroker.jetstream import versions
 
 V = dict(version="2.15.1", api_level=5)
 CREATED = gotime.parse_rfc3339("2026-01-02T03:04:05.123456789Z")

@@ -26,7 +26,7 @@ import nats
 import pytest
 
 from tests.support.raw import Conversation
-from tests.support.servers import ROOT, ServerProcess, free_port
+from tests.support.servers import ROOT, ServerProcess
 from tests.support.wait import eventually_async
 from tests.test_nats_core import _interpreter
 

@@ -13,11 +13,10 @@ import nats
 import pytest
 from twisted.internet.task import Clock
 
-from natsbroker.store.memory import MemoryStore
 from natsbroker.gocompat import times as gotime
-from natsbroker.jetstream import schedules as S
-from natsbroker.jetstream import stream_config as SC
+from natsbroker.jetstream import schedules as S, stream_config as SC
 from natsbroker.jetstream.stream import Stream
+from natsbroker.store.memory import MemoryStore
 from tests.support.servers import ServerProcess
 from tests.test_js_counters import both, norm
 

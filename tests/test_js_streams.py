@@ -5,7 +5,7 @@ import asyncio
 import nats
 import pytest
 from nats.js.api import StreamConfig
-from nats.js.errors import APIError, BadRequestError, NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from tests.support.clients import flushed
 from tests.support.servers import ServerProcess

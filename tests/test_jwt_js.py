@@ -24,10 +24,10 @@ import nats
 import pytest
 from zope.interface.verify import verifyObject
 
-from natsbroker.config.model import AccountJetStream
-from natsbroker.interfaces import IAccountJetStream
 from natsbroker.auth.jwt import claims as C
 from natsbroker.auth.jwt.jslimits import jetstream_limits
+from natsbroker.config.model import AccountJetStream
+from natsbroker.interfaces import IAccountJetStream
 from tests.support.http import get_json
 from tests.support.servers import ServerProcess
 from tests.test_js_differential import normalise

@@ -19,8 +19,8 @@ import time
 import pytest
 import trustme
 
-from natsbroker.protocol import parser as P
 from natsbroker.connection.outqueue import LARGE_IO, LARGE_PAYLOAD
+from natsbroker.protocol import parser as P
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess
 

@@ -22,8 +22,8 @@ import pytest
 from twisted.logger import LogLevel, PredicateResult
 
 from natsbroker import logs
-from natsbroker.config import load as configfile
 from natsbroker.cli import parse_args
+from natsbroker.config import load as configfile
 from tests.support.raw import Wire
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
 from tests.support.wait import eventually

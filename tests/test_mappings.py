@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from natsbroker.config.model import MapDest, ServerConfig, SubjectMapping
 from natsbroker.config.load import load_config
+from natsbroker.config.model import MapDest, ServerConfig, SubjectMapping
 from natsbroker.subjects.mapping import Drop, MappingError, SubjectMappings, compile_mapping
 from natsbroker.subjects.transform import TransformError
 from tests.support.clients import flushed

@@ -38,16 +38,13 @@ from twisted.web.test.requesthelper import DummyRequest
 from zope.interface import implementer
 
 from natsbroker import COMPAT_VERSION
-from natsbroker.monitoring import endpoints as monitor
 from natsbroker.broker import Broker
 from natsbroker.config.model import JetStreamConfig, ServerConfig
-from natsbroker.interfaces import (IAccountJetStream, IBrokerPlugin, IHealthReport,
-                                   IVarzSection)
 from natsbroker.gocompat.gojson import encode_json
+from natsbroker.interfaces import IAccountJetStream, IBrokerPlugin, IHealthReport, IVarzSection
 from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN
 from natsbroker.monitoring.http import make_site
 from natsbroker.monitoring.process import uptime_text
-from tests.support.raw import Conversation
 from tests.support.http import get_json, http
 from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess

@@ -19,10 +19,10 @@ import time
 import nkeys
 import pytest
 
-from natsbroker.auth.users import Authenticator, NkeyName
-from natsbroker.config.model import NkeyUser, Permission, Permissions
-from natsbroker.config.load import ConfigError, load_config
 from natsbroker.auth.nkey import check_signature, decode_signature, new_nonce, public_user_key
+from natsbroker.auth.users import Authenticator, NkeyName
+from natsbroker.config.load import ConfigError, load_config
+from natsbroker.config.model import NkeyUser, Permission, Permissions
 from natsbroker.connection.client import ConnectOptions, _redact_connect
 from tests.support.http import get_json
 from tests.support.raw import Conversation

@@ -4,7 +4,6 @@ and from the store chunk by chunk, never holding the object in memory."""
 import asyncio
 import hashlib
 import io
-import os
 
 import nats
 

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from natsbroker.auth.permissions import ResolvedPermissions
-from natsbroker.config.model import Permission, Permissions, ResponsePermission
 from natsbroker.config.load import ConfigError, load_config
+from natsbroker.config.model import Permission, Permissions, ResponsePermission
 from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ROOT, ServerProcess, broker_command, nats_server_binary
@@ -582,9 +582,9 @@ def test_delivery_check_only_where_needed(tmp_path):
 
     from natsbroker.auth.users import Authenticator
     from natsbroker.broker import Broker
-    from natsbroker.interfaces import IClient
-    from natsbroker.discovery import plugins_for
     from natsbroker.connection.client import ClientProtocol
+    from natsbroker.discovery import plugins_for
+    from natsbroker.interfaces import IClient
 
     config = _load(CONF, tmp_path)
     broker = Broker(config, Clock())

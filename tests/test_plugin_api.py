@@ -3,8 +3,8 @@ each test loads a plugin module from a temporary directory, as an author's
 package would be, into a real server process."""
 
 import asyncio
-import os
 import json
+import os
 import textwrap
 import urllib.error
 import urllib.request
@@ -174,10 +174,11 @@ def test_endpoint_query_taken_paths_and_health_check(tmp_path):
 
 
 def test_builtin_monitor_paths_are_the_monitors_own():
+    from twisted.internet.task import Clock
+
     from natsbroker.broker import BUILTIN_MONITOR_PATHS, Broker
     from natsbroker.config.model import ServerConfig
     from natsbroker.monitoring.http import MonitorResource
-    from twisted.internet.task import Clock
     resource = MonitorResource(Broker(ServerConfig(), Clock()))
     assert {p.strip("/") for p in resource._builtin} == BUILTIN_MONITOR_PATHS
 
@@ -281,9 +282,9 @@ def test_account_events_for_config_accounts(tmp_path):
 
 
 def test_account_events_for_jwt_accounts(tmp_path):
-    from tests.test_jwt import creds
-    from tests.test_jwt_updates import P, Keys, _update
     from natsbroker.auth.jwt import claims as C
+    from tests.test_jwt import creds
+    from tests.test_jwt_updates import Keys, P, _update
     keys = Keys()
     jwts = tmp_path / "jwts"
     jwts.mkdir()
@@ -382,6 +383,7 @@ def test_broken_dropin_stops_the_server(tmp_path):
     import re
     import shutil
     import sys
+
     from tests.support.servers import broker_command
     dropins = tmp_path / "site" / "natsbroker" / "plugins"
     dropins.mkdir(parents=True)

@@ -1,7 +1,6 @@
 """Third-party plugins: found in a drop-in directory or named in config, and serving traffic."""
 
 import asyncio
-import os
 import textwrap
 
 import nats
@@ -9,8 +8,8 @@ import pytest
 from zope.interface.verify import verifyObject
 
 from natsbroker.config.model import ServerConfig
-from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory, IClientOps
 from natsbroker.discovery import discover, plugins_for
+from natsbroker.interfaces import IBrokerPlugin, IBrokerPluginFactory, IClientOps
 from tests.support.servers import ServerProcess
 
 PLUGIN = textwrap.dedent('''

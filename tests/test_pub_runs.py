@@ -160,6 +160,7 @@ def test_same_bytes_as_nats_server(name, nats_server, broker_proc):
 class _Setup:
     def __init__(self):
         from twisted.internet.task import Clock
+
         from natsbroker.auth.users import Authenticator
         from natsbroker.broker import Broker
         from natsbroker.config.model import ServerConfig
@@ -173,6 +174,7 @@ class _Setup:
 
     def connect(self):
         from twisted.internet.testing import StringTransport
+
         from natsbroker.connection.client import ClientProtocol
         proto = ClientProtocol(self.broker, self.auth)
         t = StringTransport()
@@ -214,6 +216,7 @@ def test_a_pub_filter_without_runs_sees_every_pub():
     # A plugin that filters PUBs but knows nothing of runs gets every PUB as
     # an op of its own; pubsub still delivers them all.
     from zope.interface import implementer
+
     from natsbroker.interfaces import IBrokerPlugin, IClientOpFilter
 
     @implementer(IBrokerPlugin, IClientOpFilter)
@@ -248,6 +251,7 @@ def test_a_second_pub_handler_does_not_replace_pubsub():
     # Before, the op tables were merged with dict.update: a plugin's OP_PUB
     # silently replaced pubsub's and every PUB was dropped.
     from zope.interface import implementer
+
     from natsbroker.interfaces import IBrokerPlugin, IClientOps
 
     @implementer(IBrokerPlugin, IClientOps)

@@ -3,8 +3,7 @@ nats-server 2.15 sends on a no-pool route, its argument errors, and
 properties over arbitrary splits of the byte stream."""
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from natsbroker.protocol import route_parser as R
 from natsbroker.protocol.route_parser import RouteParser

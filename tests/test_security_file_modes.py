@@ -187,9 +187,9 @@ def test_repaired_stream_and_backup_copy_stay_private(tmp_path):
     the new one 0755), its own files 0600, under umask 022."""
     import plyvel
 
-    from natsbroker.store.meta_keys import pinned_meta
     from natsbroker.store.leveldb import LevelDBStore
     from natsbroker.store.leveldb.records import pack_record
+    from natsbroker.store.meta_keys import pinned_meta
     from tests.test_admin_store import admin, payload
 
     store = tmp_path / "store"

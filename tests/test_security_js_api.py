@@ -17,7 +17,6 @@ the same, and the consumer must not have delivered anything.
 """
 
 import json
-import os
 import time
 
 import pytest

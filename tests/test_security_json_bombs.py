@@ -16,8 +16,7 @@ import os
 
 import nats
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from natsbroker import jsonbound
 from tests.support.raw import Conversation

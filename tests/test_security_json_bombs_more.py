@@ -16,13 +16,13 @@ import time
 import nats
 import pytest
 
-from natsbroker.auth import callout as AC
 from natsbroker import jsonbound
+from natsbroker.auth import callout as AC
 from natsbroker.auth.jwt import claims as C
 from tests import test_auth_callout as AT
-from tests.test_jwt import Keys, _shape, login
 from tests.support.raw import Raw, count
 from tests.support.servers import ServerProcess, both_started
+from tests.test_jwt import Keys, _shape, login
 
 
 def nested(depth):

@@ -25,9 +25,9 @@ import time
 import pytest
 
 from natsbroker.auth.jwt import claims as C
+from tests.support.servers import both_started
 from tests.test_jwt import login
 from tests.test_jwt_updates import Raw, _sys, _update, both
-from tests.support.servers import both_started
 
 P = C.public_key_of
 

@@ -12,7 +12,6 @@ must not log in as the no_auth_user.
 import os
 import ssl
 import subprocess
-import sys
 import time
 
 import pytest

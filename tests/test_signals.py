@@ -12,8 +12,8 @@ import pytest
 from twisted.internet import defer, task
 
 from natsbroker import lameduck, logs
-from natsbroker.config import load as configfile
 from natsbroker.broker import Broker
+from natsbroker.config import load as configfile
 from natsbroker.config.model import ServerConfig
 from natsbroker.gocompat.durations import NANOS
 from natsbroker.signals import SignalError, is_natsbroker, natsbroker_pids, process_signal, process_signal_arg

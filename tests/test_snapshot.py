@@ -768,9 +768,7 @@ class _HugeStore:
 def test_snapshot_streams_without_loading_the_stream(monkeypatch):
     from types import SimpleNamespace
 
-    from natsbroker.jetstream import snapshot
-    from natsbroker.jetstream import stream_config as SC
-    from natsbroker.jetstream import stream_models as SM
+    from natsbroker.jetstream import snapshot, stream_config as SC, stream_models as SM
 
     cfg = SC.fill_defaults(SM.StreamConfig(name="BIG"))
     stream = SimpleNamespace(name="BIG", config=cfg, created=1, consumers={}, store=_HugeStore())

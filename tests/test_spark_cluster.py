@@ -20,7 +20,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from natsbroker.spark import feedgen as g  # noqa: E402
 from tests.support.wait import eventually  # noqa: E402
-from tests.test_spark_ingest import C, SEC, ROOT, Feed  # noqa: E402
+from tests.test_spark_ingest import ROOT, SEC, C, Feed  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
 

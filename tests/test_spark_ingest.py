@@ -363,6 +363,7 @@ def test_derived_tables_in_python_equal_sparks(spark, tmp_path, seed):
     """spark/state.py (the driver's pyarrow) against spark/derive.py (Spark)
     on the same events."""
     from pyspark.sql import functions as F
+
     from natsbroker.spark import derive, state
 
     feed_dir, out = str(tmp_path / "feed"), str(tmp_path / "out")
@@ -401,6 +402,7 @@ def test_derived_tables_edge_cases_equal_sparks(spark, tmp_path):
     that is not UTF-8, chunks without a size, a meta without a nuid."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from natsbroker.spark import derive, state
     from natsbroker.spark.fileparse import EVENTS
 
@@ -466,9 +468,11 @@ def test_duplicates_across_tasks_read_only_shared_hashes(spark, tmp_path, hashin
     ids) the rows dropped are every occurrence of an id but the first, in
     feed order (task 0's rows, then task 1's)."""
     import random
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from natsbroker.spark import stage as S
     from natsbroker.spark.ingest import _ids_at
     rnd = random.Random(7)
@@ -512,6 +516,7 @@ def test_workers_run_the_installed_pyspark_not_the_zip(spark):
     start)."""
     def where(it):
         import sys
+
         import py4j
         import pyspark
         import pyspark.worker

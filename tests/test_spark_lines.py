@@ -12,15 +12,16 @@ import os
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from natsbroker.spark import feedgen as g  # noqa: E402
-from natsbroker.spark import lines as L  # noqa: E402
-from natsbroker.spark import fileparse  # noqa: E402
+from natsbroker.spark import (
+    feedgen as g,  # noqa: E402
+    fileparse,  # noqa: E402
+    lines as L,  # noqa: E402
+)
 from natsbroker.spark.fileparse import _exact, _fast, parse_file  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -151,6 +152,7 @@ def feed_text(lines):
 def jvm_results(spark, text):
     """line number -> ("ok", record dict) or ("bad", error), by spark/records.py."""
     from pyspark.sql import functions as F
+
     from natsbroker.spark import records
 
     df = spark.createDataFrame([("f.jsonl", text)], "file string, value string")
@@ -269,6 +271,7 @@ def test_header_order_and_null_values_as_the_jvm(spark):
     # seen in the file; the fast path must not hand on that order, or drop
     # a null value, where the line has another (the JVM's map keeps both)
     from pyspark.sql import functions as F
+
     from natsbroker.spark import records
 
     hs = [{"A": ["1"], "B": ["2"]}, {"B": ["3"], "A": ["4"]}, {"C": None, "A": ["5"]},
@@ -363,6 +366,7 @@ def test_a_task_drops_repeats_among_its_files_before_writing(tmp_path):
     """spark/stage.py: the first occurrence of an id in feed order is staged,
     its repeats (in the same file or a later one of the task) are not."""
     import pyarrow.parquet as pq
+
     from natsbroker.spark import stage as S
 
     recs = good_records()
@@ -386,6 +390,7 @@ def test_repeats_are_all_but_the_first_occurrence(ids, data):
     """stage.repeats on one array and on chunks (one dictionary across
     them): True exactly where the id occurred before."""
     import pyarrow as pa
+
     from natsbroker.spark.stage import repeats
     seen, expected = set(), []
     for i in ids:
@@ -404,6 +409,7 @@ def test_id_hashes_depend_on_the_id_only(ids, skip):
     any length, and at any offset of the array (the tasks hash their own
     ids; the driver compares hashes across tasks)."""
     import pyarrow as pa
+
     from natsbroker.spark.stage import id_hashes
     col = pa.array(["x" * 40] * skip + ids, pa.string()).slice(skip)
     together = id_hashes(col).tolist()
@@ -420,6 +426,7 @@ def test_partitions_are_a_stable_group_by(rows, cut):
     order, the partition columns left out."""
     import numpy as np
     import pyarrow as pa
+
     from natsbroker.spark.stage import partitions
     n = len(rows)
     cut = min(cut, n)
@@ -471,6 +478,7 @@ def test_messages_partitioned_by_day_and_a_put_without_ts(spark, tmp_path):
     date=__HIVE_DEFAULT_PARTITION__, as Spark lays them out; Spark reads the
     date back (null for the latter)."""
     import datetime
+
     from natsbroker.spark import stage as S
 
     day = 86400 * 10 ** 9

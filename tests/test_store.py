@@ -8,26 +8,23 @@ messages even across gaps, subject purges with seq=1 remove nothing.
 """
 
 import os
-import zlib
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import zlib
 
 import plyvel
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from twisted.internet.task import Clock
 
-from natsbroker.store.leveldb import store as leveldb_store
-from natsbroker.store.leveldb import stream as leveldb_stream
 from natsbroker.store.base import StoredMsg, StreamState, file_msg_size, msg_size
 from natsbroker.store.common import SeqSet
-from natsbroker.store.leveldb import LevelDBStore
+from natsbroker.store.leveldb import LevelDBStore, store as leveldb_store, stream as leveldb_stream
 from natsbroker.store.memory import MemoryStore
 from natsbroker.subjects.sublist import subject_matches
 

@@ -5,8 +5,7 @@ than the 4 KB slot)."""
 import os
 import tempfile
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from natsbroker.store.leveldb.sidefiles import HWM_SLOT, HighWater
 

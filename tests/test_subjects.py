@@ -3,8 +3,14 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from natsbroker.subjects.sublist import (Sublist, Subscription, is_valid_literal_subject,
-                                 is_valid_subject, subject_matches, subset_of)
+from natsbroker.subjects.sublist import (
+    Sublist,
+    Subscription,
+    is_valid_literal_subject,
+    is_valid_subject,
+    subject_matches,
+    subset_of,
+)
 
 
 @pytest.mark.parametrize("s", [b"foo", b"foo.bar", b"*", b">", b"foo.*", b"foo.>", b"*.bar.>",

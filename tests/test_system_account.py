@@ -29,18 +29,16 @@ from twisted.internet.task import Clock
 from twisted.web.test.requesthelper import DummyRequest
 from zope.interface.verify import verifyObject
 
-from natsbroker.monitoring import endpoints as monitor
-from natsbroker.monitoring.http import make_site
 from natsbroker.broker import Broker
 from natsbroker.config.model import AccountConfig, ServerConfig, User
-from natsbroker.interfaces import IBrokerPlugin, IClientObserver
-from natsbroker.discovery import discover
 from natsbroker.connection.client import ConnectOptions
+from natsbroker.discovery import discover
+from natsbroker.interfaces import IBrokerPlugin, IClientObserver
+from natsbroker.monitoring import endpoints as monitor
+from natsbroker.monitoring.http import make_site
 from natsbroker.system import plugin as S
-from tests.support.raw import Conversation
 from tests.support.clients import flushed
-from tests.support.http import get_json
-from tests.support.http import http as get_http
+from tests.support.http import get_json, http as get_http
 from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess
 from tests.support.wait import eventually

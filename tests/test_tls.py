@@ -17,9 +17,9 @@ import subprocess
 import time
 
 import nats
-from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 import trustme
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.support.http import get_json
 from tests.support.raw import dial
@@ -506,7 +506,6 @@ def test_https_monitoring_and_varz_tls_fields(pair, certs, top):
     """HTTPS monitoring with the client port's certificate (no client
     certificate asked for, though the client port verifies), and /varz's TLS
     fields as nats-server shows them."""
-    import urllib.request
 
     from natsbroker.monitoring.endpoints import VARZ_OMITTED, VARZ_OWN
     servers = pair("verify: true\n  timeout: 1.5", top)

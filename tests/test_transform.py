@@ -15,8 +15,7 @@ import tempfile
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from natsbroker.subjects.transform import (SubjectTransform, TransformError, fnv1a32, new_transform,
-                                  validate_mapping)
+from natsbroker.subjects.transform import SubjectTransform, TransformError, fnv1a32, new_transform, validate_mapping
 from tests.support.clients import flushed
 from tests.support.servers import ServerProcess, nats_server_binary
 

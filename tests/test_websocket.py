@@ -15,8 +15,16 @@ import time
 
 import pytest
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Message, Ping, Pong,
-                            RejectConnection, Request)
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    Pong,
+    RejectConnection,
+    Request,
+)
 from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import FrameProtocol
 from wsproto.utilities import generate_accept_token

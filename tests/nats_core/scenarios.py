@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 
 import nats.client
 import nats.jetstream
-from nats.client import ClientStatus
 from nats.client.errors import NoRespondersError, StatusError
 from nats.jetstream import headers as H
 from nats.jetstream.errors import JetStreamError
