@@ -19,25 +19,18 @@ plugin, :mod:`natsbroker.pytest_plugin`, loads it in every pytest run).
 """
 
 import asyncio
-import glob
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 import weakref
 
+from natsbroker import launch
+
 __all__ = ["BrokerProcess", "BrokerStartError", "Cluster", "start", "start_cluster"]
 
-# The directory holding the natsbroker package (site-packages, or a source
-# tree's root): the child must import the same code.
-_SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PORT_FLAGS = ("-p", "--port", "-port")
 _POLL = 0.02  # seconds between looks at the ports file
 
 
@@ -46,24 +39,11 @@ class BrokerStartError(RuntimeError):
     ends with the broker's log."""
 
 
-def _port_of(url):
-    return int(url.rsplit(":", 1)[1])
-
-
-def _has_flag(args, names):
-    return any(a in names or a.startswith(tuple(n + "=" for n in names)) for a in args)
-
-
 def _reap(proc, log, workdir, remove):
     """Stop a child and tidy up after it (also run by the finalizer of a
     :class:`BrokerProcess` nobody stopped)."""
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    if proc is not None:
+        launch.stop(proc)
     if log is not None and not log.closed:
         log.close()
     if remove and workdir:
@@ -152,27 +132,18 @@ class BrokerProcess:
 
     def command(self):
         """The child's argv (the work directory must exist)."""
-        cmd = [sys.executable, "-m", "natsbroker"]
-        args = list(self.args)
+        config_path = None
         if self.config_text is not None:
-            path = os.path.join(self.workdir, "natsbroker.conf")
-            with open(path, "w") as f:
+            config_path = os.path.join(self.workdir, "natsbroker.conf")
+            with open(config_path, "w") as f:
                 f.write(self.config_text)
-            cmd += ["-c", path]
-        if self._port_flag is not None and not _has_flag(args, _PORT_FLAGS):
-            cmd += ["-p", str(self._port_flag)]
-        if self.host and not _has_flag(args, ("-a", "--addr", "-addr", "--net")):
-            cmd += ["-a", self.host]
-        if self._http_flag is not None and not _has_flag(args, ("-m", "--http_port", "-http_port")):
-            cmd += ["-m", str(self._http_flag)]
-        if self.jetstream:
-            if not _has_flag(args, ("-js", "--jetstream")):
-                cmd.append("-js")
-            if not _has_flag(args, ("-sd", "--store_dir")):
-                if self.store_dir is None:
-                    self.store_dir = os.path.join(self.workdir, "store")
-                cmd += ["-sd", self.store_dir]
-        return cmd + args + ["--ports_file_dir", self.workdir]
+        if self.jetstream and self.store_dir is None and not launch.has_flag(self.args,
+                                                                             launch.STORE_FLAGS):
+            self.store_dir = os.path.join(self.workdir, "store")
+        return launch.server_argv(launch.broker_command(), self.args, ports_dir=self.workdir,
+                                  config_path=config_path, host=self.host, port=self._port_flag,
+                                  http_port=self._http_flag, jetstream=self.jetstream,
+                                  store_dir=self.store_dir if self.jetstream else None)
 
     def start(self):
         """Start the broker and return once it accepts clients (self).
@@ -183,74 +154,43 @@ class BrokerProcess:
             self.workdir = tempfile.mkdtemp(prefix="natsbroker-")
         else:
             os.makedirs(self.workdir, exist_ok=True)
-        for old in glob.glob(os.path.join(self.workdir, "*.ports")):
-            os.unlink(old)  # a previous run's: not this process's ports
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
-        if self.env:
-            env.update(self.env)
+        launch.clear_ports(self.workdir)
+        env = launch.child_env(self.env)
         cmd = self.command()
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.workdir, env=env)
+        self.proc = launch.spawn(cmd, log=self._log, cwd=self.workdir, env=env)
         self._finalizer = weakref.finalize(self, _reap, self.proc, self._log, self.workdir,
                                            self._own_workdir and not self.keep)
         try:
-            self._await_ports()
+            self._take_ports(launch.await_ready(self.proc, self.timeout, ports_dir=self.workdir,
+                                                poll=_POLL))
+        except launch.LaunchError as e:
+            self.stop()
+            if e.returncode is not None:
+                raise BrokerStartError("natsbroker exited with status %s:\n%s"
+                                       % (e.returncode, self.log())) from None
+            raise BrokerStartError("natsbroker did not start in %gs:\n%s"
+                                   % (self.timeout, self.log())) from None
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _await_ports(self):
-        path = None
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BrokerStartError("natsbroker exited with status %s:\n%s"
-                                       % (self.proc.returncode, self.log()))
-            path = path or next(iter(glob.glob(os.path.join(self.workdir, "*.ports"))), None)
-            if path:
-                try:
-                    with open(path) as f:
-                        info = json.load(f)
-                except ValueError:  # still being written
-                    info = None
-                if info and info.get("nats"):
-                    self._take_ports(info)
-                    if self._accepting():
-                        return
-            time.sleep(_POLL)
-        raise BrokerStartError("natsbroker did not start in %gs:\n%s" % (self.timeout, self.log()))
-
     def _take_ports(self, info):
         self.ports = info
-        self.port = _port_of(info["nats"][0])
-        self.http_port = _port_of(self.http_url) if self.http_url else None
-        self.cluster_port = _port_of(self.cluster_url) if self.cluster_url else None
+        self.port = launch.port_of(info["nats"][0])
+        self.http_port = launch.port_of(self.http_url) if self.http_url else None
+        self.cluster_port = launch.port_of(self.cluster_url) if self.cluster_url else None
         ws = info.get("websocket")
-        self.ws_port = _port_of(ws[0]) if ws else None
-
-    def _accepting(self):
-        host = self.url.split("//", 1)[1].rsplit(":", 1)[0]
-        try:
-            socket.create_connection((host, self.port), timeout=2).close()
-            return True
-        except OSError:
-            return False
+        self.ws_port = launch.port_of(ws[0]) if ws else None
 
     def stop(self, timeout=10.0):
         """SIGTERM (a clean shutdown: JetStream's store closed), SIGKILL after
         ``timeout`` seconds; remove a temporary work directory unless kept.
         Returns the exit status (None if it never started)."""
         proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            launch.stop(proc, timeout=timeout)
         if self._finalizer is not None:
             self._finalizer()  # closes the log, removes the temp dir; runs once
             self._finalizer = None

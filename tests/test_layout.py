@@ -67,8 +67,8 @@ LAYERS = [
     ("drop-in factories and their loader", ["natsbroker.plugins", "natsbroker.discovery"]),
     ("assembly and entry points", [
         "natsbroker.server", "natsbroker.lameduck", "natsbroker.logs", "natsbroker.signals",
-        "natsbroker.cli", "natsbroker.tap", "natsbroker.embed", "natsbroker.admin",
-        "natsbroker.__main__", "natsbroker.pytest_plugin",
+        "natsbroker.cli", "natsbroker.tap", "natsbroker.embed", "natsbroker.launch",
+        "natsbroker.admin", "natsbroker.__main__", "natsbroker.pytest_plugin",
     ]),
     ("change-feed ingest (PySpark)", ["natsbroker.spark"]),
     ("benchmarks, soak and chaos tools", ["tools"]),

@@ -2,19 +2,19 @@
 
 Both get the same nats-server command-line flags and report their ports through
 ``--ports_file_dir``, so a test can run one scenario against each and compare.
+Starting, waiting and stopping are :mod:`natsbroker.launch`'s, as for
+:mod:`natsbroker.embed`, the benchmark and the soak.
 """
 
 import contextlib
-import glob
-import json
 import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
+
+from natsbroker import launch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,13 +46,8 @@ def free_port():
     return port
 
 
-def nats_server_binary():
-    exe = shutil.which("nats-server", path=os.path.dirname(sys.executable))
-    return exe or shutil.which("nats-server")
-
-
-def broker_command():
-    return [sys.executable, "-m", "natsbroker"]
+nats_server_binary = launch.nats_server_binary
+broker_command = launch.broker_command
 
 
 def wait_ports_file(d, proc, timeout=30):
@@ -61,13 +56,9 @@ def wait_ports_file(d, proc, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
         assert proc.poll() is None, "exited early:\n" + proc.communicate()[0].decode()
-        for name in os.listdir(d):
-            if name.endswith(".ports"):
-                try:
-                    with open(os.path.join(d, name)) as f:
-                        return json.load(f)
-                except ValueError:
-                    pass
+        ports = launch.read_ports(d)
+        if ports is not None:
+            return ports
         time.sleep(0.05)
     raise AssertionError("no ports file")
 
@@ -89,58 +80,32 @@ class ServerProcess:
 
     def command(self):
         base = [nats_server_binary()] if self.kind == "nats-server" else broker_command()
-        args = list(self.args)
-        if not any(a in ("-p", "--port", "-port") or a.startswith(("-p=", "--port=")) for a in args):
-            args += ["-p", "-1"]
-        if not any(a in ("-a", "--addr", "-addr", "--net") for a in args):
-            args += ["-a", "127.0.0.1"]
-        if any(a in ("-js", "--jetstream") for a in args) and not any(
-                a in ("-sd", "--store_dir") for a in args):
-            # nats-server's default store dir is shared under /tmp: give every
-            # process its own, so concurrent test runs cannot see each other.
-            args += ["-sd", os.path.join(self.dir, "store")]
-        return base + args + ["--ports_file_dir", self.dir]
+        return launch.server_argv(base, self.args, ports_dir=self.dir,
+                                  store_dir=os.path.join(self.dir, "store"))
 
     def start(self, timeout=30):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-        if self.env:
-            env.update(self.env)
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=self.dir, env=env)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("%s exited with %s:\n%s" % (self.kind, self.proc.returncode,
-                                                                self.log()))
-            files = glob.glob(os.path.join(self.dir, "*.ports"))
-            if files:
-                try:
-                    with open(files[0]) as f:
-                        info = json.load(f)
-                except ValueError:
-                    info = None
-                if info and info.get("nats"):
-                    self.port = int(info["nats"][0].rsplit(":", 1)[1])
-                    if info.get("monitoring"):
-                        self.http_port = int(info["monitoring"][0].rsplit(":", 1)[1])
-                    if info.get("websocket"):
-                        self.ws_port = int(info["websocket"][0].rsplit(":", 1)[1])
-                    if info.get("cluster"):
-                        self.cluster_port = int(info["cluster"][0].rsplit(":", 1)[1])
-                    if self._accepting():
-                        return self
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("%s did not start in %ss:\n%s" % (self.kind, timeout, self.log()))
-
-    def _accepting(self):
+        self.proc = launch.spawn(self.command(), log=self._log, cwd=self.dir,
+                                 env=launch.child_env(self.env, source_root=ROOT))
         try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-            return True
-        except OSError:
-            return False
+            self._take_ports(launch.await_ready(
+                self.proc, timeout, ports_dir=self.dir,
+                ready=lambda ports: launch.client_accepting(ports, "127.0.0.1", timeout=1)))
+        except launch.LaunchError as e:
+            if e.returncode is not None:
+                raise RuntimeError("%s exited with %s:\n%s" % (self.kind, e.returncode,
+                                                                 self.log())) from None
+            self.stop()
+            raise RuntimeError("%s did not start in %ss:\n%s"
+                               % (self.kind, timeout, self.log())) from None
+        return self
+
+    def _take_ports(self, info):
+        self.port = launch.port_of(info["nats"][0])
+        for attr, key in (("http_port", "monitoring"), ("ws_port", "websocket"),
+                          ("cluster_port", "cluster")):
+            if info.get(key):
+                setattr(self, attr, launch.port_of(info[key][0]))
 
     def log(self):
         try:
@@ -150,13 +115,8 @@ class ServerProcess:
             return ""
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            launch.stop(self.proc, sig, timeout)
         if getattr(self, "_log", None):
             self._log.close()
         return self.proc.returncode if self.proc else None
