@@ -181,14 +181,15 @@ def client_accepting(ports, host=None, timeout=2.0):
     return accepting(host, port_of(url), timeout)
 
 
-def await_ready(proc, timeout, *, ports_dir=None, ready=None, poll=0.02):
+def await_ready(proc, timeout, *, ports_dir=None, ready=None, poll=0.02, retry=(OSError,)):
     """Poll until ``proc`` serves, for at most ``timeout`` seconds; return its
     ports file (None without ``ports_dir``).
 
     With ``ports_dir`` the ports file must name a client port first.
     ``ready(ports)`` is the check (default with ``ports_dir``: the client
     port accepts a connection); it returns true when ready, or false or
-    raises an exception (whose text is kept for the error) to be asked again.
+    raises one of ``retry`` (whose text is kept for the error) to be asked
+    again; any other exception is the caller's and passes through.
     Raises :class:`LaunchError` if ``proc`` exits or the deadline passes."""
     if ready is None:
         ready = client_accepting if ports_dir is not None else (lambda ports: True)
@@ -205,7 +206,7 @@ def await_ready(proc, timeout, *, ports_dir=None, ready=None, poll=0.02):
                 if ready(ports):
                     return ports
                 last_error = "not ready"
-            except Exception as e:  # the check's own words, for the error
+            except retry as e:  # the check's own words, for the error
                 last_error = str(e)
         else:
             last_error = "no ports file in %s" % ports_dir

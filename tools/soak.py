@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -55,6 +53,8 @@ from pathlib import Path
 
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+from natsbroker import launch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -99,44 +99,24 @@ class Server:
         self.log.flush()
 
     async def start(self, timeout: float = 60.0) -> float:
-        argv = [sys.executable, "-m", "natsbroker", "-js", "-sd", str(self.store),
-                "-p", str(self.port), "-a", HOST]
+        """Start on the same store and port; ready when it answers PING."""
+        argv = launch.server_argv(launch.broker_command(), port=self.port, host=HOST,
+                                  jetstream=True, store_dir=str(self.store))
         self.starts += 1
         self.mark(f"start #{self.starts}: {' '.join(argv)}")
         t0 = time.monotonic()
-        self.proc = subprocess.Popen(argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = t0 + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode} during startup "
-                                   f"(see {self.log.name})")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server not ready after {timeout}s (see {self.log.name})")
-            if await self._ping():
-                dt = time.monotonic() - t0
-                self.start_times.append(dt)
-                return dt
-            await asyncio.sleep(0.05)
-
-    async def _ping(self) -> bool:
+        self.proc = launch.spawn(argv, log=self.log, cwd=str(REPO_ROOT), new_session=True)
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection(HOST, self.port), 1.0)
-        except (OSError, asyncio.TimeoutError):
-            return False
-        try:
-            line = await asyncio.wait_for(r.readline(), 2.0)
-            if not line.startswith(b"INFO"):
-                return False
-            w.write(b'CONNECT {"verbose":false}\r\nPING\r\n')
-            await w.drain()
-            line = await asyncio.wait_for(r.readline(), 2.0)
-            return line.startswith(b"PONG")
-        except (OSError, asyncio.TimeoutError):
-            return False
-        finally:
-            w.close()
+            await asyncio.to_thread(launch.await_ready, self.proc, timeout, poll=0.05,
+                                    ready=lambda _ports: launch.nats_ping(HOST, self.port))
+        except launch.LaunchError as e:
+            if e.returncode is not None:
+                raise RuntimeError(f"server exited with {e.returncode} during startup "
+                                   f"(see {self.log.name})") from None
+            raise RuntimeError(f"server not ready after {timeout}s (see {self.log.name})") from None
+        dt = time.monotonic() - t0
+        self.start_times.append(dt)
+        return dt
 
     def kill(self) -> None:
         p = self.proc
@@ -144,11 +124,7 @@ class Server:
             return
         self.kills += 1
         self.mark(f"SIGKILL #{self.kills} (pid {p.pid})")
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
+        launch.kill(p, group=True)
         self.proc = None
 
     def stop(self) -> int | None:
@@ -156,12 +132,7 @@ class Server:
         if p is None:
             return None
         self.mark(f"SIGTERM (pid {p.pid})")
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            rc = p.wait()
+        rc = launch.stop(p, timeout=30, group=True)
         self.proc = None
         self.mark(f"exited with {rc}")
         return rc

