@@ -14,8 +14,10 @@ in a thread of the caller: Twisted's reactor runs once per process and owns
 its signals, and a child cannot leak state into the caller's event loop. The
 child listens on ports the kernel picks (``-p -1 -m -1``) and names them in
 its ports file (``--ports_file_dir``), which is what :meth:`BrokerProcess.start`
-waits for. Nothing here imports Twisted, so importing it is cheap (the pytest
-plugin, :mod:`natsbroker.pytest_plugin`, loads it in every pytest run).
+waits for (starting, waiting and stopping are :mod:`natsbroker.launch`'s,
+shared with the test suite, the benchmark and the soak). Nothing here imports
+Twisted, so importing it is cheap (the pytest plugin,
+:mod:`natsbroker.pytest_plugin`, loads it in every pytest run).
 """
 
 import asyncio

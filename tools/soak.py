@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     .venv/bin/python -m tools.soak --minutes 10 [--workdir DIR] [--seed N]
 
-It starts ``python -m natsbroker -js -sd DIR/store -p PORT -a 127.0.0.1`` on a
+It starts ``python -m natsbroker -p PORT -a 127.0.0.1 -js -sd DIR/store`` on a
 free loopback port and, for the given minutes, runs concurrently (nats-py):
 
 - publishers: JetStream publishes to stream SOAK with a unique id in the
