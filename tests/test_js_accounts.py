@@ -631,8 +631,6 @@ accounts {
 
 
 def test_jetstream_of_another_account_through_an_import(tmp_path):
-    if not os.path.exists(os.path.join(ROOT, "natsbroker", "imports.py")):
-        pytest.skip("service imports (natsbroker/accounts/imports.py) are not in the tree yet")
     got = {}
     for kind in KINDS:
         with ServerProcess(kind, ["-c", _conf(tmp_path, kind, text=IMPORT_CONF)]) as s:

@@ -10,12 +10,14 @@ import types
 
 import pytest
 from twisted.internet import defer, task
+from zope.interface import implementer
 
 from natsbroker import lameduck, logs
 from natsbroker.broker import Broker
 from natsbroker.config import load as configfile
 from natsbroker.config.model import ServerConfig
 from natsbroker.gocompat.durations import NANOS
+from natsbroker.interfaces import ILameDuckObserver
 from natsbroker.signals import SignalError, is_natsbroker, natsbroker_pids, process_signal, process_signal_arg
 
 
@@ -177,12 +179,20 @@ class FakeClient:
             self.closed, self.closed_at = True, self.clock.seconds()
 
 
+@implementer(ILameDuckObserver)
 class FakePlugin:
-    name = "jetstream"
-    stopped = False
+    """A plugin with a lame duck hook (JetStream's is to shut down)."""
+
+    name = "fake"
+
+    def __init__(self):
+        self.told = 0
 
     def stop(self):
-        self.stopped = True
+        pass
+
+    def lame_duck_entered(self):
+        self.told += 1
 
 
 def _lame_duck(clients=3, duration=30.0, grace=1.0, value=0, **kw):
@@ -241,13 +251,16 @@ def test_lame_duck_without_clients_stops_at_once():
     assert stops == [0.0]
 
 
-def test_lame_duck_stops_jetstream_first():
+def test_lame_duck_tells_the_started_plugins_first():
+    # (nats-server shuts JetStream down here; a plugin not started yet is not told)
     clock, service, clients, stops, ldm = _lame_duck()
-    plugin = FakePlugin()
-    service.broker.add_plugin(plugin)
-    service._started.append(plugin)
+    started, idle = FakePlugin(), FakePlugin()
+    idle.name = "idle"
+    service.broker.add_plugin(started)
+    service.broker.add_plugin(idle)
+    service._started.append(started)
     ldm.enter()
-    assert plugin.stopped and service._started == []  # not stopped twice at shutdown
+    assert (started.told, idle.told) == (1, 0)
 
 
 def test_lame_duck_once_and_not_while_stopping():
