@@ -139,6 +139,13 @@ def check_times(raw, launched, sent, received, where=""):
     walk(json.loads(raw), "")
 
 
+def checked(raw, floor):
+    """``normalise(raw)`` once ``check_times`` has passed: every time in the
+    reply between ``floor`` (taken before the server started) and now."""
+    check_times(raw, floor, floor, time.time_ns())
+    return normalise(raw)
+
+
 def _run(server, launched):
     async def main():
         nc = await nats.connect(server.url)
