@@ -186,10 +186,12 @@ class Live:
                    self._own(inbox))
         return self.now()
 
-    def waiting(self, stream, name, n):
+    def waiting(self, stream, name, n, limit=5.0):
         """Poll until the consumer has ``n`` waiting pull requests."""
-        self.wait_for(lambda: self.info(stream, name)["num_waiting"] == n,
-                      what="%d waiting requests" % n)
+        deadline = time.monotonic() + limit
+        while self.info(stream, name)["num_waiting"] != n:
+            assert time.monotonic() < deadline, "never %d waiting requests" % n
+            self.quiet(0.02)
 
     def on(self, dest):
         return [g for g in self.got if g.dest == dest]
@@ -564,6 +566,10 @@ def test_push_idle_heartbeat(w):
 # inactivity
 
 
+# The deletion is a background timer on both servers: the late bound is
+# doubled, the early one (which tells the behaviours apart) is not.
+
+
 def _check_deleted(w, stream, name):
     (adv,) = [a for a in w.advisories("CONSUMER.DELETED", stream)
               if a.subject == "$JS.EVENT.ADVISORY.CONSUMER.DELETED.%s.%s" % (stream, name)]
@@ -586,7 +592,7 @@ def test_ephemeral_inactive_threshold_deletes(w):
     adv = _check_deleted(w, "IN", name)
     # nats-server waits 0.1 s to 1 s more than the threshold for a pull
     # consumer (consumer.go, updateInactiveThreshold: jitter).
-    assert 0.5 + 0.1 - EARLY <= adv.t - created <= 0.5 + 1.0 + LATE, adv.t - created
+    assert 0.5 + 0.1 - EARLY <= adv.t - created <= 0.5 + 1.0 + 2 * LATE, adv.t - created
     st = w.api("$JS.API.STREAM.INFO.IN")["state"]
     assert (st["messages"], st["consumer_count"]) == (2, 0)
 
@@ -602,7 +608,7 @@ def test_ephemeral_pull_kept_alive_by_a_waiting_request(w):
     w.wait_for(lambda: w.advisories("CONSUMER.DELETED", "IP"), what="the deletion")
     assert [g.hdr for g in w.on("_R.ip")] == [TIMEOUT % (1, 0)]
     adv = _check_deleted(w, "IP", name)
-    assert 1.5 + 0.5 + 0.1 - EARLY <= adv.t - sent <= 1.5 + 0.5 + 1.0 + LATE, adv.t - sent
+    assert 1.5 + 0.5 + 0.1 - EARLY <= adv.t - sent <= 1.5 + 0.5 + 1.0 + 2 * LATE, adv.t - sent
 
 
 def test_ephemeral_push_deleted_after_interest_goes(w):
@@ -616,7 +622,7 @@ def test_ephemeral_push_deleted_after_interest_goes(w):
     left = w.unsub("dlv.iq")
     w.wait_for(lambda: w.advisories("CONSUMER.DELETED", "IQ"), what="the deletion")
     adv = _check_deleted(w, "IQ", name)
-    assert 0.5 - EARLY <= adv.t - left <= 1.0 + LATE, adv.t - left
+    assert 0.5 - EARLY <= adv.t - left <= 1.0 + 2 * LATE, adv.t - left
 
 
 # --------------------------------------------------------------------------
@@ -781,7 +787,8 @@ def test_pin_timeout_exact(w):
     w.pub("pt.x", b"one")
     w.wait_for(lambda: w.delivered("pt.") and w.advisories("CONSUMER.PINNED", "PT"),
                what="the pinned delivery and advisory")
-    pin = _pin_of(w.delivered("pt.")[-1])
+    first = w.delivered("pt.")[-1]
+    pin = _pin_of(first)
     (pinned,) = w.advisories("CONSUMER.PINNED", "PT")
     body, keys = advisory_body(pinned)
     assert keys == ["type", "id", "timestamp", "account", "stream", "consumer", "group",
@@ -792,10 +799,10 @@ def test_pin_timeout_exact(w):
     (group,) = w.info("PT", "P")["priority_groups"]
     assert before <= rfc3339_ns(group.pop("pinned_ts")) <= time.time_ns()
     assert group == {"group": "g", "pinned_client_id": pin}
-    w.quiet(0.7)
+    w.quiet(first.t + 0.7 - w.now())  # the renewal 0.7 s after the pin, well inside 1.5 s
     renewed = w.pull("PT", "P", "_R.b", batch=1, group="g", id=pin, expires=60 * SEC)
-    w.waiting("PT", "P", 2)
-    w.quiet(0.5)
+    assert renewed - first.t < 1.2, "the renewal came too late to tell anything"
+    w.quiet(renewed + 0.5 - w.now())
     w.pub("pt.x", b"two")  # a delivery extends nothing
     w.wait_for(lambda: len(w.delivered("pt.")) == 2, what="the second delivery")
     assert _pin_of(w.delivered("pt.")[-1]) == pin
