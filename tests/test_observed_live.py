@@ -13,6 +13,7 @@ content strictly. Waits are deadlines on what should arrive; fixed waits only
 where the point is that nothing arrives (or to place an event in time).
 """
 
+import base64
 import calendar
 import json
 import os
@@ -849,3 +850,176 @@ def test_pin_survives_expired_request(w):
     w.pull("PS", "P", "_R.c", batch=1, group="g", id=pin, no_wait=True)
     w.wait_for(lambda: w.on("_R.c"), what="the pinned delivery")
     assert [(g.data, _pin_of(g)) for g in w.on("_R.c")] == [(b"m2", pin)]
+
+
+# --------------------------------------------------------------------------
+# stream timers (test_js_dedupe's fake-clock tests)
+
+
+def _hpub(w, subject, headers, data=b""):
+    """A JetStream publish with headers; its PubAck (or error) as JSON."""
+    hdr = b"NATS/1.0\r\n" + b"".join(b"%s: %s\r\n" % kv for kv in headers) + b"\r\n"
+    w.n += 1
+    reply = w._own("_R.api.%d" % w.n)
+    w.r.send(b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject.encode(), reply.encode(), len(hdr),
+                                                 len(hdr) + len(data), hdr, data))
+    w.wait_for(lambda: any(g.subject == reply for g in w.got), what="the PubAck")
+    (g,) = [g for g in w.got if g.subject == reply]
+    return json.loads(g.data)
+
+
+def _state(w, name):
+    st = w.api("$JS.API.STREAM.INFO." + name)["state"]
+    return st["messages"], st["first_seq"], st["last_seq"]
+
+
+def _seqs(w, name):
+    """The stream's stored sequences (MSG.GET over first..last)."""
+    _, first, last = _state(w, name)
+    out = []
+    for seq in range(first, last + 1):
+        r = w.api("$JS.API.STREAM.MSG.GET." + name, {"seq": seq})
+        if "message" in r:
+            out.append(seq)
+    return out
+
+
+def _until(w, what, pred, limit=6.0):
+    """Poll ``pred()`` every 20 ms; the time it first held."""
+    deadline = time.monotonic() + limit
+    while not pred():
+        assert time.monotonic() < deadline, "waited %.1f s for %s" % (limit, what)
+        w.quiet(0.02)
+    return w.now()
+
+
+def _stream_raw(w, name, **cfg):
+    body = {"name": name}
+    body.update(cfg)
+    resp = w.api("$JS.API.STREAM.CREATE." + name, body)
+    assert "error" not in resp, resp
+
+
+def test_msg_id_forgotten_after_duplicate_window(w):
+    """test_msg_id_forgotten_after_duplicate_window (window 1 s): a Msg-Id
+    within the window is a duplicate of its first sequence; once the window
+    has passed, the same id stores a new message."""
+    _stream_raw(w, "DD", subjects=["dd"], duplicate_window=SEC)
+    first = w.now()
+    assert _hpub(w, "dd", [(b"Nats-Msg-Id", b"a")], b"1") == {"stream": "DD", "seq": 1}
+    w.quiet(first + 0.5 - w.now())
+    assert _hpub(w, "dd", [(b"Nats-Msg-Id", b"b")], b"2") == {"stream": "DD", "seq": 2}
+    assert _hpub(w, "dd", [(b"Nats-Msg-Id", b"a")], b"1") == {"stream": "DD", "seq": 1,
+                                                             "duplicate": True}
+    w.quiet(first + 1.3 - w.now())  # "a" is 1.3 s old, "b" 0.8 s
+    assert w.now() - first < 1.45, "too late to tell the two ids apart"
+    assert _hpub(w, "dd", [(b"Nats-Msg-Id", b"b")], b"2") == {"stream": "DD", "seq": 2,
+                                                             "duplicate": True}
+    assert _hpub(w, "dd", [(b"Nats-Msg-Id", b"a")], b"1") == {"stream": "DD", "seq": 3}
+
+
+def test_max_age_expiry(w):
+    """test_max_age_expiry_on_a_timer (max_age 1 s): each message goes when
+    it is max_age old; the emptied stream's first sequence moves past it."""
+    _stream_raw(w, "MA", subjects=["ma.*"], max_age=SEC)
+    t1 = w.now()
+    w.api("ma.a", b"1")
+    w.quiet(t1 + 0.5 - w.now())
+    t2 = w.now()
+    w.api("ma.b", b"2")
+    gone1 = _until(w, "seq 1 to expire", lambda: _state(w, "MA")[0] == 1)
+    assert _seqs(w, "MA") == [2]
+    gone2 = _until(w, "seq 2 to expire", lambda: _state(w, "MA")[0] == 0)
+    at(gone1 - t1, 1.0)
+    at(gone2 - t2, 1.0)
+    assert _state(w, "MA") == (0, 3, 2)
+
+
+def test_per_message_ttl_and_never(w):
+    """test_per_message_ttl_and_never (max_age 3 s): Nats-TTL 1s and 2 go
+    after 1 s and 2 s, "never" outlives max_age, 1h does not."""
+    _stream_raw(w, "TT", subjects=["tt.*"], allow_msg_ttl=True, max_age=3 * SEC)
+    t0 = w.now()
+    for ttl, data in ((b"1s", b"1"), (b"never", b"2"), (b"1h", b"3"), (b"2", b"4")):
+        assert "seq" in _hpub(w, "tt.a", [(b"Nats-TTL", ttl)], data)
+    w.api("tt.a", b"5")
+    steps = []
+    for want in ([2, 3, 4, 5], [2, 3, 5], [2]):
+        steps.append(_until(w, "stored %s" % want, lambda: _seqs(w, "TT") == want) - t0)
+    for took, when in zip(steps, (1.0, 2.0, 3.0)):
+        assert when - EARLY <= took <= when + 2 * LATE, steps
+    _, first, last = _state(w, "TT")
+    assert (first, last) == (2, 5)
+
+
+MARKER = b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n"
+
+
+def _stored(w, name, seq):
+    m = w.api("$JS.API.STREAM.MSG.GET." + name, {"seq": seq})["message"]
+    return (m["subject"], base64.b64decode(m.get("hdrs", "")), base64.b64decode(m.get("data", "")))
+
+
+def test_subject_delete_markers_on_max_age(w):
+    """test_subject_delete_markers_on_max_age (max_age 1 s, marker TTL 1 s):
+    a marker per emptied subject; the markers then expire without markers of
+    their own. The order of the markers is not checked: nats-server has
+    written sm.b's first (its Nats-TTL expiry ran before the max_age pass,
+    which reads a coarse clock), where the fake-clock test expects the order
+    of the messages, which natsbroker follows."""
+    _stream_raw(w, "SM", subjects=["sm.*"], allow_msg_ttl=True,
+                subject_delete_marker_ttl=SEC, max_age=SEC)
+    w.api("sm.a", b"x")
+    _hpub(w, "sm.b", [(b"Nats-TTL", b"1s")], b"x")
+    _hpub(w, "sm.c", [(b"Nats-TTL", b"5s")], b"x")
+    w.api("sm.c", b"y")
+    _until(w, "three markers", lambda: _state(w, "SM") == (3, 5, 7))
+    assert sorted(_stored(w, "SM", seq) for seq in (5, 6, 7)) == [
+        ("sm.a", MARKER, b""), ("sm.b", MARKER, b""), ("sm.c", MARKER, b"")]
+    _until(w, "the markers to expire", lambda: _state(w, "SM") == (0, 8, 7))
+
+
+def test_marker_ttl_raises_shorter_message_ttls(w):
+    """test_marker_ttl_raises_shorter_message_ttls (marker TTL 2 s): a
+    shorter Nats-TTL is stored raised to 2 (in place), a longer one kept; an
+    emptied subject gets a marker, one still holding a message does not."""
+    _stream_raw(w, "MR", subjects=["mr.*"], allow_msg_ttl=True,
+                subject_delete_marker_ttl=2 * SEC)
+    t0 = w.now()
+    _hpub(w, "mr.b", [(b"X", b"1"), (b"Nats-TTL", b"1s"), (b"Y", b"2")], b"x")
+    _hpub(w, "mr.c", [(b"Nats-TTL", b"1")], b"x")
+    w.api("mr.c", b"y")
+    _hpub(w, "mr.d", [(b"Nats-TTL", b"2m")], b"x")
+    # The raised TTL goes last (nats-server removes the header, then appends).
+    assert [_stored(w, "MR", seq)[1] for seq in (1, 2, 3, 4)] == [
+        b"NATS/1.0\r\nX: 1\r\nY: 2\r\nNats-TTL: 2\r\n\r\n", b"NATS/1.0\r\nNats-TTL: 2\r\n\r\n",
+        b"", b"NATS/1.0\r\nNats-TTL: 2m\r\n\r\n"]
+    gone = _until(w, "the 2 s TTLs", lambda: _state(w, "MR")[0] == 3 and _state(w, "MR")[2] == 5)
+    assert 2.0 - EARLY <= gone - t0 <= 2.0 + 2 * LATE, gone - t0
+    assert _seqs(w, "MR") == [3, 4, 5]
+    subject, hdr, data = _stored(w, "MR", 5)
+    assert (subject, data) == ("mr.b", b"") and b"Nats-Marker-Reason: MaxAge" in hdr
+
+
+def test_marker_ttl_does_not_raise_with_one_message_per_subject(w):
+    """nats-server (stream.go): with max_msgs_per_subject 1 a shorter Nats-TTL
+    is stored as sent, and the message goes after it."""
+    _stream_raw(w, "M1", subjects=["m1.*"], allow_msg_ttl=True, max_msgs_per_subject=1,
+                subject_delete_marker_ttl=2 * SEC)
+    t0 = w.now()
+    _hpub(w, "m1.b", [(b"Nats-TTL", b"1s"), (b"Y", b"2")], b"x")
+    assert _stored(w, "M1", 1)[1] == b"NATS/1.0\r\nNats-TTL: 1s\r\nY: 2\r\n\r\n"
+    gone = _until(w, "the 1 s TTL", lambda: _state(w, "M1")[1] >= 2)
+    assert 1.0 - EARLY <= gone - t0 <= 1.0 + 2 * LATE, gone - t0
+
+
+def test_interest_stream_without_consumers_numbers_but_keeps_nothing(w):
+    """test_interest_stream_without_consumers_numbers_but_keeps_nothing."""
+    _stream_raw(w, "IS", subjects=["is.*"], retention="interest")
+    assert w.api("is.a", b"x") == {"stream": "IS", "seq": 1}
+    assert _hpub(w, "is.b", [(b"Nats-Msg-Id", b"1")], b"x") == {"stream": "IS", "seq": 2}
+    assert _hpub(w, "is.b", [(b"Nats-Msg-Id", b"1")], b"x") == {"stream": "IS", "seq": 2,
+                                                               "duplicate": True}
+    err = _hpub(w, "is.c", [(b"Nats-Expected-Last-Sequence", b"3")], b"x")["error"]
+    assert err["description"] == "wrong last sequence: 2", err
+    assert _state(w, "IS") == (0, 3, 2)
