@@ -7,7 +7,8 @@ internal subscriptions and ``broker.publish``: ``$JS.API`` requests, pull
 requests, acks.
 
 Every expectation was observed from nats-server 2.15.1 (the spec) in real time,
-at the same scale or a smaller one (see each test). Where nats-server's timers
+at the same scale or a smaller one (see each test); test_observed_live.py
+runs each scenario again in real time against nats-server and natsbroker. Where nats-server's timers
 have slack (its ack timer fires ``ackWaitDelay`` = 1 ms late, its inactivity
 check runs on its own schedule) a test asserts "not before X, by X + slack".
 

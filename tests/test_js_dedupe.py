@@ -1,6 +1,8 @@
 """Stream timers driven by a fake clock (no sleeping): the de-duplication
 window, max_age, per-message TTLs and subject delete markers, and what a
-restart rebuilds. Expected behaviour is nats-server 2.15.1's, observed."""
+restart rebuilds. Expected behaviour is nats-server 2.15.1's, observed;
+test_observed_live.py checks the timer scenarios again in real time on
+nats-server and natsbroker."""
 
 import pytest
 from twisted.internet.task import Clock

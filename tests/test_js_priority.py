@@ -20,7 +20,8 @@ stopped exercising anything would be noticed.
 Timers that only the clock decides (``priority_timeout`` to the nanosecond)
 are checked in-process on a ``task.Clock`` (the harness of
 test_js_consumer_timers); the behaviour was observed from nats-server in real
-time (a 1 s and a 3 s timeout) and the real-time scenario here checks it again.
+time (a 1 s and a 3 s timeout) and the real-time scenario here checks it again,
+as test_observed_live.py does for the fake-clock tests' own scenarios.
 """
 
 import json
