@@ -7,9 +7,11 @@ the same event, or the ingest would see two schemas.
 """
 
 import asyncio
+import base64
 import glob
 import json
 import os
+import re
 import time
 
 import nats
@@ -204,24 +206,147 @@ def _feed_of_golden_traffic(tmp_path, env=None):
     conf.write_text('jetstream { store_dir: "%s" }\nchangefeed { dir: "%s", max_file_size: 2KB }\n'
                     % (tmp_path / "js", feed))
     with ServerProcess("natsbroker", ["-c", str(conf)], env=env) as s:
+        start = time.time_ns()
         asyncio.run(asyncio.wait_for(_golden_traffic(s.url), 60))
+        end = time.time_ns()
     # Stopped (SIGTERM): the open file is completed too.
     assert not glob.glob(str(feed / "*.tmp"))
+    _check_times(str(feed), start, end)
     return _normalised(str(feed))
 
 
+def _check_times(feed, start, end):
+    """The times ``_normalised`` names: nanoseconds since the epoch within
+    the traffic, a stream's events no earlier than its creation, in the
+    order they happened (each stream's records come in order)."""
+    last = {}
+    for name in sorted(glob.glob(os.path.join(feed, "feed-*.jsonl"))):
+        with open(name, "rb") as f:
+            for line in f:
+                rec = json.loads(line)
+                created, ts = rec["stream_created"], rec["ts"]
+                assert start <= created <= ts <= end, (start, line, end)
+                if rec["op"] == "stream_create":
+                    assert ts == created, line
+                assert ts >= last.get(rec["stream"], 0), line
+                last[rec["stream"]] = ts
+
+
 def test_feed_bytes_match_the_golden_lines(tmp_path):
-    """Byte for byte what the feed held before its writer moved to a thread
-    (``NATSBROKER_WRITE_GOLDEN=1`` writes the file anew, from this tree)."""
+    """Byte for byte what the feed held before its writer moved to a thread,
+    and record by record what the hand-written expectation below says.
+
+    ``NATSBROKER_WRITE_GOLDEN=1`` writes the golden file anew from this tree
+    (to review with ``git diff``) and fails, so that a run with the flag can
+    never pass; the file is always checked against ``_expected_records`` as
+    well, which does not come from the writer."""
     got = _feed_of_golden_traffic(tmp_path)
+    assert _records(got) == _expected_records()
     if os.environ.get("NATSBROKER_WRITE_GOLDEN"):
         with open(GOLDEN, "wb") as f:
             f.writelines(got)
+        raise AssertionError("%s rewritten from this tree: review the diff, then run "
+                             "again without NATSBROKER_WRITE_GOLDEN" % GOLDEN)
     with open(GOLDEN, "rb") as f:
         want = f.readlines()
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g == w
+
+
+def test_golden_lines_match_the_documented_records():
+    """The golden file itself says what natsbroker-changefeed(5) and the
+    traffic of ``_golden_traffic`` say, so that a regression in the writer
+    cannot be written into it unnoticed."""
+    with open(GOLDEN, "rb") as f:
+        assert _records(f.readlines()) == _expected_records()
+
+
+# natsbroker-changefeed(5), RECORDS: every record has all of these keys.
+KEYS = ["id", "feed", "stream", "stream_created", "seq", "op", "reason", "ts", "subject",
+        "headers", "data", "purge", "config", "kv", "obj"]
+PLACEHOLDER = re.compile(rb'(?<=":)<(stream_created|ts):(\d+)>')  # a value, not inside the id
+
+
+def _records(lines):
+    """Normalised lines (see ``_normalised``) as dicts, each checked for the
+    documented keys in the documented order and compact JSON, with its
+    stream's creation time named ``C`` and its own time ``T`` (also inside
+    its id)."""
+    out = []
+    for line in lines:
+        assert line.endswith(b"\n") and line.count(b"\n") == 1, line
+        rec = json.loads(PLACEHOLDER.sub(rb'"\1:\2"', line))
+        assert list(rec) == KEYS, line
+        again = json.dumps(rec, separators=(",", ":")).encode() + b"\n"
+        assert PLACEHOLDER.sub(rb'"\1:\2"', line) == again, line  # compact, ASCII
+        created, ts = rec["stream_created"], rec["ts"]
+        assert created.startswith("stream_created:") and ts.startswith(("ts:", "stream_created:"))
+        rec["id"] = rec["id"].replace("<%s>" % created, "C").replace("<%s>" % ts, "T")
+        rec["stream_created"] = "C"
+        rec["ts"] = "T" if ts != created else "C"
+        out.append(rec)
+    return out
+
+
+def _rec(stream, op, seq, **fields):
+    """One record as natsbroker-changefeed(5) defines it: every key, unused
+    ones null; id ``stream@created:op:seq`` (``:ts`` appended for other ops
+    than put and delete)."""
+    rec = dict.fromkeys(KEYS)
+    ident = "%s@C:%s:%d" % (stream, op, seq)
+    ts = "C" if op == "stream_create" else "T"
+    rec.update(id=ident if op in ("put", "delete") else ident + ":" + ts, feed=1, stream=stream,
+               stream_created="C", seq=seq, op=op, ts=ts)
+    rec.update(fields)
+    return rec
+
+
+def _put(stream, seq, subject, data, headers=None, kv=None):
+    return _rec(stream, "put", seq, subject=subject, headers=headers,
+                data=base64.b64encode(data).decode(), kv=kv)
+
+
+def _expected_records():
+    """Written by hand from ``_golden_traffic`` and the man page: what a
+    client did, in the order it did it, with what JetStream's limits remove
+    (KV history 1, max_msgs_per_subject 2 once the bulk puts start)."""
+    cfg = "<config of %s>"
+    out = [_rec("ORDERS", "stream_create", 0, config=cfg % "ORDERS")]
+    out += [_put("ORDERS", i + 1, "orders.%d" % (i % 2), b"order %d \x00\xff" % i)
+            for i in range(5)]
+    out += [
+        _put("ORDERS", 6, "orders.h", b"with headers", headers={"X-A": ["1"], "X-B": ["two"]}),
+        _put("ORDERS", 7, "orders.\u00e9", "caf\u00e9".encode()),
+        _put("ORDERS", 8, "orders.1", b""),
+        _rec("ORDERS", "delete", 2, reason="api", subject="orders.1"),
+        _rec("ORDERS", "stream_update", 8, config=cfg % "ORDERS"),
+        _rec("ORDERS", "purge", 8, reason="api",
+             purge={"filter": "orders.0", "upto_seq": None, "keep": None}),
+        _rec("KV_prefs", "stream_create", 0, config=cfg % "KV_prefs"),
+    ]
+
+    def kv(key, op, rev):
+        return {"bucket": "prefs", "key": key, "operation": op, "revision": rev}
+    out += [
+        _put("KV_prefs", 1, "$KV.prefs.color", b"red", kv=kv("color", "PUT", 1)),
+        _put("KV_prefs", 2, "$KV.prefs.size", b"L", kv=kv("size", "PUT", 2)),
+        _put("KV_prefs", 3, "$KV.prefs.color", b"", headers={"KV-Operation": ["DEL"]},
+             kv=kv("color", "DEL", 3)),
+        _rec("KV_prefs", "delete", 1, reason="limit", subject="$KV.prefs.color"),
+        _put("KV_prefs", 4, "$KV.prefs.size", b"",
+             headers={"KV-Operation": ["PURGE"], "Nats-Rollup": ["sub"]},
+             kv=kv("size", "PURGE", 4)),
+        _rec("KV_prefs", "purge", 4, reason="rollup",
+             purge={"filter": "$KV.prefs.size", "upto_seq": 4, "keep": None}),
+    ]
+    for i in range(40):
+        seq = 9 + i
+        out.append(_put("ORDERS", seq, "orders.bulk", b"x" * i))
+        if i >= 2:  # the third message on the subject pushes out the first
+            out.append(_rec("ORDERS", "delete", seq - 2, reason="limit", subject="orders.bulk"))
+    out.append(_rec("ORDERS", "stream_delete", 48))
+    return out
 
 
 def _future(path, ms=50):

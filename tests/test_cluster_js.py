@@ -15,6 +15,7 @@ JetStream to its clients as a JetStream-less nats-server node does.
 """
 
 import asyncio
+import datetime
 import hashlib
 import json
 import os
@@ -33,6 +34,8 @@ from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess, free_port
 from tests.support.wait import eventually_async
 from tests.test_cluster import _raw_route
+
+LOADED = time.time_ns()  # before any server of this module started
 
 NB, NS = "natsbroker", "nats-server"
 
@@ -148,7 +151,13 @@ def _norm_request_info(hmsg, kind):
     assert block.startswith(b"NATS/1.0\r\nNats-Request-Info: ") and block.endswith(b"\r\n\r\n")
     info = json.loads(block[len(b"NATS/1.0\r\nNats-Request-Info: "):-4])
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", info["start"])
+    # The values blanked below: the requester connected while this module
+    # ran, its cid is a positive int, its RTT a real one (under 10 s).
+    start = re.sub(r"(\.\d{6})\d+", r"\1", info["start"]).replace("Z", "+00:00")
+    started = datetime.datetime.fromisoformat(start).timestamp()
+    assert LOADED / 1e9 - 1 <= started <= time.time() + 0.01, info["start"]
     assert isinstance(info["id"], int) and isinstance(info["rtt"], int) and info["rtt"] > 0
+    assert info["id"] > 0 and info["rtt"] < 10 * 10**9, info
     assert info["server"] == "solo-js-" + kind
     for k in ("start", "id", "rtt", "server"):
         info[k] = "<%s>" % k

@@ -29,6 +29,16 @@ from hypothesis import HealthCheck, Phase, example, given, settings, strategies 
 
 from tests.support.raw import dial
 from tests.support.servers import ServerProcess
+from tests.test_observed_live import rfc3339_ns
+
+LOADED = time.time_ns()  # before any server of this module started
+
+
+def _server_time(text, where):
+    """A time the server stamped (what the norm_* helpers drop): RFC 3339 as
+    Go writes it, after this module was loaded and not in the future."""
+    ns = rfc3339_ns(text)
+    assert LOADED <= ns <= time.time_ns() + 5_000_000, (where, text)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -274,8 +284,8 @@ _HDR_ACK_TS = re.compile(rb"(Nats-Subject: \$JS\.ACK\.(?:[^.\r]+\.){5})\d+(?=[.\
 
 def norm_advisory(f):
     body = json.loads(f[4])
-    body.pop("id", None)
-    body.pop("timestamp", None)
+    assert re.fullmatch(r"[A-Za-z0-9]{22}", body.pop("id", "")), f
+    _server_time(body.pop("timestamp", ""), f[1])
     return (f[1], body)
 
 
@@ -284,7 +294,8 @@ def norm_api(resp):
         return resp
     resp = json.loads(json.dumps(resp))
     for k in ("created", "ts"):
-        resp.pop(k, None)
+        if k in resp:
+            _server_time(resp.pop(k), k)
     for part in (resp, resp.get("config") if isinstance(resp.get("config"), dict) else {}):
         md = part.get("metadata") if isinstance(part, dict) else None
         if isinstance(md, dict):
@@ -295,7 +306,8 @@ def norm_api(resp):
         resp["name"] = "<generated>"
     for sub in ("delivered", "ack_floor"):
         if isinstance(resp.get(sub), dict):
-            resp[sub].pop("last_active", None)
+            if "last_active" in resp[sub]:
+                _server_time(resp[sub].pop("last_active"), sub + ".last_active")
     return resp
 
 

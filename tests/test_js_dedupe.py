@@ -1,6 +1,8 @@
 """Stream timers driven by a fake clock (no sleeping): the de-duplication
 window, max_age, per-message TTLs and subject delete markers, and what a
-restart rebuilds. Expected behaviour is nats-server 2.15.1's, observed."""
+restart rebuilds. Expected behaviour is nats-server 2.15.1's, observed;
+test_observed_live.py checks the timer scenarios again in real time on
+nats-server and natsbroker."""
 
 import pytest
 from twisted.internet.task import Clock
@@ -128,8 +130,11 @@ def test_marker_ttl_raises_shorter_message_ttls():
     s.accept(b"s.c", hdr((b"Nats-TTL", b"1")), b"x")
     s.accept(b"s.c", b"", b"y")
     s.accept(b"s.d", hdr((b"Nats-TTL", b"2m")), b"x")
+    # nats-server drops the header and appends the raised one last
+    # (stream.go: removeHeaderIfPresent, genHeader; checked live in
+    # test_observed_live).
     assert [m[2] for m in contents(s)] == [
-        hdr((b"X", b"1"), (b"Nats-TTL", b"2"), (b"Y", b"2")), hdr((b"Nats-TTL", b"2")), b"",
+        hdr((b"X", b"1"), (b"Y", b"2"), (b"Nats-TTL", b"2")), hdr((b"Nats-TTL", b"2")), b"",
         hdr((b"Nats-TTL", b"2m"))]
     clock.advance(1.5)
     assert s.store.state().msgs == 4
@@ -137,6 +142,17 @@ def test_marker_ttl_raises_shorter_message_ttls():
     # s.b emptied: a marker; s.c still has seq 3, so none.
     assert [(m[0], m[1]) for m in contents(s)] == [(3, b"s.c"), (4, b"s.d"), (5, b"s.b")]
     assert b"Nats-Marker-Reason: MaxAge" in contents(s)[-1][2]
+
+
+def test_marker_ttl_does_not_raise_with_one_message_per_subject():
+    """nats-server leaves a shorter TTL alone when max_msgs_per_subject is 1
+    (stream.go: one message per subject, no marker can be missed)."""
+    s, clock = make(b'{"name":"S","subjects":["s.*"],"allow_msg_ttl":true,'
+                    b'"max_msgs_per_subject":1,"subject_delete_marker_ttl":2000000000}')
+    s.accept(b"s.b", hdr((b"Nats-TTL", b"1s"), (b"Y", b"2")), b"x")
+    assert [m[2] for m in contents(s)] == [hdr((b"Nats-TTL", b"1s"), (b"Y", b"2"))]
+    clock.advance(1.01)
+    assert [(m[0], m[1]) for m in contents(s)] == [(2, b"s.b")]  # its marker
 
 
 def test_interest_stream_without_consumers_numbers_but_keeps_nothing():

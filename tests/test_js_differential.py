@@ -7,11 +7,13 @@ must be identical, field order included.
 import asyncio
 import json
 import re
+import time
 
 import nats
 import pytest
 
 from tests.support.servers import ServerProcess
+from tests.test_observed_live import rfc3339_ns
 
 TS = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)"')
 
@@ -111,7 +113,40 @@ SCRIPT = [
 ]
 
 
-def _run(server):
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as nats-server writes it
+
+
+def check_times(raw, launched, sent, received, where=""):
+    """What ``normalise`` blanks out, checked instead: every time in a reply
+    is RFC 3339 and lies between the server's launch and the reply (a reply's
+    own ``ts``, the server's now: within the request), and a stream's first
+    message is no later than its last."""
+    def walk(v, path):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, str) and TS.fullmatch('"%s"' % x) and x != ZERO_TIME:
+                    ns = rfc3339_ns(x)
+                    low = sent if (k == "ts" and path == "") else launched
+                    assert low - 5_000_000 <= ns <= received + 5_000_000, (where, path, k, x)
+                else:
+                    walk(x, path + "." + k)
+            if isinstance(v.get("first_ts"), str) and isinstance(v.get("last_ts"), str) \
+                    and ZERO_TIME not in (v["first_ts"], v["last_ts"]):
+                assert rfc3339_ns(v["first_ts"]) <= rfc3339_ns(v["last_ts"]), (where, v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, path + "[]")
+    walk(json.loads(raw), "")
+
+
+def checked(raw, floor):
+    """``normalise(raw)`` once ``check_times`` has passed: every time in the
+    reply between ``floor`` (taken before the server started) and now."""
+    check_times(raw, floor, floor, time.time_ns())
+    return normalise(raw)
+
+
+def _run(server, launched):
     async def main():
         nc = await nats.connect(server.url)
         out = []
@@ -121,8 +156,11 @@ def _run(server):
                     await asyncio.sleep(body)
                     out.append(None)
                     continue
+                sent = time.time_ns()
                 m = await nc.request(subject, body, timeout=10,
                                      headers=headers[0] if headers else None)
+                check_times(m.data, launched, sent, time.time_ns(),
+                            "%s %s: %s" % (server.kind, subject, body[:60]))
                 out.append(normalise(m.data))
         finally:
             await nc.close()
@@ -134,8 +172,9 @@ def _run(server):
 def replies():
     got = {}
     for kind in ("nats-server", "natsbroker"):
+        launched = time.time_ns()
         with ServerProcess(kind, ["-js"]) as s:
-            got[kind] = _run(s)
+            got[kind] = _run(s, launched)
     return got
 
 

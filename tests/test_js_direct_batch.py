@@ -25,6 +25,9 @@ import pytest
 
 from tests.support import raw
 from tests.support.servers import ServerProcess
+from tests.test_observed_live import rfc3339_ns
+
+LOADED = time.time_ns()  # before any server of this module started
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -380,6 +383,16 @@ def test_time_stamps_are_the_stored_ones(conversations):
         for key, seen in stamps.items():
             assert len(seen) == 1, (kind, key, seen)
             assert re.fullmatch(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d*[1-9])?Z", next(iter(seen)))
+        # the values _normalise blanks: stamped while this module ran, in
+        # sequence order within a stream
+        by_stream = {}
+        for (stream, seq), seen in stamps.items():
+            ns = rfc3339_ns(next(iter(seen)).decode())
+            assert LOADED <= ns <= time.time_ns(), (kind, stream, seq, seen)
+            by_stream.setdefault(stream, []).append((int(seq), ns))
+        for stream, pairs in by_stream.items():
+            times = [ns for _, ns in sorted(pairs)]
+            assert times == sorted(times), (kind, stream, sorted(pairs))
 
 
 def _replies(conversations, subject, body):

@@ -3,11 +3,14 @@ on both stores, as on nats-server, and keeps it across a restart."""
 
 import asyncio
 import json
+import time
 
 import nats
 
 from tests.support.servers import ServerProcess
-from tests.test_js_differential import normalise
+from tests.test_js_differential import checked
+
+LOADED = time.time_ns()  # before any server of this module started
 
 
 async def _scenario(url):
@@ -19,12 +22,12 @@ async def _scenario(url):
                     "storage": storage}
             r = await nc.request("$JS.API.STREAM.CREATE." + name, json.dumps(body).encode(),
                                  timeout=10)
-            out.append(json.loads(normalise(r.data)).get("state"))
+            out.append(json.loads(checked(r.data, LOADED)).get("state"))
             out.append(json.loads((await nc.request(name.lower(), b"x", timeout=10)).data))
             r = await nc.request("$JS.API.STREAM.PURGE." + name, b"", timeout=10)
             out.append(json.loads(r.data))
             r = await nc.request("$JS.API.STREAM.INFO." + name, b"", timeout=10)
-            out.append(json.loads(normalise(r.data))["state"])
+            out.append(json.loads(checked(r.data, LOADED))["state"])
     finally:
         await nc.close()
     return out

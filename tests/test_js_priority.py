@@ -20,7 +20,8 @@ stopped exercising anything would be noticed.
 Timers that only the clock decides (``priority_timeout`` to the nanosecond)
 are checked in-process on a ``task.Clock`` (the harness of
 test_js_consumer_timers); the behaviour was observed from nats-server in real
-time (a 1 s and a 3 s timeout) and the real-time scenario here checks it again.
+time (a 1 s and a 3 s timeout) and the real-time scenario here checks it again,
+as test_observed_live.py does for the fake-clock tests' own scenarios.
 """
 
 import json
@@ -35,7 +36,8 @@ import pytest
 from tests.support.raw import Raw, count
 from tests.support.servers import ROOT, ServerProcess
 from tests.test_js_consumer_timers import MS, SEC, advisory_body, h  # noqa: F401  (fixture)
-from tests.test_js_differential import normalise
+from tests.test_js_differential import check_times, normalise
+from tests.test_observed_live import rfc3339_ns
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,6 +45,7 @@ KINDS = ["nats-server", "natsbroker"]
 NEXT = "$JS.API.CONSUMER.MSG.NEXT.%s.%s"
 PIN_HDR = re.compile(rb"Nats-Pin-Id: ([A-Za-z0-9]*)")
 PIN_JSON = re.compile(r'"(pinned_id|pinned_client_id)":"([A-Za-z0-9]+)"')
+LOADED = time.time_ns()
 TS = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)"')
 
 
@@ -65,6 +68,7 @@ class Wire:
         self._sub("_API.>", "API")
         self.out = []
         self.ack_pending = True  # keep the pending count of ack reply subjects
+        self.opened = time.time_ns()
 
     def close(self):
         self.r.close()
@@ -90,6 +94,12 @@ class Wire:
     # -- normalising -----------------------------------------------------------
 
     def _json(self, payload):
+        if payload.startswith(b"{"):
+            # The times normalise blanks out: RFC 3339, none from the future
+            # (this connection's scenarios set no pause_until), and the
+            # reply's own ts (the server's now) since this connection opened;
+            # the rest since this module was loaded (before any server).
+            check_times(payload, LOADED, self.opened, time.time_ns(), "priority")
         text = payload.decode()
         text = PIN_JSON.sub(lambda m: '"%s":"%s"' % (m.group(1), self._pin(m.group(2))), text)
         try:
@@ -101,7 +111,9 @@ class Wire:
         if name == "ADV":
             body = json.loads(PIN_JSON.sub(
                 lambda m: '"%s":"%s"' % (m.group(1), self._pin(m.group(2))), f.payload.decode()))
-            body.pop("id", None)
+            assert re.fullmatch(r"[A-Za-z0-9]{22}", body.pop("id", "")), body
+            stamp = rfc3339_ns(body["timestamp"])
+            assert self.opened <= stamp <= time.time_ns(), body["timestamp"]  # sent to us
             body["timestamp"] = "TS" if TS.fullmatch('"%s"' % body.get("timestamp")) else "?"
             return "ADV %s %s" % (f.subject, json.dumps(body))
         if name == "API":

@@ -26,7 +26,10 @@ from tests.support.clients import flushed
 from tests.support.raw import Conversation
 from tests.support.servers import ServerProcess
 from tests.test_js_consumer_timers import Harness
-from tests.test_js_differential import normalise
+from tests.test_js_differential import ZERO_TIME, normalise
+from tests.test_observed_live import rfc3339_ns
+
+LOADED = time.time_ns()  # before any server of this module started
 
 WAIT = 40  # seconds: generous, conditions are polled
 
@@ -99,7 +102,11 @@ def norm_links(i):
     stable order (nats-server lists them in map order)."""
     def one(s):
         s = dict(s)
-        assert s.pop("active") != -1 or "error" in s, s
+        active = s.pop("active")
+        # nanoseconds since the link last heard from its origin: -1 (never,
+        # with an error) or a real span, no longer than this module has run
+        assert active != -1 or "error" in s, s
+        assert active == -1 or 0 <= active <= time.time_ns() - LOADED, s
         return s
     mirror = one(i["mirror"]) if i.get("mirror") else None
     sources = sorted((one(s) for s in i.get("sources") or ()),
@@ -110,8 +117,14 @@ def norm_links(i):
 
 def norm_state(i):
     st = dict(i["state"])
-    st.pop("first_ts")
-    st.pop("last_ts")
+    first, last = st.pop("first_ts"), st.pop("last_ts")
+    # What is left out, checked: Go's zero time for an empty stream, else
+    # stamped while this module ran, first no later than last.
+    if st["messages"] == 0:
+        assert first in (ZERO_TIME, last) or rfc3339_ns(first) >= LOADED, (first, last)
+    else:
+        stamps = [rfc3339_ns(first), rfc3339_ns(last)]
+        assert LOADED <= stamps[0] <= stamps[1] <= time.time_ns(), (first, last)
     return st
 
 

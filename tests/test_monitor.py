@@ -49,6 +49,8 @@ from tests.support.http import get_json, http
 from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess
 from tests.support.wait import eventually
+from tests.test_observed_live import rfc3339_ns
+from tests.test_system_account import check_values, uptime_seconds
 
 KINDS = ("nats-server", "natsbroker")
 RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z\Z")
@@ -115,9 +117,12 @@ def both():
     servers = []
     try:
         for kind in KINDS:
+            launched = time.time_ns()
             s = ServerProcess(kind, ["-m", "-1"]).start()
             servers.append(s)
             setups[kind] = Setup(s)
+            setups[kind].launched = launched
+            setups[kind].server_id = get_json(s, "/varz")["server_id"]
         yield setups
     finally:
         for setup in setups.values():
@@ -154,7 +159,13 @@ def test_varz_keys(ours, ref):
 
 
 def test_varz_values(ours, ref):
+    sent = time.time_ns()
     v, r = get_json(ours.server, "/varz"), get_json(ref.server, "/varz")
+    for setup, doc in ((ours, v), (ref, r)):
+        # start/config_load_time after the launch, now within the request,
+        # uptime = now - start, server_id this server's.
+        check_values(doc, setup, "/varz", (sent, time.time_ns()))
+        assert rfc3339_ns(doc["config_load_time"]) >= rfc3339_ns(doc["start"])
     assert v["version"] == COMPAT_VERSION
     assert v["port"] == ours.server.port
     assert v["server_name"] == v["server_id"]
@@ -198,6 +209,7 @@ def test_connz_keys(ours, ref, query):
 
 def test_connz_values(ours, ref):
     for setup in (ours, ref):
+        sent = time.time_ns()
         c = get_json(setup.server, "/connz")
         assert (c["num_connections"], c["total"], c["offset"], c["limit"]) == (2, 2, 0, 1024)
         conns = by_port(c)
@@ -211,6 +223,13 @@ def test_connz_values(ours, ref):
         for key in ("start", "last_activity"):
             assert RFC3339.match(alice[key])
         assert UPTIME.match(alice["uptime"]) and UPTIME.match(alice["idle"])
+        check_values(c, setup, "/connz", (sent, time.time_ns()))
+        # alice connected before bob; each was last active after it connected.
+        now = rfc3339_ns(c["now"])
+        assert rfc3339_ns(alice["start"]) <= rfc3339_ns(bob["start"])
+        for conn in (alice, bob):
+            assert rfc3339_ns(conn["start"]) <= rfc3339_ns(conn["last_activity"]) <= now, conn
+        assert uptime_seconds(alice["uptime"]) >= uptime_seconds(bob["uptime"])
 
 
 def test_connz_subscriptions(ours, ref):

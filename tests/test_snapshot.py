@@ -21,6 +21,7 @@ import pytest
 
 from natsbroker.store import snapfile
 from tests.support.servers import ROOT, ServerProcess
+from tests.test_observed_live import rfc3339_ns
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -523,12 +524,16 @@ def test_restore_interrupted_by_a_crash_leaves_nothing(tmp_path):
 
 # -- the protocol and replies, compared with nats-server ---------------------------------------
 
+LOADED = time.time_ns()  # before any server of this module started
 TS = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)"')
 NUID = re.compile(r"(\$JS\.SNAPSHOT\.(?:RESTORE|ACK)\.[A-Za-z0-9_-]+\.)[A-Za-z0-9]{22}")
 
 
 def norm(value):
     text = json.dumps(value)
+    for m in TS.finditer(text):  # what is blanked, checked: stamped while this module ran
+        if m.group(1) != "0001-01-01T00:00:00Z":
+            assert LOADED <= rfc3339_ns(m.group(1)) <= time.time_ns(), m.group(1)
     text = TS.sub('"TS"', text)
     text = NUID.sub(r"\1ID", text)
     value = json.loads(text)

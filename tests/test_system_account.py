@@ -42,6 +42,7 @@ from tests.support.http import get_json, http as get_http
 from tests.support.raw import Conversation, Wire
 from tests.support.servers import ServerProcess
 from tests.support.wait import eventually
+from tests.test_observed_live import rfc3339_ns
 
 KINDS = ("nats-server", "natsbroker")
 
@@ -167,9 +168,11 @@ def both(tmp_path_factory):
     setups, servers = {}, []
     try:
         for kind in KINDS:
+            launched = time.time_ns()
             s = ServerProcess(kind, ["-c", conf, "-m", "-1"]).start()
             servers.append(s)
             setups[kind] = Scenario(s)
+            setups[kind].launched = launched
         yield setups
     finally:
         for setup in setups.values():
@@ -210,9 +213,63 @@ async def _requests(server, user, asks, wait=1.0):
 
 
 def ask(setup, asks, user="sys", wait=1.0):
+    """The answers; ``setup.window`` is when they were asked (ns since the
+    epoch, from before the first request to after the last answer)."""
     asks = [(s.replace("<id>", setup.server_id), b.replace("<id5>", setup.server_id[:5]))
             for s, b in asks]
-    return asyncio.run(asyncio.wait_for(_requests(setup.server, user, asks, wait), 120))
+    sent = time.time_ns()
+    out = asyncio.run(asyncio.wait_for(_requests(setup.server, user, asks, wait), 120))
+    setup.window = (sent, time.time_ns())
+    return out
+
+
+# -- the values the comparisons leave out: times, uptimes, ids ---------------------------
+
+SERVER_ID = re.compile(r"N[A-Z2-7]{55}")  # nats-server's: "N" + a base32 nkey public key
+GO_UPTIME = re.compile(r"(?:(\d+)y)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(\d+)s")
+STAMPS = ("start", "now", "config_load_time", "last_activity", "time")
+
+
+def uptime_seconds(text):
+    """nats-server's uptime/idle text (server.go myUptime) in seconds."""
+    m = GO_UPTIME.fullmatch(text)
+    assert m, "not an uptime: %r" % (text,)
+    y, d, h, mi, s = (int(g or 0) for g in m.groups())
+    return (((y * 365 + d) * 24 + h) * 60 + mi) * 60 + s
+
+
+def check_values(doc, setup, where="", window=None):
+    """Every time in ``doc`` (an answer, a monitoring document) parses as
+    RFC 3339 and lies between the server's launch and the end of the request
+    (``now`` and a ``server`` block's ``time``: within the request), every
+    uptime and idle is at most the server's age, ``now - start`` agrees with
+    ``uptime``, and every server id is this server's."""
+    sent, received = window or setup.window
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            check_values(item, setup, "%s[%d]" % (where, i), (sent, received))
+        return
+    if not isinstance(doc, dict):
+        return
+    for key, value in doc.items():
+        here = where + "." + key
+        if key in STAMPS and isinstance(value, str):
+            ns = rfc3339_ns(value)
+            low = sent if key == "now" or (key == "time" and "seq" in doc) else setup.launched
+            assert low - 5_000_000 <= ns <= received + 5_000_000, (here, value, low, received)
+        elif key in ("uptime", "idle") and isinstance(value, str):
+            age = (received - setup.launched) / 1e9
+            assert 0 <= uptime_seconds(value) <= age + 1, (here, value, age)
+        elif key == "server_id" and value == "":
+            pass  # nats-server's Connz for an unknown account (the comparisons pin where)
+        elif key == "server_id" or (key == "id" and "seq" in doc):
+            assert SERVER_ID.fullmatch(value) and value == setup.server_id, (here, value)
+        else:
+            check_values(value, setup, here, (sent, received))
+    if isinstance(doc.get("start"), str) and isinstance(doc.get("uptime"), str) \
+            and isinstance(doc.get("now"), str):
+        span = (rfc3339_ns(doc["now"]) - rfc3339_ns(doc["start"])) / 1e9
+        assert abs(uptime_seconds(doc["uptime"]) - span) <= 1, (where, doc["uptime"], span)
 
 
 # -- /varz, /connz, /subsz -------------------------------------------------------------
@@ -250,7 +307,10 @@ def test_connz_account_filter(ours, ref, acc, names):
 
 def test_connz_unknown_account(ours, ref):
     for query in ("?acc=NOPE", "?acc=NOPE&state=closed", "?acc=NOPE&limit=5"):
+        sent = time.time_ns()
         o, r = get_json(ours.server, "/connz" + query), get_json(ref.server, "/connz" + query)
+        for setup, doc in ((ours, o), (ref, r)):
+            check_values(doc, setup, query, (sent, time.time_ns()))
         o.pop("now"), r.pop("now")
         assert o == r, query
     assert get_json(ours.server, "/connz?acc=NOPE")["connections"] is None
@@ -356,9 +416,12 @@ def test_accstatz_bad_flag(ours, ref):
 
 
 def test_jsz_without_jetstream(ours, ref):
+    sent = time.time_ns()
     o, r = get_json(ours.server, "/jsz"), get_json(ref.server, "/jsz")
     same_shape(o, r, "/jsz")
-    for doc in (o, r):
+    for setup, doc in ((ours, o), (ref, r)):
+        assert doc["server_id"] == setup.server_id
+        check_values(doc, setup, "/jsz", (sent, time.time_ns()))
         doc.pop("server_id"), doc.pop("now")
     assert o == r
 
@@ -466,9 +529,28 @@ def _compare_answers(o, r, where):
 
 
 def test_requests(ours, ref):
-    mine, theirs = ask(ours, REQUESTS), ask(ref, REQUESTS)
+    mine = ask(ours, REQUESTS)
+    check_values(mine, ours, "ours")
+    theirs = ask(ref, REQUESTS)
+    check_values(theirs, ref, "nats-server")
     for (subject, body), o, r in zip(REQUESTS, mine, theirs):
         _compare_answers(o, r, "%s %s" % (subject, body))
+    for answers in (mine, theirs):
+        seqs = [a["server"]["seq"] for a in answers if isinstance(a, dict) and "server" in a]
+        assert len(seqs) > 20 and all(isinstance(n, int) and n > 0 for n in seqs), seqs
+        assert seqs == sorted(set(seqs)), seqs  # one per message the server sent, in order
+        uptimes = [uptime_seconds(a["data"]["uptime"]) for a in answers
+                   if isinstance(a, dict) and isinstance(a.get("data"), dict)
+                   and isinstance(a["data"].get("uptime"), str) and "server_id" in a["data"]]
+        assert len(uptimes) >= 2 and uptimes == sorted(uptimes), uptimes
+        # What the Scenario did in account A: a1 published one 5-byte message,
+        # which came back to it.
+        (statz,) = [a for (subject, body), a in zip(REQUESTS, answers)
+                    if (subject, body) == ("$SYS.REQ.ACCOUNT.A.STATZ", "")]
+        (a_stat,) = statz["data"]["account_statz"]
+        assert (a_stat["acc"], a_stat["conns"], a_stat["received"]["msgs"],
+                a_stat["received"]["bytes"], a_stat["sent"]["msgs"],
+                a_stat["sent"]["bytes"]) == ("A", 1, 1, 5, 1, 5), a_stat
 
 
 def test_requests_without_answer(ours, ref):

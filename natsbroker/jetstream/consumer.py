@@ -14,6 +14,7 @@ written into the stream's store at the next commit, and ack confirmations
 import collections
 import json
 import os
+import random
 
 from twisted.logger import Logger
 
@@ -1153,8 +1154,22 @@ class Consumer:
 
     # -- inactivity and pause --------------------------------------------------------------
 
-    def _arm_inactivity(self):
+    def _delete_wait(self):
+        """How long an idle consumer lives, in ns: its inactive_threshold, and
+        for a pull consumer 0.1 s to 1 s more, drawn once (nats-server's
+        ``dthresh``, consumer.go updateInactiveThreshold: jitter, so that
+        ephemerals idle since the same moment do not all go at once)."""
         thresh = self.config.inactive_threshold
+        if not thresh or not self.is_pull:
+            return thresh
+        if self._dthresh[0] != thresh:
+            self._dthresh = (thresh, thresh + (100 + random.randrange(900)) * 1_000_000)
+        return self._dthresh[1]
+
+    _dthresh = (0, 0)
+
+    def _arm_inactivity(self):
+        thresh = self._delete_wait()
         if not thresh or self.closed:
             return
         if not self._idle_since:
@@ -1172,7 +1187,7 @@ class Consumer:
         self._timers.pop("inactive", None)
         if self.closed:
             return
-        thresh = self.config.inactive_threshold
+        thresh = self._delete_wait()
         now = self.now()
         busy = bool(self.waiting) if self.is_pull else self._check_interest()
         if busy:

@@ -93,16 +93,13 @@ def parse_ttl(value):
     return secs
 
 
-def _set_header(hdr, name, value):
-    """``hdr`` with the first ``name`` header's value replaced, in place."""
-    lname = name.lower()
+def _replace_header_last(hdr, name, value):
+    """``hdr`` without its ``name`` headers (exact case), with ``name: value``
+    appended last: nats-server's removeHeaderIfPresent then genHeader
+    (client.go), as stream.go does when it raises a message's TTL."""
     lines = hdr.split(b"\r\n")
-    for i, line in enumerate(lines[1:], 1):
-        key, sep, _ = line.partition(b":")
-        if sep and key.strip().lower() == lname:
-            lines[i] = key + b": " + value
-            break
-    return b"\r\n".join(lines)
+    kept = [line for line in lines[1:] if line and not line.startswith(name + b":")]
+    return b"\r\n".join([lines[0]] + kept + [name + b": " + value, b"", b""])
 
 
 def _sourced_headers(h, cfg, sourced):
@@ -379,11 +376,12 @@ class Stream:
         if ttl_text:
             ttl = parse_ttl(ttl_text)
             floor = cfg.subject_delete_marker_ttl // NANOS
-            if 0 < ttl < floor:
+            if 0 < ttl < floor and cfg.max_msgs_per_subject != 1:
                 # A message may not outlive its own delete marker's reason:
-                # nats-server raises the TTL to the marker TTL and says so.
+                # nats-server raises the TTL to the marker TTL and says so
+                # (not with one message per subject: no marker is missed).
                 ttl = floor
-                p.hdr = _set_header(p.hdr, H_TTL, b"%d" % ttl)
+                p.hdr = _replace_header_last(p.hdr, H_TTL, b"%d" % ttl)
             p.ttl = ttl
         if incr is not None and cfg.allow_msg_counter:
             running = batch.counter(subject) if batch is not None else None
