@@ -161,13 +161,15 @@ def test_known_but_unsupported_key_is_an_error(tmp_path, text, key):
 
 
 def _tables():
-    c = configfile
+    # Each block's key table, in the loader module of its block.
+    from natsbroker.config import accounts, authorization, cluster, jetstream, tls, websocket
     return {
-        "top": (c._SERVER, "KEY: 1"), "authorization": (c._AUTHORIZATION, BLOCKS["authorization"]),
-        "users": (c._USER, BLOCKS["users"]), "jetstream": (c._JETSTREAM, BLOCKS["jetstream"]),
-        "cluster": (c._CLUSTER, BLOCKS["cluster"]), "websocket": (c._WEBSOCKET, BLOCKS["websocket"]),
-        "websocket_authorization": (c._WS_AUTHORIZATION, BLOCKS["websocket_authorization"]),
-        "tls": (c._TLS, BLOCKS["tls"]), "accounts": (c._ACCOUNT, BLOCKS["accounts"]),
+        "top": (configfile._SERVER, "KEY: 1"),
+        "authorization": (authorization.AUTHORIZATION, BLOCKS["authorization"]),
+        "users": (authorization._USER, BLOCKS["users"]), "jetstream": (jetstream._JETSTREAM, BLOCKS["jetstream"]),
+        "cluster": (cluster._CLUSTER, BLOCKS["cluster"]), "websocket": (websocket._WEBSOCKET, BLOCKS["websocket"]),
+        "websocket_authorization": (websocket._WS_AUTHORIZATION, BLOCKS["websocket_authorization"]),
+        "tls": (tls._TLS, BLOCKS["tls"]), "accounts": (accounts._ACCOUNT, BLOCKS["accounts"]),
     }
 
 

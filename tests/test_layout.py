@@ -53,7 +53,14 @@ LAYERS = [
     # contexts built from a tls { } block, which the loader checks as nats-server does
     ("TLS contexts", ["natsbroker.connection.tls"]),
     # config.load checks what nats-server checks at load time, below every runtime
-    ("configuration loader", ["natsbroker.config.load", "natsbroker.config.operator"]),
+    # (config.load's top level, and a module per block on config.blocks and config.values)
+    ("configuration loader", ["natsbroker.config.load", "natsbroker.config.operator",
+                              "natsbroker.config.values", "natsbroker.config.blocks",
+                              "natsbroker.config.authorization", "natsbroker.config.accounts",
+                              "natsbroker.config.mappings", "natsbroker.config.trust",
+                              "natsbroker.config.tls", "natsbroker.config.cluster",
+                              "natsbroker.config.websocket", "natsbroker.config.jetstream",
+                              "natsbroker.config.changefeed"]),
     ("authentication", ["natsbroker.auth"]),
     ("message stores", ["natsbroker.store"]),
     ("connections", ["natsbroker.connection"]),
