@@ -57,7 +57,7 @@ LAYERS = [
     ("configuration loader", ["natsbroker.config.load", "natsbroker.config.operator",
                               "natsbroker.config.values", "natsbroker.config.blocks",
                               "natsbroker.config.authorization", "natsbroker.config.accounts",
-                              "natsbroker.config.mappings", "natsbroker.config.trust",
+                              "natsbroker.config.mappings", "natsbroker.config.operator",
                               "natsbroker.config.tls", "natsbroker.config.cluster",
                               "natsbroker.config.websocket", "natsbroker.config.jetstream",
                               "natsbroker.config.changefeed"]),

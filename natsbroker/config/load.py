@@ -10,7 +10,7 @@ points; each block's table and handlers are a module of their own
 :mod:`~natsbroker.config.cluster`, :mod:`~natsbroker.config.tls`,
 :mod:`~natsbroker.config.websocket`, :mod:`~natsbroker.config.jetstream`,
 :mod:`~natsbroker.config.changefeed`, :mod:`~natsbroker.config.mappings`,
-:mod:`~natsbroker.config.trust`), on the walk of
+:mod:`~natsbroker.config.operator`), on the walk of
 :mod:`~natsbroker.config.blocks` and the value checks of
 :mod:`~natsbroker.config.values`.
 
@@ -44,8 +44,7 @@ from natsbroker.config.cluster import COMPRESSION_MODES, parse_cluster
 from natsbroker.config.jetstream import parse_jetstream, parse_store_dir
 from natsbroker.config.mappings import parse_mappings
 from natsbroker.config.model import ServerConfig
-from natsbroker.config.tls import parse_tls
-from natsbroker.config.trust import (
+from natsbroker.config.operator import (
     parse_operators,
     parse_pinned_accounts,
     parse_resolver,
@@ -53,6 +52,7 @@ from natsbroker.config.trust import (
     parse_trusted_keys,
     validate_operator,
 )
+from natsbroker.config.tls import parse_tls
 from natsbroker.config.values import (
     BadValue,
     ConfigError,
