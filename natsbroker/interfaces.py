@@ -316,10 +316,10 @@ class IBroker(Interface):
     monitor = Attribute(
         "The monitoring documents the HTTP endpoints serve (``varz()``, "
         "``connz(...)``, ``subsz(...)``, ``healthz(opts)``, ``accountz(...)``, "
-        "``accstatz(...)``, ...; ``BadRequest`` for a bad option) and the helpers "
-        "that write them as nats-server does (``encode_json``, ``rfc3339``, "
-        "``rfc3339_ns``, ``memory()``, ``cores()``, ``subjects_collide``): what "
-        "the system account's ``$SYS.REQ.SERVER`` requests answer with.")
+        "``accstatz(...)``, ...; ``BadRequest`` for a bad option) and the process "
+        "facts they hold (``memory()``, ``cores()``, ``subjects_collide``): what "
+        "the system account's ``$SYS.REQ.SERVER`` requests answer with. Go's "
+        "JSON and times are natsbroker.gocompat's.")
 
     def route_run(source, subject, payloads):
         """Route a run of PUBs with one subject and no reply (``payloads`` a

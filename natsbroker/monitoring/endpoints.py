@@ -88,9 +88,7 @@ from natsbroker.monitoring.connz import (
 from natsbroker.monitoring.process import (
     CpuSampler,
     config_digest,
-    cores,
     go_seconds,
-    memory,
     nanoseconds,
     num_cpus,
     rss,
@@ -778,13 +776,11 @@ def _cluster_varz(b):
 # -- values ------------------------------------------------------------------------
 
 
-# -- for the system account plugin (the same values its events carry) ------------------
-
-
 # The helpers plugins reach through IBroker.monitor (the system account's
-# documents are written as the endpoints' are).
+# documents are written as the endpoints' are; its events carry the same
+# process facts).
 Monitor.BadRequest = BadRequest
-for _name, _helper in [("memory", memory), ("cores", cores),
+for _name, _helper in [("memory", rss), ("cores", num_cpus),
                       ("subjects_collide", subjects_collide)]:
     setattr(Monitor, _name, staticmethod(_helper))
 del _name, _helper

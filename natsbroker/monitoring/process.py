@@ -107,12 +107,3 @@ def go_seconds(value):
     # A Go float64 of whole seconds marshals without a fraction (2, not 2.0).
     return int(value) if float(value).is_integer() else value
 
-
-def memory():
-    """The resident set size in bytes (nats-server's "mem")."""
-    return rss()
-
-
-def cores():
-    """CPUs this process may run on (nats-server's "cores")."""
-    return num_cpus()
