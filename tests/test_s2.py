@@ -5,6 +5,7 @@ three-node nats-server JetStream cluster replicates for a large message."""
 
 import asyncio
 import os
+import socket
 import struct
 import time
 
@@ -449,3 +450,76 @@ async def _capture(nodes, payload):
     await app.close()
     await sys_nc.close()
     return captured
+
+
+# -- the live oracle both ways: a compressed leafnode connection ---------------
+
+
+def _chunks(stream):
+    """(type, body) of each chunk of a framed stream."""
+    pos = 0
+    while pos + 4 <= len(stream):
+        clen = int.from_bytes(stream[pos + 1:pos + 4], "little")
+        yield stream[pos], stream[pos + 4:pos + 4 + clen]
+        pos += 4 + clen
+
+
+def _read_until(sock, buf, done, timeout=10):
+    """Read until the framed stream ``buf`` decodes to bytes ``done``
+    accepts: (raw bytes, decoded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            out = decode_stream(buf)
+            if done(out):
+                return buf, out
+        except S2Error:
+            pass  # a chunk still on its way
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            more = sock.recv(1 << 16)
+        except TimeoutError:
+            break
+        if not more:
+            break
+        buf += more
+    raise AssertionError("not done after %d bytes" % len(buf))
+
+
+def test_nats_server_leafnode_compression(tmp_path):
+    """nats-server reads our (Snappy framed) stream as its leafnode
+    compression: CONNECT and PING sent with encode_stream get a PONG. And its
+    own s2_best stream (S2sTwO, S2 blocks) decodes: INFO, PONG and a large
+    message, which S2 compresses with repeat tags."""
+    lport = free_port()
+    conf = tmp_path / "leaf.conf"
+    conf.write_text("listen: 127.0.0.1:-1\nleafnodes { listen: 127.0.0.1:%d, compression: s2_best }\n" % lport)
+    payload = _payload()
+    with ServerProcess("nats-server", ["-c", str(conf)]) as srv:
+        leaf = socket.create_connection(("127.0.0.1", lport), 5)
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += leaf.recv(1 << 16)
+        line, buf = buf.split(b"\r\n", 1)
+        assert b'"compression":"s2_best"' in line
+        # (as a soliciting server would: our INFO picks the mode, in the clear)
+        leaf.sendall(b'INFO {"server_id":"S2LEAFTEST","name":"s2leaf","compression":"s2_best"}\r\n')
+        # its answer, compressed, says its reader now decompresses too (the
+        # bytes read with our INFO are still parsed in the clear)
+        buf, out = _read_until(leaf, buf, lambda out: out.startswith(b"INFO {") and b"\r\n" in out)
+        assert buf.startswith(S2_ID)
+        leaf.sendall(encode_stream(b'CONNECT {"verbose":false,"pedantic":false,"name":"s2leaf","headers":true}\r\n'))
+        leaf.sendall(encode_stream(b"PING\r\n"))
+        buf, out = _read_until(leaf, buf, lambda out: b"PONG\r\n" in out)
+        seen = len(out)
+        # the PONG after LS+ says the subscription is in place
+        leaf.sendall(encode_stream(b"LS+ big.>\r\nPING\r\n"))
+        buf, out = _read_until(leaf, buf, lambda out: out.count(b"PONG\r\n") == 2)
+        client = socket.create_connection(("127.0.0.1", srv.port), 5)
+        client.sendall(b'CONNECT {"verbose":false}\r\nPUB big.s2 %d\r\n%s\r\nPING\r\n' % (len(payload), payload))
+        buf, out = _read_until(leaf, buf, lambda out: payload + b"\r\n" in out)
+        client.close()
+        leaf.close()
+    assert out[seen:].count(b"LMSG big.s2 %d\r\n" % len(payload)) == 1
+    repeats = sum(_tags(body[4:])["repeat"] for ctype, body in _chunks(buf) if ctype == 0x00)
+    assert repeats > 0
