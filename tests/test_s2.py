@@ -106,6 +106,14 @@ def test_literal_length_forms(n):
     assert decode_block(_uvarint(n) + lit(data[:n])) == data[:n]
 
 
+def test_buffer_types():
+    src = _uvarint(9) + lit(b"ab") + copy2(2, 7)
+    for b in (bytearray(src), memoryview(src), memoryview(b"xx" + src)[2:]):
+        assert decode_block(b) == b"ababababa"
+    framed = encode_stream(b"abc" * 100)
+    assert decode_stream(bytearray(framed)) == decode_stream(memoryview(framed)) == b"abc" * 100
+
+
 def test_snappy_blocks_decode():
     for data in [b"", b"a", b"hello, world " * 500, os.urandom(3000)]:
         assert decode_block(bytes(cramjam.snappy.compress_raw(data))) == data
@@ -516,8 +524,20 @@ def test_nats_server_leafnode_compression(tmp_path):
         leaf.sendall(encode_stream(b"LS+ big.>\r\nPING\r\n"))
         buf, out = _read_until(leaf, buf, lambda out: out.count(b"PONG\r\n") == 2)
         client = socket.create_connection(("127.0.0.1", srv.port), 5)
-        client.sendall(b'CONNECT {"verbose":false}\r\nPUB big.s2 %d\r\n%s\r\nPING\r\n' % (len(payload), payload))
+        client.sendall(b'CONNECT {"verbose":false}\r\nSUB up.s2 1\r\n'
+                       b'PUB big.s2 %d\r\n%s\r\nPING\r\n' % (len(payload), payload))
         buf, out = _read_until(leaf, buf, lambda out: payload + b"\r\n" in out)
+        # and the other way: a large message in one of our compressed chunks
+        up = encode_stream(b"LMSG up.s2 %d\r\n%s\r\n" % (len(payload), payload))
+        assert any(ctype == 0x00 and len(body) < len(payload) // 4 for ctype, body in _chunks(up))
+        leaf.sendall(up)
+        got = b""
+        client.settimeout(10)
+        while payload not in got:
+            more = client.recv(1 << 16)
+            assert more, got[-200:]
+            got += more
+        assert b"MSG up.s2 1 %d\r\n%s\r\n" % (len(payload), payload) in got
         client.close()
         leaf.close()
     assert out[seen:].count(b"LMSG big.s2 %d\r\n" % len(payload)) == 1
