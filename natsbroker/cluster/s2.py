@@ -27,9 +27,11 @@ __all__ = [
     "encode_stream",
 ]
 
-# Large enough for any message nats-server accepts (max_payload tops out at
-# 64 MB); callers decoding meta snapshots may pass more.
-DEFAULT_MAX_SIZE = 64 << 20
+# An op 14 record of the largest message a default nats-server takes
+# (max_payload may not exceed max_pending, 64 MB by default) plus its
+# subject, reply and headers; a caller with larger limits, or decoding a
+# meta snapshot of many assets, passes its own.
+DEFAULT_MAX_SIZE = (64 << 20) + (1 << 20)
 
 # s2.go: tags (the low 2 bits of a tag byte)
 _TAG_LITERAL, _TAG_COPY1, _TAG_COPY2, _TAG_COPY4 = range(4)
@@ -213,7 +215,7 @@ def decode_stream(data, max_size=DEFAULT_MAX_SIZE):
         if ctype <= 0x7F:
             # reserved unskippable chunk types 0x02-0x7f
             raise S2Error("s2: unsupported input (chunk type 0x%02x)" % ctype)
-        # padding 0xfe, S2's index 0x99 and the other skippable 0x80-0xfd
+        # padding (_CHUNK_PADDING), S2's index 0x99 and the other skippable 0x80-0xfd
     return bytes(out)
 
 
