@@ -91,6 +91,17 @@ class MemoryStorage:
         self._log[index] = (term, bytes(encoded))
         self._last = index
 
+    def append_many(self, records):
+        """Store ``records`` ((index, term, encoded) each, indexes following
+        ``last_index`` one by one) at once: all or none (FileStorage writes
+        them in one synced batch, a group commit)."""
+        records = list(records)
+        for n, (index, _, _) in enumerate(records):
+            if index != self._last + 1 + n:
+                raise ValueError("append at %d, last is %d" % (index, self._last + n))
+        for index, term, encoded in records:
+            self.append(index, term, encoded)
+
     def entry(self, index):
         """(term, encoded AppendEntry) at ``index``, or None when the WAL
         does not hold it (compacted or beyond the end)."""
