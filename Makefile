@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint fuzz venv build bench soak clean js client313
+.PHONY: run test lint fuzz venv build bench soak chaos clean js client313
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,13 @@ bench: $(STAMP)
 
 # Crash-loop soak of JetStream (SIGKILL every 2-6 s for 10 minutes, then checks): not in `make test`.
 SOAK_MINUTES ?= 10
+# Long fault runs outside `make test`: the Raft state machine under thousands
+# of fresh random schedules of loss, reordering, duplication, partitions and
+# restarts.
+CHAOS_EXAMPLES ?= 3000
+chaos: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz RAFT_CHAOS_EXAMPLES=$(CHAOS_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_raft_node.py -k chaos
+
 soak: $(STAMP)
 	$(BIN)/python -m tools.soak --minutes $(SOAK_MINUTES)
 

@@ -8,6 +8,7 @@ leaders in one term or two nodes that applied one index differently
 the network heals.
 """
 
+import os
 import random
 
 import pytest
@@ -275,7 +276,7 @@ def test_a_new_peer_is_added_when_it_answers_and_can_then_be_removed():
     # A fourth server joins: it answers the leader's AppendEntries.
     newcomer = peer_id("node3")
     sim.ids.append(newcomer)
-    sim.storage[newcomer] = MemoryStorage()
+    sim.storage[newcomer] = sim.storage_factory(newcomer)
     sim.start(newcomer)
     sim.run(6)
     assert newcomer in sim.nodes[leader].peers and sim.nodes[leader].cluster_size == 4
@@ -311,6 +312,27 @@ def test_minority_cannot_commit_and_leader_steps_down_on_lost_quorum():
     sim.run(25)
     assert sim.nodes[leader].state != State.LEADER
     assert b"lost" not in sim.state[leader]
+
+
+def test_on_leveldb_storage_restarts_resume_from_disk(tmp_path):
+    from natsbroker.cluster.raft.filestorage import FileStorage
+
+    def reopen(storage):
+        storage.close()
+        return FileStorage(storage.path)
+    sim = SimCluster(3, seed=21, storage_factory=lambda i: FileStorage(str(tmp_path / i)), reopen=reopen)
+    leader = elect(sim)
+    for n in range(30):
+        sim.propose(b"f%d" % n)
+    sim.run(2)
+    assert sim.snapshot(leader)
+    for i in sim.ids:
+        sim.restart(i)
+    leader = elect(sim)
+    sim.propose(b"after")
+    sim.run(3)
+    ok, states = converged(sim)
+    assert ok and len(states[leader]) == 31 and states[leader][-1] == b"after", states
 
 
 # -- hypothesis: chaos never breaks safety ---------------------------------------
@@ -385,6 +407,8 @@ class Chaos(RuleBasedStateMachine):
         assert all(s and s[-1] == b"final" for s in states.values()), states
 
 
-Chaos.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None,
+# `make chaos` raises the count (RAFT_CHAOS_EXAMPLES) and draws fresh examples.
+Chaos.TestCase.settings = settings(max_examples=int(os.environ.get("RAFT_CHAOS_EXAMPLES", 100)),
+                                   stateful_step_count=30, deadline=None,
                                    suppress_health_check=[HealthCheck.too_slow])
 test_chaos = Chaos.TestCase

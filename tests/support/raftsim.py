@@ -30,11 +30,16 @@ class Divergence(AssertionError):
 
 
 class SimCluster:
-    def __init__(self, size=3, seed=0, storage_factory=MemoryStorage):
+    def __init__(self, size=3, seed=0, storage_factory=None, reopen=None):
+        """``storage_factory(id)`` makes a node's storage (MemoryStorage by
+        default); ``reopen(storage)`` gives it back after a restart (the same
+        object by default; a FileStorage closes and opens its directory)."""
         self.time = 0.0
         self.rng = random.Random(seed)
         self.ids = [peer_id("node%d" % i) for i in range(size)]
-        self.storage = {i: storage_factory() for i in self.ids}
+        self.storage_factory = storage_factory or (lambda i: MemoryStorage())
+        self.reopen = reopen
+        self.storage = {i: self.storage_factory(i) for i in self.ids}
         self.nodes = {}
         self.subs = {}
         self.state = {}  # id -> the upper layer's list
@@ -65,6 +70,8 @@ class SimCluster:
 
     def restart(self, i):
         self.stop(i)
+        if self.reopen is not None:
+            self.storage[i] = self.reopen(self.storage[i])
         self.start(i)
 
     # -- effects --------------------------------------------------------
