@@ -80,7 +80,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint build $(JS_BUNDLE) $(CLIENT313_STAMP)
-	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
+	NATSBROKER_REQUIRE_COMPILED=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m 'not chaos' tests
 
 # The hypothesis tests with fresh random examples (`make test` uses fixed ones).
 fuzz: $(STAMP)
@@ -105,6 +105,7 @@ SOAK_MINUTES ?= 10
 CHAOS_EXAMPLES ?= 3000
 chaos: $(STAMP)
 	HYPOTHESIS_PROFILE=fuzz RAFT_CHAOS_EXAMPLES=$(CHAOS_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_raft_node.py -k chaos
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m chaos tests
 
 soak: $(STAMP)
 	$(BIN)/python -m tools.soak --minutes $(SOAK_MINUTES)
