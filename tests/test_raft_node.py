@@ -120,6 +120,46 @@ def test_empty_log_votes_need_the_whole_cluster():
     assert node.state == State.LEADER
 
 
+def test_a_new_member_votes_as_one_with_data_until_it_has_some():
+    # nats-server's "initializing": a group just created has only empty
+    # logs; their votes must make a quorum without the whole group.
+    node, _ = lone_node()
+    node.start()
+    out = sends(node.receive("$NRG.V." + GROUP, "$NRG.R.cand", VoteRequest(1, 0, 0, B).encode()))
+    resp = VoteResponse.decode(out[0].payload)
+    assert resp.granted and not resp.empty
+    recovering = Node(GROUP, A, MemoryStorage(), clock=lambda: 0.0, rng=random.Random(1),
+                      peers=(A, B, C), recovering=True)
+    recovering.start()
+    out = sends(recovering.receive("$NRG.V." + GROUP, "$NRG.R.cand", VoteRequest(1, 0, 0, B).encode()))
+    assert VoteResponse.decode(out[0].payload).empty
+
+
+def test_a_scaled_up_member_observes_until_the_leader_sends_data():
+    clock = [0.0]
+    node = Node(GROUP, A, MemoryStorage(), clock=lambda: clock[0], rng=random.Random(1),
+                peers=(A, B, C), scale_up=True)
+    node.start()
+    assert node.observer
+    clock[0] = 20
+    assert sends(node.tick(), "$NRG.V." + GROUP) == []
+    node.receive("$NRG.AE." + GROUP, "$NRG.R.leadB", AppendEntry(B, 1, 0, 0, 0, [_normal(b"x")]).encode())
+    assert not node.observer
+
+
+def test_a_lone_snapshot_entry_is_installed_at_commit_by_a_follower_without_one():
+    from natsbroker.cluster.raft.wire import Entry
+    node, _ = lone_node()
+    node.start()
+    node.receive("$NRG.AE." + GROUP, "r", AppendEntry(B, 1, 0, 0, 0, [_normal(b"a")]).encode())
+    node.receive("$NRG.AE." + GROUP, "r", AppendEntry(B, 1, 1, 1, 1, [Entry(EntryType.SNAPSHOT, b"S")]).encode())
+    effects = node.receive("$NRG.AE." + GROUP, "r", AppendEntry(B, 1, 2, 1, 2).encode())
+    assert [(c.index, [e.type for e in c.entries]) for c in effects if isinstance(c, Committed)] == \
+        [(2, [EntryType.SNAPSHOT])]
+    snap = node.storage.load_snapshot()
+    assert (snap.last_term, snap.last_index, snap.data) == (1, 1, b"S")
+
+
 def test_a_vote_is_refused_to_a_shorter_log_and_for_an_older_term():
     node, clock = lone_node()
     node.start()

@@ -179,10 +179,13 @@ class Node:
     returns the time in seconds; ``rng`` is a ``random.Random`` for the
     election timeouts and inbox names. ``peers`` and ``cluster_size`` seed a
     new group's membership (ignored when storage already has a peer state).
+    ``recovering``: the server is restarting with this group on disk (not a
+    group just created); ``scale_up``: the group grew to include this node,
+    which waits as an observer until the leader has sent it data.
     """
 
     def __init__(self, group, node_id, storage, clock, rng, peers=(), cluster_size=0,
-                 observer=False):
+                 observer=False, recovering=False, scale_up=False):
         if len(node_id) != ID_LEN:
             raise ValueError("a peer id is %d characters" % ID_LEN)
         self.group = group
@@ -226,6 +229,10 @@ class Node:
         self.lq_at = None
         self._out = []
         self._started = False
+        self.recovering = recovering
+        self.scale_up = False
+        self.initializing = False
+        self._scale_up_wanted = scale_up
 
         stored = storage.load_peer_state()
         if stored is not None:
@@ -247,6 +254,13 @@ class Node:
             self._emit(Subscribe(subject))
         self._restore()
         self._reset_election_timeout()
+        if not self.recovering and self.pindex == 0:
+            # A new member with an empty log: its votes count as those of a
+            # member with data until the leader has sent it some.
+            self.initializing = True
+            if self._scale_up_wanted and not self.observer:
+                self.scale_up = True
+                self.observer = True
         return self._take()
 
     def stop(self):
@@ -399,6 +413,7 @@ class Node:
         if self.state == State.LEADER:
             return self._take()
         if immediately:
+            self._reset_initializing()
             self._reset_elect(MIN_CAMPAIGN_TIMEOUT / 2)
         else:
             self._reset_elect(self.rng.uniform(MIN_CAMPAIGN_TIMEOUT, MAX_CAMPAIGN_TIMEOUT))
@@ -421,7 +436,19 @@ class Node:
         self.papplied = snap.last_index
         return self._take()
 
+    def send_snapshot(self, data):
+        """Append a lone Snapshot entry (a leader scaling a group up): a
+        follower without a snapshot of its own installs it at commit."""
+        self._send_append_entry([Entry(EntryType.SNAPSHOT, bytes(data))])
+        return self._take()
+
     # -- plumbing -------------------------------------------------------
+
+    def _reset_initializing(self):
+        self.initializing = False
+        if self.scale_up:
+            self.scale_up = False
+            self.observer = False
 
     def _take(self):
         out, self._out = self._out, []
@@ -606,6 +633,8 @@ class Node:
             self.vote = ""
             self._save_term_vote()
         vote_ok = self.vote in ("", vr.candidate)
+        if vote_ok and resp.empty and self.initializing:
+            resp.empty = False
         if vote_ok and (vr.last_term > self.pterm
                         or (vr.last_term == self.pterm and vr.last_index >= self.pindex)):
             self.term = vr.term
@@ -725,6 +754,7 @@ class Node:
         if ae.entries:
             self.storage.append(self.pindex + 1, ae.term, ae.encode())
             self.pterm, self.pindex = ae.term, self.pindex + 1
+            self._reset_initializing()
         for e in ae.entries:
             if e.type == EntryType.LEADER_TRANSFER:
                 if is_new and e.data.decode("latin-1") == self.id:
@@ -813,6 +843,7 @@ class Node:
         self.pindex = self.commit = ae.pindex
         self.pterm = ae.pterm
         self.papplied = ae.pindex
+        self._reset_initializing()
         self._emit(Committed(self.commit, (ae.entries[0],)))
         self.applied = self.commit
 
@@ -908,6 +939,11 @@ class Node:
                 committed.append(Entry(EntryType.SNAPSHOT, e.data))
             elif e.type == EntryType.SNAPSHOT:
                 committed.append(e)
+                if len(ae.entries) == 1 and self.storage.load_snapshot() is None and ae.commit > 0:
+                    # A leader's snapshot on the live path (scale-up): ours now.
+                    self.storage.save_snapshot(Snapshot(
+                        ae.pterm, ae.commit, self._committed_peer_state(ae.commit).encode(), bytes(e.data)))
+                    self.papplied = max(self.papplied, ae.commit)
             elif e.type == EntryType.PEER_STATE:
                 if self.state != State.LEADER:
                     try:
