@@ -104,7 +104,7 @@ SOAK_MINUTES ?= 10
 # restarts.
 CHAOS_EXAMPLES ?= 3000
 chaos: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz RAFT_CHAOS_EXAMPLES=$(CHAOS_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_raft_node.py -k chaos
+	HYPOTHESIS_PROFILE=fuzz RAFT_CHAOS_EXAMPLES=$(CHAOS_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider --timeout=0 tests/test_raft_node.py -k chaos
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m chaos tests
 
 soak: $(STAMP)

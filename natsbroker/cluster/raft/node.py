@@ -791,6 +791,8 @@ class Node:
                 else:
                     snap = self.storage.load_snapshot()
                     if snap is not None and snap.last_index == ae.pindex and snap.last_term == ae.pterm:
+                        if _is_snapshot_catchup(ae) or self._stale_copy(ae):
+                            return False  # the snapshot we installed, or a replay
                         self._truncate_wal(snap.last_term, snap.last_index)
                         if ae.pterm == self.pterm and ae.pindex == self.pindex:
                             return True
@@ -805,11 +807,8 @@ class Node:
                 # committed. Truncate only what the sender's term shows is not
                 # in its log: entries of an older term than the AppendEntry's.
                 # (Same index and term means the same entry.)
-                following = self.storage.term_at(ae.pindex + 1)
-                if ae.entries and following == ae.term:
-                    return False  # a copy of an entry we hold
-                if not ae.entries and self.pterm >= ae.term:
-                    return False  # a stale heartbeat
+                if self._stale_copy(ae):
+                    return False
                 self._truncate_wal(ae.pterm, ae.pindex)
                 if ae.pterm == self.pterm and ae.pindex == self.pindex:
                     return True
@@ -824,9 +823,17 @@ class Node:
             self._cancel_catchup()
         return False
 
+    def _stale_copy(self, ae):
+        """Is ``ae`` (which matches our log at ae.pindex, our log going
+        further) a copy of what we hold, or older than it? Same index and term
+        means the same entry; a heartbeat no newer than our last entry is
+        stale."""
+        if ae.entries:
+            return self.storage.term_at(ae.pindex + 1) == ae.term
+        return self.pterm >= ae.term
+
     def _install_leader_snapshot(self, ae):
-        if (len(ae.entries) != 2 or ae.entries[0].type != EntryType.SNAPSHOT
-                or ae.entries[1].type != EntryType.PEER_STATE):
+        if not _is_snapshot_catchup(ae):
             self._warn("Expected first catchup entry to be a snapshot and peerstate, will retry")
             self._cancel_catchup()
             return
@@ -1206,3 +1213,10 @@ class Node:
         if peer not in self.peers and self.state == State.LEADER and self.memb_change is None:
             self._debug("Catchup done for %r, will add into peers" % peer)
             self._send_membership_change(Entry(EntryType.ADD_PEER, peer.encode()))
+
+
+def _is_snapshot_catchup(ae):
+    """A leader's ``[Snapshot, PeerState]`` catch-up head: installed, never
+    stored as a log entry."""
+    return (len(ae.entries) == 2 and ae.entries[0].type == EntryType.SNAPSHOT
+            and ae.entries[1].type == EntryType.PEER_STATE)
