@@ -16,7 +16,11 @@ consumer.go, store.go, filestore.go, avl/seqset.go); see
   13, 18 binary.  Snapshots: :func:`encode_meta_snapshot`,
   :func:`encode_stream_snapshot`, :func:`encode_consumer_state`.
 
-Every decoder refuses bad input with :class:`EntryError` only.
+Every decoder refuses bad input with :class:`EntryError` only.  Times
+(``created``, a client's ``start``) are kept as the RFC 3339 text nats-server
+wrote and are not parsed; configs are checked to be JSON objects, not
+validated (nats-server marks an asset with an unknown config field
+"unsupported" rather than refusing the entry).
 """
 
 import enum
@@ -283,6 +287,8 @@ def _kind_check(kind, value, raw):
             raise EntryError("integer list expected")
         return value
     if kind == "raw":          # json.RawMessage: kept as text, "null" included
+        if value is not None and not isinstance(value, dict):
+            raise EntryError("config object expected")   # (nats-server's config decode fails)
         return raw
     if kind == "raw_ptr":      # a pointer to a struct we keep as text: null is nil
         if value is None:
@@ -302,7 +308,9 @@ def _kind_check(kind, value, raw):
         out, i = [], _skip_ws(raw, 1)
         for _ in value:
             members, i = _members(raw, i)
-            out.append(None if members is None else _from_members(ConsumerAssignment, members))
+            if members is None:
+                raise EntryError("null consumer")   # (nats-server would crash on it)
+            out.append(_from_members(ConsumerAssignment, members))
             i = _skip_ws(raw, i)
             i = _skip_ws(raw, i + 1) if raw[i] == "," else i
         return out
@@ -621,7 +629,7 @@ def decode_meta_snapshot(data, max_size=s2.DEFAULT_MAX_SIZE):
             raise EntryError("meta snapshot: null stream")   # nats-server would crash on it
         sa = _from_members(StreamAssignment, members, _WRITEABLE_STREAM)
         for ca in sa.consumers or ():
-            if ca is not None and not ca.stream:
+            if not ca.stream:
                 ca.stream = sa.name
         out.append(sa)
     return out
