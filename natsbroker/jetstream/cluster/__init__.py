@@ -1,0 +1,1 @@
+"""JetStream clustering: the meta group, stream and consumer groups, as nats-server runs them."""
