@@ -38,10 +38,11 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "js_cluster_statsz.json")
 
 
 def node(name, tags=(), cluster="c1", storage=GB, used=0, reserved=0, memory=GB, ha=0,
-         offline=False, heard=True):
+         offline=False, heard=True, mem_used=0, mem_reserved=0):
     return NodeInfo(name=name, cluster=cluster, id="N" + name.upper(), tags=tuple(tags),
                     cfg=JetStreamConfig(max_memory=memory, max_storage=storage) if heard else None,
-                    stats=JetStreamStats(storage=used, reserved_storage=reserved, ha_assets=ha)
+                    stats=JetStreamStats(storage=used, reserved_storage=reserved, ha_assets=ha,
+                                         memory=mem_used, reserved_memory=mem_reserved)
                     if heard else None,
                     offline=offline, js=True)
 
@@ -94,8 +95,14 @@ AZ = [node("a1", ["az:1"]), node("a2", ["az:2"]), node("a3", ["az:3"]),
      {"num_replicas": 1, "max_bytes": 50}, {}, ["b"]),
     ([node("a", storage=100, used=60), node("b", storage=100, reserved=50)],
      {"num_replicas": 2, "max_bytes": 50}, {}, NO + ", insufficient storage"),
+    ([node("a", storage=100, reserved=60), node("b", storage=100, used=40)],
+     {"num_replicas": 1, "max_bytes": 50}, {}, ["b"]),
     ([node("a", storage=100, used=200), node("b", storage=100)],
      {"num_replicas": 1, "max_bytes": 1}, {}, ["b"]),
+    ([node("a", memory=100, mem_used=60), node("b", memory=100, mem_reserved=40)],
+     {"num_replicas": 1, "max_bytes": 50, "storage": "memory"}, {}, ["b"]),
+    ([node("a", memory=100, mem_reserved=60), node("b", memory=100, mem_used=40)],
+     {"num_replicas": 1, "max_bytes": 50, "storage": "memory"}, {}, ["b"]),
     ([node("a", memory=10), node("b", memory=100)],
      {"num_replicas": 1, "max_bytes": 50, "storage": "memory"}, {}, ["b"]),
     # HA asset limit: more than the limit refuses (the count includes _meta_)
@@ -152,6 +159,17 @@ def test_sort_online_then_space_then_streams_then_ha():
     ids = select_peer_group(nodes, "c1", {"num_replicas": 2}, replicas=4, assignments=ha,
                             rng=random.Random(3))
     assert [names([i], nodes)[0] for i in ids] == ["full", "roomy", "busy", "off"]
+
+
+def test_ha_sort_follows_the_configured_replicas():
+    # (an R1 config placed on two peers, as a scale-up asks: no HA re-sort)
+    nodes = [node("x"), node("y")]
+    x, y = peer_id("x"), peer_id("y")
+    assignments = [[x, peer_id("z")], [y], [y]]
+    assert select_peer_group(nodes, "c1", {"num_replicas": 1}, replicas=2,
+                             assignments=assignments) == [x, y]
+    assert select_peer_group(nodes, "c1", {"num_replicas": 2}, replicas=2,
+                             assignments=assignments) == [y, x]
 
 
 def test_existing_and_ignored_peers():
@@ -325,6 +343,15 @@ def test_route_info_then_statsz_then_shutdown():
     assert table.orphans(now=20.0, orphan_max=10.0) == ["NP4"]
     table.mark_offline("NP4")
     assert table.get(ni.peer).offline
+
+
+def test_shutdown_of_a_server_known_only_by_route():
+    table = PeerTable()
+    table.update_from_route_info({"id": "NQ", "name": "q", "jetstream": True}, "pc")
+    # (no statsz yet: matched by the ServerInfo's name)
+    assert table.server_shutdown(b'{"name": "q", "id": "NQ"}', "$SYS.SERVER.NQ.LAMEDUCK")
+    assert table.get(peer_id("q")).offline
+    assert not table.server_shutdown(b'{"name": "q"}', "$SYS.SERVER")
 
 
 def test_own_statsz_is_not_tracked_and_local_entry():
