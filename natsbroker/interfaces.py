@@ -42,7 +42,10 @@ to refuse to start); ``natsbroker.protocol.parser`` (the ``OP_*`` codes of
 encodings); ``natsbroker.subjects.sublist`` (``Subscription``, ``Sublist`` and
 the subject helpers) and ``natsbroker.subjects.transform``; ``natsbroker.store``
 (the message stores and their records); ``natsbroker.gocompat`` (Go's
-formats: JSON, durations, RFC 3339 times); and the small utilities
+formats: JSON, durations, RFC 3339 times); ``natsbroker.cluster.raft``
+(nats-server's Raft: the sans-IO node, its wire, its storage, and a transport
+that runs a node over an :class:`IBroker` account) and
+``natsbroker.cluster.s2`` (nats-server's compression); and the small utilities
 ``natsbroker.jsonbound`` (bounded JSON decoding), ``natsbroker.nuid``,
 ``natsbroker.private`` (owner-only files), ``natsbroker.logs`` and
 ``natsbroker.ratelog``, and ``natsbroker.COMPAT_VERSION``. These are

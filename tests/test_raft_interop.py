@@ -99,6 +99,10 @@ def test_natsbroker_joins_nats_server_meta_group_and_holds_its_quorum(tmp_path):
                    what="the ONE stream assignment committed on natsbroker")
         state = raftz(nb)
         assert set(state["peers"]) == set(ids) and state["state"] == "follower", state
+        # The assignment, decoded and applied as natsbroker's meta layer does:
+        # an R1 stream of the APP account on one of the nats-server nodes.
+        one = state["streams"]["APP/ONE"]
+        assert len(one["peers"]) == 1 and ids[one["peers"][0]] in NS and one["group"].startswith("S-R1F-"), one
         assert state["commit"] == state["pindex"], state
 
         # Stop the meta leader: the other nats-server node can only win, and
@@ -112,6 +116,7 @@ def test_natsbroker_joins_nats_server_meta_group_and_holds_its_quorum(tmp_path):
         assert asyncio.run(_add_stream(servers[survivor].url, "TWO"))
         eventually(lambda: any("TWO" in d for d in raftz(nb)["normal"]), timeout=20,
                    what="the TWO stream assignment committed on natsbroker")
+        assert set(raftz(nb)["streams"]) == {"APP/ONE", "APP/TWO"}
         m = meta(servers[survivor])
         assert m["leader"] == survivor and m.get("cluster_size") == 3, m
         assert me not in ids or raftz(nb)["state"] == "follower"

@@ -44,8 +44,9 @@ PUBLIC_MODULES = {
     "natsbroker.private",
     "natsbroker.logs",
     "natsbroker.ratelog",
+    "natsbroker.cluster.s2",
 }
-PUBLIC_PACKAGES = ("natsbroker.store.", "natsbroker.gocompat.")
+PUBLIC_PACKAGES = ("natsbroker.store.", "natsbroker.gocompat.", "natsbroker.cluster.raft.")
 PUBLIC_MODULES |= {p.rstrip(".") for p in PUBLIC_PACKAGES}
 # ``from natsbroker import X``: these names of the package itself.
 PUBLIC_ROOT_NAMES = {"COMPAT_VERSION", "__version__"}

@@ -18,6 +18,7 @@ from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType, peer_id
 from natsbroker.discovery import PluginFactory
 from natsbroker.interfaces import IBrokerPlugin
+from natsbroker.jetstream.cluster.meta import MetaState
 
 
 @implementer(IBrokerPlugin)
@@ -30,6 +31,9 @@ class RaftProbe:
         self.observer = bool(block.get("observer", False))
         self.peers = [peer_id(name) for name in block.get("peers", ())]
         self.committed = []  # (index, [(type, data)])
+        # The meta group's entries and snapshots, applied as natsbroker's
+        # JetStream cluster layer applies them.
+        self.meta = MetaState() if self.group == "_meta_" else None
         self.leaders = []
 
     def start(self, broker):
@@ -51,6 +55,12 @@ class RaftProbe:
 
     def _commit(self, c):
         self.committed.append((c.index, [(int(e.type), e.data) for e in c.entries]))
+        if self.meta is not None:
+            for e in c.entries:
+                if e.type == EntryType.SNAPSHOT:
+                    self.meta.apply_snapshot(e.data)
+                elif e.type == EntryType.NORMAL:
+                    self.meta.apply_entry(e.data)
 
     def _raftz(self, request):
         n = self.node
@@ -63,6 +73,10 @@ class RaftProbe:
             "cluster_size": n.cluster_size, "peers": sorted(n.peers),
             "normal": [d.decode("latin-1") for d in normal],
             "first_index": self.storage.first_index,
+            "streams": {} if self.meta is None else {
+                "%s/%s" % key: {"peers": sa.group.peers, "group": sa.group.name,
+                                "consumers": [c.name for c in self.meta.stream_consumers(*key)]}
+                for key, sa in self.meta.streams.items()},
         }
 
 
