@@ -750,7 +750,10 @@ class Node:
                 self._send(reply, inbox, AppendEntryResponse(self.pterm, self.pindex, self.id, False).encode())
                 return
 
-        # It follows our last entry: store it.
+        # It follows our last entry: store it. (Not a snapshot catch-up head:
+        # one that follows our log exactly is a copy of one installed.)
+        if _is_snapshot_catchup(ae):
+            return
         if ae.entries:
             self.storage.append(self.pindex + 1, ae.term, ae.encode())
             self.pterm, self.pindex = ae.term, self.pindex + 1
