@@ -204,7 +204,12 @@ class BadRequest(Exception):
 
 
 class IMessageSink(Interface):
-    """Whatever a subscription delivers to: a client or an internal subscriber."""
+    """Whatever a subscription delivers to: a client or an internal subscriber.
+
+    A sink that stands for another server sets ``remote = True``: a message
+    delivered to one subject and shown under another (:meth:`IBroker.deliver`)
+    then reaches it addressed to the deliver subject, the shown subject after
+    an ``@`` at the end of the reply, as nats-server routes it."""
 
     def deliver(sub, subject, reply, hdr_len, raw):
         """Deliver one message matched by ``sub`` (a Subscription)."""

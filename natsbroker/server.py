@@ -162,9 +162,6 @@ class BrokerService(service.Service):
         from natsbroker.cluster.routes import Cluster
 
         cfg = self.config
-        if cfg.jetstream.enabled:
-            raise StartupError("jetstream is not supported in a cluster by natsbroker: "
-                               "disable jetstream or remove the cluster configuration")
         try:
             self.cluster = Cluster(self.broker)
         except ValueError as e:

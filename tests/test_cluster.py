@@ -783,13 +783,6 @@ def test_routez_and_varz_cluster_keys_match_nats_server():
     assert vz[NB]["routes"] == 1
 
 
-def test_jetstream_and_cluster_together_is_a_startup_error():
-    node = ServerProcess(NB, node_args("js", extra=["-js"]))
-    with pytest.raises(RuntimeError) as e:
-        node.start(60)
-    assert "[FTL]" in str(e.value) and "jetstream is not supported in a cluster" in str(e.value)
-
-
 # -- bad input on a route (issue 15 item 6), next to nats-server --------------------------
 
 

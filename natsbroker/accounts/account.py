@@ -351,6 +351,8 @@ class Account:
             owner = sub.owner
             if stored and owner.__class__ is ShadowSink:
                 owner.deliver_stored(sub, subject, reply, hdr_len, raw)
+            elif subject != dest and getattr(owner, "remote", False):
+                owner.deliver(sub, dest, _deliver_reply(reply, subject), hdr_len, raw)
             else:
                 owner.deliver(sub, subject, reply, hdr_len, raw)
             n += 1
@@ -360,6 +362,8 @@ class Account:
                 owner = sub.owner
                 if stored and owner.__class__ is ShadowSink:
                     owner.deliver_stored(sub, subject, reply, hdr_len, raw)
+                elif subject != dest and getattr(owner, "remote", False):
+                    owner.deliver(sub, dest, _deliver_reply(reply, subject), hdr_len, raw)
                 else:
                     owner.deliver(sub, subject, reply, hdr_len, raw)
                 n += 1
@@ -386,6 +390,17 @@ class Account:
             self.sublist.remove(sub)
             if self.imports is not None:
                 self.imports.sub_removed(sub)
+
+
+def _deliver_reply(reply, subject):
+    """What a server sends on to another for a delivery to one subject shown
+    under another (a JetStream consumer's): the message goes to the deliver
+    subject, and the subject to show rides after an ``@`` at the end of its
+    reply, as nats-server routes it (processMsgResults); the receiving server
+    takes it off again. Without a reply there is nowhere to put it."""
+    if not reply or (reply.startswith(b"$JS.ACK.") and b"@" in reply):
+        return reply
+    return reply + b"@" + subject
 
 
 def _message(payload, headers):

@@ -145,6 +145,13 @@ def validate_start(config):
     """The checks nats-server makes when it starts (validateOptions), which
     ``-t`` does not make."""
     validate_lame_duck(config)
+    if config.jetstream.enabled and config.cluster.port:
+        # validateJetStreamOptions: a JetStream cluster names its servers
+        # (their Raft ids are hashes of the names) and itself.
+        if not config.server_name:
+            raise ConfigError("jetstream cluster requires `server_name` to be set")
+        if not config.cluster.name:
+            raise ConfigError("jetstream cluster requires `cluster.name` to be set")
     mode = config.cluster.compression
     if mode and mode.lower() not in COMPRESSION_MODES:
         raise ConfigError(f'unsupported compression mode "{mode}"')

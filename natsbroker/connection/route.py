@@ -56,6 +56,9 @@ class RouteSink:
     never sent on to another (``broker.route_source`` is its origin)."""
 
     __slots__ = ("route", "account", "acc_bytes", "_key", "_at", "_out", "_queues")
+    # Another server: a delivery shown under another subject (a JetStream
+    # consumer's) comes here addressed to its deliver subject (IMessageSink).
+    remote = True
 
     def __init__(self, route, account):
         self.route = route

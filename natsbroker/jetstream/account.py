@@ -470,6 +470,8 @@ class JetStreamAccount:
             # subscriber there: the requester gets "no responders".
             name = api.direct_get_target(local)
             stream = self.streams.get(name) if name is not None else None
+            if stream is None and self.server.cluster is not None:
+                return  # another server's stream
             if stream is None or not stream.config.allow_direct:
                 self.no_responders(local, reply)
             return
@@ -479,6 +481,8 @@ class JetStreamAccount:
             target = api.pull_target(local)
             stream = self.streams.get(target[0]) if target else None
             c = stream.consumers.get(target[1]) if stream else None
+            if stream is None and self.server.cluster is not None:
+                return  # another server's stream
             if c is None:
                 self.no_responders(local, reply)
             elif hdr_len and reply and apilevel.refused(raw[:hdr_len]):
@@ -486,6 +490,9 @@ class JetStreamAccount:
             else:
                 c.next_request(reply, raw[hdr_len:])
             return
+        cluster = self.server.cluster
+        if cluster is not None and not cluster.accept(self, local, reply, raw[hdr_len:], raw[:hdr_len]):
+            return  # another server's to answer (or answered as the meta leader)
         api.handle(self, local, reply, raw[hdr_len:], raw[:hdr_len])
 
     def no_responders(self, subject, reply):

@@ -89,6 +89,8 @@ class JetStream(JetStreamMonitoring):
         self._batch_observers = []  # ... called once per commit with its events
         self._unavailable = {}  # account name -> (account, [Subscription]) answering 10039
         self._told = {}  # account name -> (account, limits; None or False: disabled) before start
+        # In a cluster: the meta group and who answers what (cluster/controller.py).
+        self.cluster = None
         self._started = False
         self._stopped = False  # (once: in lame duck mode, or at shutdown)
         self.store_dir = None
@@ -178,6 +180,10 @@ class JetStream(JetStreamMonitoring):
             else:
                 self.enable_account(account, limits)
         self._restore_stored_accounts()
+        if broker.config.cluster.port:
+            from natsbroker.jetstream.cluster.controller import ClusterController
+            self.cluster = ClusterController(self)
+            self.cluster.start(broker, root)
         log.info("Starting JetStream: {n} stream(s) in {dir}",
                  n=sum(e.stream_count() for e in self.accounts.values()), dir=root)
 
@@ -225,6 +231,8 @@ class JetStream(JetStreamMonitoring):
 
     def _stop(self):
         self._started = False
+        if self.cluster is not None:
+            self.cluster.stop()
         for engine in self.accounts.values():
             engine.stop()
         for account, subs in self._unavailable.values():

@@ -75,11 +75,11 @@ class MetaState:
         if op == EntryOp.ASSIGN_STREAM or op == EntryOp.UPDATE_STREAM:
             return self._put_stream(acc, rec, updated=op == EntryOp.UPDATE_STREAM)
         if op == EntryOp.REMOVE_STREAM:
-            return self._remove_stream(acc, rec.name)
+            return self._remove_stream(acc, rec.name, rec)
         if op in (EntryOp.ASSIGN_CONSUMER, EntryOp.ASSIGN_COMPRESSED_CONSUMER):
             return self._put_consumer(acc, rec)
         if op == EntryOp.REMOVE_CONSUMER:
-            return self._remove_consumer(acc, rec.stream, rec.name)
+            return self._remove_consumer(acc, rec.stream, rec.name, rec)
         return []
 
     def apply_snapshot(self, data):
@@ -130,14 +130,16 @@ class MetaState:
         return [Change("stream_updated" if existed or updated else "stream_added", acc, sa.name,
                        assignment=sa)]
 
-    def _remove_stream(self, acc, name):
+    def _remove_stream(self, acc, name, rec=None):
+        """(``rec``: the removal's own record, whose request and reply the
+        change carries.)"""
         key = (acc, name)
         sa = self.streams.pop(key, None)
         if sa is None:
             return []
         changes = [Change("consumer_removed", acc, name, cname, ca)
                    for cname, ca in sorted(self.consumers.pop(key, {}).items())]
-        return changes + [Change("stream_removed", acc, name, assignment=sa)]
+        return changes + [Change("stream_removed", acc, name, assignment=rec or sa)]
 
     def _put_consumer(self, acc, ca):
         key = (acc, ca.stream)
@@ -146,11 +148,11 @@ class MetaState:
         self.consumers.setdefault(key, {})[ca.name] = ca
         return [Change("consumer_added", acc, ca.stream, ca.name, ca)]
 
-    def _remove_consumer(self, acc, stream, name):
+    def _remove_consumer(self, acc, stream, name, rec=None):
         ca = self.consumers.get((acc, stream), {}).pop(name, None)
         if ca is None:
             return []
-        return [Change("consumer_removed", acc, stream, name, ca)]
+        return [Change("consumer_removed", acc, stream, name, rec or ca)]
 
 
 def _recreated(old, new):

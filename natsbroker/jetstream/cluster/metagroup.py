@@ -63,13 +63,20 @@ class MetaGroup:
         self.bytes_since_snapshot = 0
         self._check = None
         self.failed = None
+        self.replaying = False
 
     @property
     def id(self):
         return self.node.id
 
     def start(self):
-        self.transport.start()
+        # What start() applies is the log replayed from disk: nobody waits
+        # for an answer to those requests any more.
+        self.replaying = True
+        try:
+            self.transport.start()
+        finally:
+            self.replaying = False
         if not self.node.recovering:
             # A bootstrapped group campaigns early (setupMetaGroup: Campaign()).
             self.transport.call(self.node.campaign)

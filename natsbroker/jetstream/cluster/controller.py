@@ -1,0 +1,329 @@
+"""JetStream in a cluster: who answers which API request, and what the
+meta group's assignments make this server do.
+
+As in nats-server, nothing is forwarded: every JetStream server hears every
+API request of an account (each subscribes ``$JS.API.>`` there, so routes
+carry a client's request to all of them) and the one whose role it is
+answers; the others stay silent:
+
+* the meta leader answers what creates, changes, removes or lists an
+  account's streams (``STREAM.CREATE``/``UPDATE``/``DELETE``/``NAMES``/
+  ``LIST``): it validates the request, places the stream
+  (:mod:`.placement`) and proposes an assignment to the meta group
+  (:mod:`.metagroup`), answering itself only what fails before that;
+* once an assignment commits, the server it places the stream on runs the
+  original request through the single-server API (natsbroker.jetstream.api),
+  which creates (updates, deletes) the stream there and answers the
+  client's reply subject, as nats-server's new stream leader answers
+  ``sa.reply``;
+* that server answers everything about the stream's data and its
+  consumers (``STREAM.INFO``, ``MSG.GET``, ``PURGE``, ``CONSUMER.*``), and
+  publishes to the stream's subjects reach it by ordinary interest.
+
+Streams have one replica for now, like nats-server's R1 streams (no Raft
+group of their own), and their consumers live with them; the meta leader
+refuses more replicas.
+"""
+
+import json
+import random
+
+from twisted.logger import Logger
+
+from natsbroker import nuid as nuids
+from natsbroker.cluster.raft.wire import peer_id
+from natsbroker.gocompat import gojson, times
+from natsbroker.jetstream import api, errors as E, stream_config as SC, subject_rules as SR
+from natsbroker.jetstream.cluster.entries import (
+    ClientInfo,
+    EntryOp,
+    RaftGroup,
+    StreamAssignment,
+    encode_meta_entry,
+)
+from natsbroker.jetstream.cluster.metagroup import MetaGroup
+from natsbroker.jetstream.cluster.peers import PeerTable
+from natsbroker.jetstream.cluster.placement import create_group_for_stream
+
+log = Logger("natsbroker.jetstream.cluster")
+
+# API kinds the meta leader answers (it proposes, or lists from its state).
+META_KINDS = frozenset((
+    "stream_create_response", "stream_update_response", "stream_delete_response",
+    "stream_names_response", "stream_list_response",
+))
+LIST_TIMEOUT = 4.0
+# jetstream_api.go: with no meta leader for this long, the servers answer a
+# request only the meta leader could with "temporarily unavailable".
+LEADERLESS_GRACE = 10.0
+
+
+def _group_name(prefix, replicas, storage):
+    # groupNameForStream / groupNameForConsumer
+    return "%s-R%d%s-%s" % (prefix, replicas, "M" if storage == "memory" else "F",
+                            peer_id(nuids.nuid()))
+
+
+def _storage(cfg):
+    storage = getattr(cfg.storage, "value", cfg.storage)
+    return "memory" if str(storage).lower() in ("memory", "1") else "file"
+
+
+class ClusterController:
+    def __init__(self, plugin):
+        self.plugin = plugin
+        self.broker = None
+        self.meta = None
+        self.peers = None
+        self._subs = []
+        self.rng = random.SystemRandom()
+        self.leaderless_since = None
+
+    # -- life -----------------------------------------------------------------
+
+    def start(self, broker, store_dir):
+        self.broker = broker
+        cfg = broker.config
+        self.id = peer_id(broker.server_name)
+        self.peers = PeerTable(server_id=broker.server_id, domain=cfg.jetstream.domain or "")
+        system = broker.system_account
+        self._subs.append(system.subscribe(b"$SYS.SERVER.*.STATSZ", self._on_statsz, hidden=True))
+        self.meta = MetaGroup(broker, store_dir, known_peers=self.peers.active_peers(),
+                              routes=len(cfg.cluster.routes or ()), on_change=self._on_change,
+                              on_leader=self._on_leader, log=self._log)
+        self.leaderless_since = broker.reactor.seconds()
+        self.meta.start()
+
+    def stop(self):
+        for sub in self._subs:
+            self.broker.system_account.unsubscribe(sub)
+        self._subs.clear()
+        if self.meta is not None:
+            self.meta.stop()
+
+    def _log(self, level, text):
+        if level == "debug":
+            return
+        emit = {"warning": log.warn, "error": log.error}.get(level, log.info)
+        emit("JetStream cluster: {text}", text=text)
+
+    def _on_statsz(self, sub, subject, reply, hdr_len, raw):
+        try:
+            self.peers.update_from_statsz(bytes(raw[hdr_len:]), now=self.broker.reactor.seconds())
+        except ValueError:
+            pass
+
+    def _on_leader(self, change):
+        if change.is_leader:
+            log.info("JetStream cluster new metadata leader")
+        if change.leader:
+            self.leaderless_since = None
+        elif self.leaderless_since is None:
+            self.leaderless_since = self.broker.reactor.seconds()
+
+    def _leaderless(self):
+        since = self.leaderless_since
+        return since is not None and self.broker.reactor.seconds() - since >= LEADERLESS_GRACE
+
+    @property
+    def is_meta_leader(self):
+        node = self.meta.node
+        return node.is_leader and node.leader_ready
+
+    # -- who answers ------------------------------------------------------------
+
+    def accept(self, jsa, subject, reply, body, hdr):
+        """Should ``jsa`` (this server's engine for the request's account)
+        answer this API request itself? The meta leader's requests are
+        handled here, and False returned."""
+        route = api._route(subject)
+        if route is None:
+            return False
+        _handler, kind, args = route
+        if kind in META_KINDS:
+            if self.is_meta_leader:
+                try:
+                    self._meta_request(jsa, kind, args, subject, reply, body, hdr)
+                except E.ApiError as e:
+                    jsa.api_errors += 1
+                    jsa.respond(reply, {"type": api.TYPE % kind, "error": e.to_json()})
+            elif self._leaderless():
+                jsa.respond(reply, {"type": api.TYPE % kind, "error": E.cluster_not_avail().to_json()})
+            return False
+        if args and (kind.startswith("stream_") or kind.startswith("consumer_")):
+            name = args[0]
+            if name in jsa.streams:
+                return True
+            # Nobody runs it: the meta leader says so.
+            return self.is_meta_leader and self.meta.state.stream(jsa.account_name, name) is None
+        # The account's own requests (INFO): the meta leader.
+        return self.is_meta_leader
+
+    def hosts(self, jsa, stream):
+        return stream in jsa.streams
+
+    # -- the meta leader ----------------------------------------------------------
+
+    def _meta_request(self, jsa, kind, args, subject, reply, body, hdr):
+        acc = jsa.account_name
+        state = self.meta.state
+        reply_text = reply.decode() if reply else ""
+        if kind == "stream_names_response":
+            return self._stream_names(jsa, reply, body)
+        if kind == "stream_list_response":
+            return self._stream_list(jsa, reply, body)
+        name = args[0]
+        if kind == "stream_create_response":
+            cfg = SC.parse_stream_config(body, name)
+            cfg = SC.fill_defaults(cfg, account_limits=jsa.limits,
+                                   max_duplicate_window=jsa.js.limits.duplicate_window)
+            SC.check_create(cfg)
+            config_json = _config_json(cfg)
+            old = state.stream(acc, name)
+            if old is not None:
+                if json.loads(old.config_json) != json.loads(config_json):
+                    raise E.stream_name_exist()
+                # The same config again: its host answers with the stream's info.
+                self._propose(EntryOp.UPDATE_STREAM, StreamAssignment(
+                    client=self._client(jsa), created=old.created, config_json=old.config_json,
+                    group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
+                return
+            if cfg.num_replicas > 1:
+                raise E.ApiError(400, 10074, "replicas > 1 not supported by natsbroker's cluster yet")
+            self._check_overlap(acc, cfg)
+            cluster, peers = create_group_for_stream(
+                self.peers, self.broker.config.cluster.name, cfg,
+                meta_peers=sorted(self.meta.node.peers), rng=self.rng,
+                assignments=[sa.group.peers for sa in state.streams.values() if sa.group])
+            store = _storage(cfg)
+            group = RaftGroup(name=_group_name("S", len(peers), store), peers=list(peers),
+                              store=store, cluster=cluster, preferred=peers[0])
+            self._propose(EntryOp.ASSIGN_STREAM, StreamAssignment(
+                client=self._client(jsa), created=times.rfc3339(times.now_ns()),
+                config_json=config_json, group=group,
+                sync="$JSC.SYNC." + peer_id(nuids.nuid()), subject=subject.decode(), reply=reply_text))
+        elif kind == "stream_update_response":
+            old = state.stream(acc, name)
+            if old is None:
+                raise E.stream_not_found()
+            cfg = SC.parse_stream_config(body, name, update=True, account_limits=jsa.limits)
+            cfg = SC.check_update(old.stream_config(), SC.fill_defaults(
+                cfg, max_duplicate_window=jsa.js.limits.duplicate_window))
+            self._check_overlap(acc, cfg, skip=name)
+            self._propose(EntryOp.UPDATE_STREAM, StreamAssignment(
+                client=self._client(jsa), created=old.created, config_json=_config_json(cfg),
+                group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
+        elif kind == "stream_delete_response":
+            old = state.stream(acc, name)
+            if old is None:
+                raise E.stream_not_found()
+            self._propose(EntryOp.REMOVE_STREAM, StreamAssignment(
+                client=old.client, created=old.created, config_json=old.config_json,
+                group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
+
+    def _propose(self, op, sa):
+        self.meta.propose(encode_meta_entry(op, sa))
+
+    def _client(self, jsa):
+        return ClientInfo(acc=jsa.account_name, server=self.broker.server_name,
+                          cluster=self.broker.config.cluster.name)
+
+    def _check_overlap(self, acc, cfg, skip=None):
+        for sa in self.meta.state.account_streams(acc):
+            if sa.name != skip and SR.subjects_overlap(cfg.subjects, sa.config.get("subjects") or []):
+                raise E.stream_subject_overlap()
+
+    def _stream_names(self, jsa, reply, body):
+        try:
+            want = (json.loads(body) or {}).get("subject") if body.strip() else None
+        except (ValueError, AttributeError):
+            want = None
+        names = [sa.name for sa in self.meta.state.account_streams(jsa.account_name)
+                 if not want or SR.subjects_overlap(sa.config.get("subjects") or [], [want])]
+        jsa.respond(reply, {"type": api.TYPE % "stream_names_response", "total": len(names),
+                            "offset": 0, "limit": 1024, "streams": names or None})
+
+    def _stream_list(self, jsa, reply, body):
+        """Asks each stream's host for its info (``STREAM.INFO``) and answers
+        with what came back within the time allowed; the rest are
+        ``missing``, as nats-server's clustered list reports them."""
+        names = [sa.name for sa in self.meta.state.account_streams(jsa.account_name)]
+        account = jsa.broker
+        inbox = b"_INBOX." + nuids.nuid().encode()
+        got = {}
+        done = []
+
+        def finish():
+            if done:
+                return
+            done.append(True)
+            account.unsubscribe(sub)
+            if timer.active():
+                timer.cancel()
+            infos = [got[n] for n in names if n in got]
+            missing = [n for n in names if n not in got]
+            out = {"type": api.TYPE % "stream_list_response", "total": len(names), "offset": 0,
+                   "limit": 256, "streams": infos}
+            if missing:
+                out["missing"] = missing
+            jsa.respond(reply, out)
+
+        def on_info(s, subject, _reply, hdr_len, raw):
+            try:
+                info = json.loads(bytes(raw[hdr_len:]))
+            except ValueError:
+                return
+            name = (info.get("config") or {}).get("name")
+            if name in names and "error" not in info:
+                info.pop("type", None)
+                got[name] = info
+            if len(got) == len(names):
+                finish()
+
+        sub = account.subscribe(inbox + b".*", on_info, hidden=True)
+        timer = self.broker.reactor.callLater(LIST_TIMEOUT, finish)
+        if not names:
+            finish()
+            return
+        for i, name in enumerate(names):
+            account.request(b"$JS.API.STREAM.INFO." + name.encode(), b"", reply=inbox + b".%d" % i)
+
+    # -- what commits ---------------------------------------------------------------
+
+    def _on_change(self, change):
+        jsa = self.plugin.accounts.get(change.account)
+        if jsa is None:
+            return
+        sa = change.assignment
+        if not sa.group or self.id not in sa.group.peers:
+            return
+        body = b""
+        subject = sa.subject.encode() if sa.subject else b""
+        reply = sa.reply.encode() if sa.reply else None
+        if change.kind == "stream_added":
+            subject = subject or b"$JS.API.STREAM.CREATE." + change.stream.encode()
+            body = sa.config_json.encode()
+        elif change.kind == "stream_updated":
+            if change.stream not in jsa.streams:
+                subject, body = b"$JS.API.STREAM.CREATE." + change.stream.encode(), sa.config_json.encode()
+            elif subject.startswith(b"$JS.API.STREAM.CREATE."):
+                # The same create again: answered with the stream's info.
+                subject = b"$JS.API.STREAM.INFO." + change.stream.encode()
+            else:
+                subject = subject or b"$JS.API.STREAM.UPDATE." + change.stream.encode()
+                body = sa.config_json.encode()
+        elif change.kind == "stream_removed":
+            if change.stream not in jsa.streams:
+                return
+            subject = subject or b"$JS.API.STREAM.DELETE." + change.stream.encode()
+        else:
+            return
+        # A replayed entry (a restart) has no one waiting for its answer.
+        if self.meta.replaying:
+            reply = None
+        api.handle(jsa, subject, reply, body)
+
+
+def _config_json(cfg):
+    from natsbroker.jetstream.marshal import fields_json
+    return gojson.go_json_dumps(fields_json(cfg))

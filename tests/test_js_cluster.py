@@ -1,0 +1,158 @@
+"""JetStream in a natsbroker cluster (natsbroker.jetstream.cluster): the meta
+group elects a leader among natsbroker servers, streams are placed on one
+server and served from every other, as in nats-server's R1 streams.
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import nats
+import pytest
+
+from tests.support.http import get_json
+from tests.support.servers import ROOT, ServerProcess, free_port, nats_server_binary
+from tests.support.wait import eventually_async
+
+pytestmark = pytest.mark.long
+
+NAMES = ("js-a", "js-b", "js-c")
+
+
+@pytest.mark.parametrize("conf, error", [
+    ("listen: 127.0.0.1:-1\njetstream {}\ncluster { listen: 127.0.0.1:-1 }\n",
+     "jetstream cluster requires `server_name` to be set"),
+    ("server_name: x\nlisten: 127.0.0.1:-1\njetstream {}\ncluster { listen: 127.0.0.1:-1 }\n",
+     "jetstream cluster requires `cluster.name` to be set"),
+])
+def test_a_jetstream_cluster_needs_names_as_nats_server_says(tmp_path, conf, error):
+    path = tmp_path / "c.conf"
+    path.write_text(conf.replace("jetstream {}", "jetstream { store_dir: %s }" % json.dumps(str(tmp_path / "s"))))
+    for cmd in ([nats_server_binary()], [sys.executable, "-m", "natsbroker"]):
+        p = subprocess.run(cmd + ["-c", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        out = p.stdout + p.stderr
+        assert p.returncode == 1 and error in out and "Traceback" not in out, (cmd, out)
+
+
+def _conf(tmp_path, name, ports):
+    path = tmp_path / ("%s.conf" % name)
+    routes = ["nats://127.0.0.1:%d" % p for n, p in ports.items() if n != name]
+    path.write_text("server_name: %s\nlisten: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\n"
+                    "jetstream { store_dir: %s }\n"
+                    "cluster { name: jsc, listen: 127.0.0.1:%d, routes: %s }\n"
+                    % (name, json.dumps(str(tmp_path / name)), ports[name], json.dumps(routes)))
+    return ["-c", str(path)]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = ServerProcess("natsbroker", _conf(tmp_path, n, ports)).start(60)
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _until_created(js, **kw):
+    async def made():
+        try:
+            return await js.add_stream(**kw)
+        except nats.errors.TimeoutError:
+            return None
+        except nats.js.errors.ServiceUnavailableError:
+            return None
+    return await eventually_async(made, timeout=60, what="a stream created (a meta leader elected)")
+
+
+def test_streams_live_on_one_server_and_are_served_from_all(cluster):
+    asyncio.run(_streams(cluster))
+
+
+async def _streams(cluster):
+    ncs = [await nats.connect(s.url) for s in cluster.values()]
+    try:
+        js = [nc.jetstream(timeout=5) for nc in ncs]
+        info = await _until_created(js[0], name="ORDERS", subjects=["orders.>"])
+        assert info.config.name == "ORDERS"
+        # Published on every server, stored once, acked from where it lives.
+        for i, j in enumerate(js):
+            ack = await j.publish("orders.%d" % i, b"o%d" % i)
+            assert (ack.stream, ack.seq) == ("ORDERS", i + 1)
+        for j in js:
+            si = await j.stream_info("ORDERS")
+            assert si.state.messages == 3
+        hosts = [n for n, s in cluster.items() if get_json(s.http_port, "/jsz")["streams"] == 1]
+        assert len(hosts) == 1, hosts
+        # The account's names, from any server.
+        for nc in ncs:
+            r = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)
+            assert json.loads(r.data)["streams"] == ["ORDERS"]
+        # A second stream may not take the first one's subjects.
+        with pytest.raises(nats.js.errors.BadRequestError) as e:
+            await js[1].add_stream(name="DUP", subjects=["orders.x"])
+        assert e.value.err_code == 10065
+        # Consumers live with their stream; pulled from another server.
+        await js[2].add_consumer("ORDERS", durable_name="C", ack_policy="explicit")
+        sub = await js[1].pull_subscribe("orders.>", durable="C", stream="ORDERS")
+        msgs = await sub.fetch(3, timeout=5)
+        assert [m.data for m in msgs] == [b"o0", b"o1", b"o2"]
+        # (routed to this server's client under the stored subject)
+        assert [m.subject for m in msgs] == ["orders.0", "orders.1", "orders.2"]
+        for m in msgs:
+            await m.ack_sync()
+        ci = await js[0].consumer_info("ORDERS", "C")
+        assert ci.ack_floor.stream_seq == 3
+        # The list asks the stream's host for its info.
+        r = await ncs[2].request("$JS.API.STREAM.LIST", b"", timeout=8)
+        listed = json.loads(r.data)
+        assert [s["config"]["name"] for s in listed["streams"]] == ["ORDERS"] and "missing" not in listed
+        # Deleted through the meta group, from yet another server.
+        assert await js[1].delete_stream("ORDERS")
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js[0].stream_info("ORDERS")
+    finally:
+        for nc in ncs:
+            await nc.close()
+
+
+def test_without_a_meta_leader_requests_are_refused_as_nats_server_refuses(tmp_path):
+    # One server whose route leads nowhere: the meta group (expected size 2)
+    # never elects; after 10 s both servers say the system is unavailable.
+    dead = free_port()
+    servers = []
+    try:
+        for kind in ("nats-server", "natsbroker"):
+            path = tmp_path / ("%s.conf" % kind)
+            path.write_text("server_name: lone-%s\nlisten: 127.0.0.1:-1\njetstream { store_dir: %s }\n"
+                            "cluster { name: lone, listen: 127.0.0.1:%d, routes: [nats://127.0.0.1:%d] }\n"
+                            % (kind, json.dumps(str(tmp_path / kind)), free_port(), dead))
+            servers.append(ServerProcess(kind, ["-c", str(path)]).start(60))
+        answers = asyncio.run(_leaderless(servers))
+        for a in answers:
+            assert a["error"]["code"] == 503 and a["error"]["err_code"] == 10008, answers
+            assert a["error"]["description"] == "JetStream system temporarily unavailable"
+    finally:
+        for s in servers:
+            s.stop()
+
+
+async def _leaderless(servers):
+    out = []
+    for s in servers:
+        nc = await nats.connect(s.url)
+        try:
+            async def answered():
+                try:
+                    r = await nc.request("$JS.API.STREAM.CREATE.X", b'{"name":"X"}', timeout=1)
+                    return json.loads(r.data)
+                except nats.errors.TimeoutError:
+                    return None
+            out.append(await eventually_async(answered, timeout=30, what="an answer while leaderless"))
+        finally:
+            await nc.close()
+    return out
