@@ -111,6 +111,13 @@ async def _streams(cluster):
         r = await ncs[2].request("$JS.API.STREAM.LIST", b"", timeout=8)
         listed = json.loads(r.data)
         assert [s["config"]["name"] for s in listed["streams"]] == ["ORDERS"] and "missing" not in listed
+        # A KV bucket (direct gets, watches) works the same way.
+        kv = await js[0].create_key_value(bucket="CFG")
+        await kv.put("a", b"1")
+        kv2 = await js[2].key_value("CFG")
+        assert (await kv2.get("a")).value == b"1"
+        await kv2.put("a", b"2")
+        assert (await kv.get("a")).value == b"2"
         # Deleted through the meta group, from yet another server.
         assert await js[1].delete_stream("ORDERS")
         with pytest.raises(nats.js.errors.NotFoundError):
