@@ -88,6 +88,12 @@ async def _streams(cluster):
             assert si.state.messages == 3
         hosts = [n for n, s in cluster.items() if get_json(s.http_port, "/jsz")["streams"] == 1]
         assert len(hosts) == 1, hosts
+        # /jsz's meta_cluster: one leader everybody names, three members.
+        metas = [get_json(s.http_port, "/jsz")["meta_cluster"] for s in cluster.values()]
+        assert len({m["leader"] for m in metas}) == 1 and metas[0]["leader"] in NAMES, metas
+        for m, name in zip(metas, NAMES):
+            assert m["name"] == "jsc" and m["cluster_size"] == 3 and m["quorum_needed"] == 2, m
+            assert {r["name"] for r in m["replicas"]} == set(NAMES) - {name}, m
         # The account's names, from any server.
         for nc in ncs:
             r = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)

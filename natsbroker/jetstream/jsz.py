@@ -63,6 +63,9 @@ class JetStreamMonitoring:
         out.update({"server_id": self.broker.server_id, "now": gotime.rfc3339(now_ns()),
                     "config": self._config_json(),
                     "limits": {"default_max_consumers": L.DEFAULT_MAX_CONSUMERS}})
+        cluster = getattr(self, "cluster", None)
+        if cluster is not None:
+            out["meta_cluster"] = cluster.meta_cluster()
         out["streams"] = sum(e.stream_count() for e in engines)
         out["consumers"] = sum(e.consumer_count() for e in engines)
         out["messages"] = sum(s.store.state().msgs for e in engines for s in e.streams.values())

@@ -130,6 +130,37 @@ class ClusterController:
         node = self.meta.node
         return node.is_leader and node.leader_ready
 
+    def meta_cluster(self):
+        """/jsz's ``meta_cluster``: the meta group as this server sees it."""
+        node = self.meta.node
+        now = self.broker.reactor.seconds()
+        leader = node.leader
+        out = {"name": self.broker.config.cluster.name,
+               "leader": self._name(leader) if leader else "", "peer": leader}
+        replicas = []
+        for peer in sorted(node.peers):
+            if peer == node.id:
+                continue
+            p = node.peers[peer]
+            r = {"name": self._name(peer),
+                 "current": bool(node.is_leader and p.li >= node.commit) or peer == leader,
+                 "active": int((now - p.ts) * 1e9) if p.ts is not None else 0, "peer": peer}
+            info = self.peers.get(peer)
+            if info is not None and info.offline:
+                r["offline"] = True
+            replicas.append(r)
+        if replicas:
+            out["replicas"] = replicas
+        out.update({"cluster_size": node.cluster_size, "quorum_needed": node.quorum,
+                    "pending": max(node.pindex - node.commit, 0)})
+        return out
+
+    def _name(self, peer):
+        if peer == self.id:
+            return self.broker.server_name
+        info = self.peers.get(peer)
+        return info.name if info is not None and info.name else peer
+
     # -- who answers ------------------------------------------------------------
 
     def accept(self, jsa, subject, reply, body, hdr):
