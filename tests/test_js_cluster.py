@@ -169,3 +169,96 @@ async def _leaderless(servers):
         finally:
             await nc.close()
     return out
+
+
+ACCOUNTS = """
+accounts {
+  SYS { users [ {user: sys, password: pw} ] }
+  APP { jetstream: enabled, users [ {user: app, password: pw} ] }
+}
+system_account: SYS
+"""
+
+
+def _acc_conf(tmp_path, name, ports):
+    args = _conf(tmp_path, name, ports)
+    path = tmp_path / ("%s.conf" % name)
+    path.write_text(path.read_text() + ACCOUNTS)
+    return args
+
+
+def test_meta_leader_steps_down_to_the_preferred_server_and_the_cluster_restarts(tmp_path):
+    ports = {n: free_port() for n in NAMES}
+    servers = {n: ServerProcess("natsbroker", _acc_conf(tmp_path, n, ports)).start(60) for n in NAMES}
+    try:
+        asyncio.run(_stepdown(servers))
+        # Every server down and up again, on the same stores: the meta group's
+        # log brings the streams back where they were.
+        for s in servers.values():
+            s.stop()
+        for n in NAMES:
+            servers[n] = ServerProcess("natsbroker", _acc_conf(tmp_path, n, ports)).start(60)
+        asyncio.run(_after_restart(servers))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+def _leader(servers):
+    metas = {n: get_json(s.http_port, "/jsz")["meta_cluster"]["leader"] for n, s in servers.items()}
+    leaders = set(metas.values())
+    return leaders.pop() if len(leaders) == 1 and "" not in leaders else None
+
+
+async def _stepdown(servers):
+    app = await nats.connect(servers["js-a"].url, user="app", password="pw")
+    sys_nc = await nats.connect(servers["js-b"].url, user="sys", password="pw")
+    try:
+        js = app.jetstream(timeout=5)
+        await _until_created(js, name="KEEP", subjects=["keep.>"])
+        for i in range(5):
+            await js.publish("keep.%d" % i, b"k")
+        old = _leader(servers)
+        target = next(n for n in NAMES if n != old)
+        r = await sys_nc.request("$JS.API.META.LEADER.STEPDOWN",
+                                 json.dumps({"placement": {"preferred": target}}).encode(), timeout=5)
+        assert json.loads(r.data) == {"type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
+                                      "success": True}
+
+        async def moved():
+            return _leader(servers) == target
+        await eventually_async(moved, timeout=20, what="the meta leader moved to %s" % target)
+        r = await sys_nc.request("$JS.API.META.LEADER.STEPDOWN",
+                                 b'{"placement": {"preferred": "nobody"}}', timeout=5)
+        assert json.loads(r.data)["error"] == {"code": 400, "err_code": 10005,
+                                               "description": 'preferred server "nobody" not known'}
+        # The new leader serves the account as the old one did.
+        await _until_created(js, name="MORE", subjects=["more.>"])
+    finally:
+        await app.close()
+        await sys_nc.close()
+
+
+async def _after_restart(servers):
+    app = await nats.connect(servers["js-c"].url, user="app", password="pw")
+    try:
+        js = app.jetstream(timeout=5)
+
+        async def names():
+            try:
+                r = await app.request("$JS.API.STREAM.NAMES", b"", timeout=2)
+            except nats.errors.TimeoutError:
+                return None
+            return json.loads(r.data).get("streams")
+        assert await eventually_async(names, timeout=60, what="stream names after the restart") == \
+            ["KEEP", "MORE"]
+        async def kept():
+            try:
+                return (await js.stream_info("KEEP")).state.messages == 5
+            except nats.errors.TimeoutError:
+                return False
+        await eventually_async(kept, timeout=30, what="KEEP's messages after the restart")
+        ack = await js.publish("keep.again", b"k")
+        assert ack.seq == 6
+    finally:
+        await app.close()

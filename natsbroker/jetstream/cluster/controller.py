@@ -88,6 +88,8 @@ class ClusterController:
         self.peers = PeerTable(server_id=broker.server_id, domain=cfg.jetstream.domain or "")
         system = broker.system_account
         self._subs.append(system.subscribe(b"$SYS.SERVER.*.STATSZ", self._on_statsz, hidden=True))
+        self._subs.append(system.subscribe(b"$JS.API.META.LEADER.STEPDOWN", self._on_meta_stepdown,
+                                           hidden=True))
         self.meta = MetaGroup(broker, store_dir, known_peers=self.peers.active_peers(),
                               routes=len(cfg.cluster.routes or ()), on_change=self._on_change,
                               on_leader=self._on_leader, log=self._log)
@@ -129,6 +131,35 @@ class ClusterController:
     def is_meta_leader(self):
         node = self.meta.node
         return node.is_leader and node.leader_ready
+
+    def _on_meta_stepdown(self, sub, subject, reply, hdr_len, raw):
+        """``$JS.API.META.LEADER.STEPDOWN`` (system account only): the meta
+        leader hands over, to the placement's ``preferred`` server if named
+        and healthy."""
+        if not self.is_meta_leader or not self.broker.serving_request():
+            return
+        kind = "meta_leader_stepdown_response"
+        system = self.broker.system_account
+        preferred = ""
+        try:
+            body = bytes(raw[hdr_len:])
+            req = json.loads(body) if body.strip() else {}
+            name = ((req or {}).get("placement") or {}).get("preferred") or ""
+        except (ValueError, AttributeError):
+            _respond(system, reply, kind, error=E.bad_request())
+            return
+        if name:
+            preferred = next((p for p in self.meta.node.peers if self._name(p) == name), "")
+            if not preferred:
+                _respond(system, reply, kind, error=E.cluster_no_peers(
+                    err='preferred server "%s" not known' % name))
+                return
+
+        def healthy(peer):
+            info = self.peers.get(peer)
+            return info is None or not info.offline
+        self.meta.transport.call(self.meta.node.step_down, preferred=preferred, healthy=healthy)
+        _respond(system, reply, kind, success=True)
 
     def meta_cluster(self):
         """/jsz's ``meta_cluster``: the meta group as this server sees it."""
@@ -353,6 +384,16 @@ class ClusterController:
         if self.meta.replaying:
             reply = None
         api.handle(jsa, subject, reply, body)
+
+
+def _respond(account, reply, kind, error=None, **fields):
+    if not reply:
+        return
+    out = {"type": api.TYPE % kind}
+    if error is not None:
+        out["error"] = error.to_json()
+    out.update(fields)
+    account.publish(reply, gojson.go_json_dumps(out).encode())
 
 
 def _config_json(cfg):
