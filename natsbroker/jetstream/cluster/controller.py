@@ -56,6 +56,7 @@ LIST_TIMEOUT = 4.0
 # jetstream_api.go: with no meta leader for this long, the servers answer a
 # request only the meta leader could with "temporarily unavailable".
 LEADERLESS_GRACE = 10.0
+UNRESPONSIVE = 3.0
 
 
 def _group_name(prefix, replicas, storage):
@@ -186,6 +187,15 @@ class ClusterController:
                     "pending": max(node.pindex - node.commit, 0)})
         return out
 
+    def _unresponsive(self):
+        """Members the meta leader has not heard from for three heartbeats:
+        gone, whatever their last statsz said (a killed server sends no
+        shutdown event), so nothing is placed on them."""
+        now = self.broker.reactor.seconds()
+        node = self.meta.node
+        return [peer for peer, p in node.peers.items()
+                if peer != node.id and (p.ts is None or now - p.ts > UNRESPONSIVE)]
+
     def _name(self, peer):
         if peer == self.id:
             return self.broker.server_name
@@ -255,7 +265,7 @@ class ClusterController:
             self._check_overlap(acc, cfg)
             cluster, peers = create_group_for_stream(
                 self.peers, self.broker.config.cluster.name, cfg,
-                meta_peers=sorted(self.meta.node.peers), rng=self.rng,
+                meta_peers=sorted(self.meta.node.peers), rng=self.rng, ignore=self._unresponsive(),
                 assignments=[sa.group.peers for sa in state.streams.values() if sa.group])
             store = _storage(cfg)
             group = RaftGroup(name=_group_name("S", len(peers), store), peers=list(peers),
