@@ -117,6 +117,10 @@ async def _streams(cluster):
         r = await ncs[2].request("$JS.API.STREAM.LIST", b"", timeout=8)
         listed = json.loads(r.data)
         assert [s["config"]["name"] for s in listed["streams"]] == ["ORDERS"] and "missing" not in listed
+        # The account's usage, for the whole cluster, from any server.
+        for j in js:
+            ai = await j.account_info()
+            assert (ai.streams, ai.consumers) == (1, 1) and ai.storage > 0, ai
         # A KV bucket (direct gets, watches) works the same way.
         kv = await js[0].create_key_value(bucket="CFG")
         await kv.put("a", b"1")

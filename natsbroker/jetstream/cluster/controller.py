@@ -50,7 +50,7 @@ log = Logger("natsbroker.jetstream.cluster")
 # API kinds the meta leader answers (it proposes, or lists from its state).
 META_KINDS = frozenset((
     "stream_create_response", "stream_update_response", "stream_delete_response",
-    "stream_names_response", "stream_list_response",
+    "stream_names_response", "stream_list_response", "account_info_response",
 ))
 LIST_TIMEOUT = 4.0
 # jetstream_api.go: with no meta leader for this long, the servers answer a
@@ -244,6 +244,8 @@ class ClusterController:
             return self._stream_names(jsa, reply, body)
         if kind == "stream_list_response":
             return self._stream_list(jsa, reply, body)
+        if kind == "account_info_response":
+            return self._account_info(jsa, reply)
         name = args[0]
         if kind == "stream_create_response":
             cfg = SC.parse_stream_config(body, name)
@@ -320,6 +322,39 @@ class ClusterController:
         with what came back within the time allowed; the rest are
         ``missing``, as nats-server's clustered list reports them."""
         names = [sa.name for sa in self.meta.state.account_streams(jsa.account_name)]
+
+        def answer(got):
+            out = {"type": api.TYPE % "stream_list_response", "total": len(names), "offset": 0,
+                   "limit": 256, "streams": [got[n] for n in names if n in got]}
+            missing = [n for n in names if n not in got]
+            if missing:
+                out["missing"] = missing
+            jsa.respond(reply, out)
+        self._gather_infos(jsa, names, answer)
+
+    def _account_info(self, jsa, reply):
+        """``$JS.API.INFO`` for the whole cluster: the account's streams as
+        the meta group knows them, their usage and consumers as their hosts
+        report them (STREAM.INFO), its limits and API counts as here."""
+        names = [sa.name for sa in self.meta.state.account_streams(jsa.account_name)]
+
+        def answer(got):
+            out = api.account_info(jsa, [], b"")
+            mem = sto = consumers = 0
+            for info in got.values():
+                state = info.get("state") or {}
+                consumers += state.get("consumer_count", 0)
+                if (info.get("config") or {}).get("storage") == "memory":
+                    mem += state.get("bytes", 0)
+                else:
+                    sto += state.get("bytes", 0)
+            out.update({"memory": mem, "storage": sto, "streams": len(names), "consumers": consumers})
+            jsa.respond(reply, dict({"type": api.TYPE % "account_info_response"}, **out))
+        self._gather_infos(jsa, names, answer)
+
+    def _gather_infos(self, jsa, names, answer):
+        """``answer({name: info})`` with the STREAM.INFO of each of ``names``
+        that its host gave within LIST_TIMEOUT."""
         account = jsa.broker
         inbox = b"_INBOX." + nuids.nuid().encode()
         got = {}
@@ -332,13 +367,7 @@ class ClusterController:
             account.unsubscribe(sub)
             if timer.active():
                 timer.cancel()
-            infos = [got[n] for n in names if n in got]
-            missing = [n for n in names if n not in got]
-            out = {"type": api.TYPE % "stream_list_response", "total": len(names), "offset": 0,
-                   "limit": 256, "streams": infos}
-            if missing:
-                out["missing"] = missing
-            jsa.respond(reply, out)
+            answer(got)
 
         def on_info(s, subject, _reply, hdr_len, raw):
             try:
