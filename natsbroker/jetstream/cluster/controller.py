@@ -51,6 +51,7 @@ log = Logger("natsbroker.jetstream.cluster")
 META_KINDS = frozenset((
     "stream_create_response", "stream_update_response", "stream_delete_response",
     "stream_names_response", "stream_list_response", "account_info_response",
+    "stream_restore_response",
 ))
 LIST_TIMEOUT = 4.0
 # jetstream_api.go: with no meta leader for this long, the servers answer a
@@ -246,6 +247,10 @@ class ClusterController:
             return self._stream_list(jsa, reply, body)
         if kind == "account_info_response":
             return self._account_info(jsa, reply)
+        if kind == "stream_restore_response":
+            # A restore would make a stream on this server alone, outside the
+            # meta group's assignments.
+            raise E.stream_restore(err="not supported in a natsbroker cluster yet")
         name = args[0]
         if kind == "stream_create_response":
             cfg = SC.parse_stream_config(body, name)
