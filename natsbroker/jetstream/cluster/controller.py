@@ -219,7 +219,8 @@ class ClusterController:
                     self._meta_request(jsa, kind, args, subject, reply, body, hdr)
                 except E.ApiError as e:
                     jsa.api_errors += 1
-                    jsa.respond(reply, {"type": api.TYPE % kind, "error": e.to_json()})
+                    jsa.respond(reply, dict({"type": api.TYPE % kind, "error": e.to_json()},
+                                            **api._ERROR_EXTRAS.get(kind, {})))
             elif self._leaderless():
                 jsa.respond(reply, {"type": api.TYPE % kind, "error": E.cluster_not_avail().to_json()})
             return False
