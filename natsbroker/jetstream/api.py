@@ -78,7 +78,7 @@ def handle(js, subject, reply, body, hdr=b""):
     """Dispatch one API request and publish the response to ``reply``
     (``hdr``: the request's header block, for ``Nats-Required-Api-Level``)."""
     source = js.broker.route_source
-    route = _route(subject)
+    route = route_of(subject)
     if route is None:
         return  # nats-server does not answer unknown API subjects
     handler, kind, args = route
@@ -91,7 +91,7 @@ def handle(js, subject, reply, body, hdr=b""):
         if not (kind == "stream_msg_delete_response" and e.err_code in _STORE_DELETE_ERRORS):
             js.api_errors += 1
         resp = {"type": TYPE % kind, "error": e.to_json()}
-        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        resp.update(ERROR_EXTRAS.get(kind, {}))
         js.respond(reply, resp)
         return
     except Exception as e:
@@ -102,7 +102,7 @@ def handle(js, subject, reply, body, hdr=b""):
         js.api_errors += 1
         resp = {"type": TYPE % kind, "error": E.stream_general("%s: %s" % (
             type(e).__name__, e)).to_json()}
-        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        resp.update(ERROR_EXTRAS.get(kind, {}))
         js.respond(reply, resp)
         return
     if result is None:
@@ -176,7 +176,7 @@ def direct_get_target(subject):
     return name.decode(errors="replace") if name else None
 
 
-def _route(subject):
+def route_of(subject):
     """``(handler, kind, args)`` of a local API subject (see local_subject),
     or None. A route matches only its exact token count, as nats-server's
     API subscriptions (``$JS.API.STREAM.INFO.*`` and so on) do: a request
@@ -220,7 +220,7 @@ def not_enabled(subject, body):
     the local subject (see local_subject)."""
     if subject.startswith((DIRECT_GET_PREFIX, MSG_NEXT_PREFIX)):
         return NO_RESPONDERS
-    route = _route(subject)
+    route = route_of(subject)
     if route is None:
         return None
     handler, kind, args = route
@@ -233,7 +233,7 @@ def not_enabled(subject, body):
         raise E.not_enabled_for_account()
     except E.ApiError as e:
         resp = {"type": TYPE % kind, "error": e.to_json()}
-        resp.update(_ERROR_EXTRAS.get(kind, {}))
+        resp.update(ERROR_EXTRAS.get(kind, {}))
         return resp
 
 
@@ -279,7 +279,7 @@ _NOT_ENABLED_FIRST = {
 _STORE_DELETE_ERRORS = {10057, 10043}
 
 # Extra fields nats-server includes even in error responses.
-_ERROR_EXTRAS = {
+ERROR_EXTRAS = {
     "stream_info_response": {"total": 0, "offset": 0, "limit": 0},
     "stream_names_response": {"total": 0, "offset": 0, "limit": 0, "streams": None},
     "stream_list_response": {"total": 0, "offset": 0, "limit": 0, "streams": []},

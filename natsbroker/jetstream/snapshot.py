@@ -714,7 +714,7 @@ ROUTES = {
     ("STREAM", "RESTORE"): (stream_restore, "stream_restore_response", 1),
 }
 
-# Fields nats-server sends even with an error (api._ERROR_EXTRAS).
+# Fields nats-server sends even with an error (api.ERROR_EXTRAS).
 ERROR_EXTRAS = {
     "stream_restore_response": {"deliver_subject": ""},
 }

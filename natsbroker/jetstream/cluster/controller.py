@@ -209,7 +209,7 @@ class ClusterController:
         """Should ``jsa`` (this server's engine for the request's account)
         answer this API request itself? The meta leader's requests are
         handled here, and False returned."""
-        route = api._route(subject)
+        route = api.route_of(subject)
         if route is None:
             return False
         _handler, kind, args = route
@@ -220,7 +220,7 @@ class ClusterController:
                 except E.ApiError as e:
                     jsa.api_errors += 1
                     jsa.respond(reply, dict({"type": api.TYPE % kind, "error": e.to_json()},
-                                            **api._ERROR_EXTRAS.get(kind, {})))
+                                            **api.ERROR_EXTRAS.get(kind, {})))
             elif self._leaderless():
                 jsa.respond(reply, {"type": api.TYPE % kind, "error": E.cluster_not_avail().to_json()})
             return False
