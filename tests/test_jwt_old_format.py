@@ -163,12 +163,15 @@ def test_v1_logins_match_nats_server(servers, keys):
     for kind, s in servers.items():
         got[kind] = {}
         for name, ((token, seed), then) in cases.items():
-            _, out, closed = login(s.port, token, seed, then=then, quiet=0.5)
+            v2 = name == "v2 user, no limits"
+            _, out, closed = login(s.port, token, seed, then=then, quiet=1.5 if v2 else 0.5)
             out = _shape(out)
-            if name == "v2 user, no limits":
+            if v2:
                 # (No subscription at all: nats-server says so from a
-                # goroutine of its own, before or after the PONG.)
-                out = b"".join(sorted(out.splitlines(keepends=True)))
+                # goroutine of its own, before or after the PONG, and on a
+                # loaded machine some of its answers come late: the lines
+                # said, not how often or in which order.)
+                out = b"".join(sorted(set(out.splitlines(keepends=True))))
             got[kind][name] = (out, closed)
     assert got["natsbroker"] == got["nats-server"]
     g = got["natsbroker"]
