@@ -39,6 +39,7 @@ from natsbroker.jetstream.cluster.entries import (
     EntryOp,
     RaftGroup,
     StreamAssignment,
+    config_text,
     encode_meta_entry,
 )
 from natsbroker.jetstream.cluster.metagroup import MetaGroup
@@ -258,7 +259,7 @@ class ClusterController:
             cfg = SC.fill_defaults(cfg, account_limits=jsa.limits,
                                    max_duplicate_window=jsa.js.limits.duplicate_window)
             SC.check_create(cfg)
-            config_json = _config_json(cfg)
+            config_json = config_text(cfg)
             old = state.stream(acc, name)
             if old is not None:
                 if json.loads(old.config_json) != json.loads(config_json):
@@ -291,7 +292,7 @@ class ClusterController:
                 cfg, max_duplicate_window=jsa.js.limits.duplicate_window))
             self._check_overlap(acc, cfg, skip=name)
             self._propose(EntryOp.UPDATE_STREAM, StreamAssignment(
-                client=self._client(jsa), created=old.created, config_json=_config_json(cfg),
+                client=self._client(jsa), created=old.created, config_json=config_text(cfg),
                 group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
         elif kind == "stream_delete_response":
             old = state.stream(acc, name)
@@ -439,8 +440,3 @@ def _respond(account, reply, kind, error=None, **fields):
         out["error"] = error.to_json()
     out.update(fields)
     account.publish(reply, gojson.go_json_dumps(out).encode())
-
-
-def _config_json(cfg):
-    from natsbroker.jetstream.marshal import fields_json
-    return gojson.go_json_dumps(fields_json(cfg))

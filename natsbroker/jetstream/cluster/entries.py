@@ -456,7 +456,7 @@ class RaftGroup:
             raise EntryError("bad storage type %r" % (self.store,))
 
 
-def _config_text(cfg):
+def config_text(cfg):
     # json.Marshal(sa.Config): the config's own fields, no dynamic metadata
     from natsbroker.jetstream.marshal import fields_json
     return go_json_dumps(fields_json(cfg))
@@ -502,7 +502,7 @@ class StreamAssignment:
     @classmethod
     def with_config(cls, cfg, **kw):
         """An assignment of the project's StreamConfig: only its Go fields are written."""
-        return cls(config_json=_config_text(cfg), **kw)
+        return cls(config_json=config_text(cfg), **kw)
 
 
 @attrs.define
@@ -538,7 +538,7 @@ class ConsumerAssignment:
 
     @classmethod
     def with_config(cls, cfg, **kw):
-        return cls(config_json=_config_text(cfg), **kw)
+        return cls(config_json=config_text(cfg), **kw)
 
 
 # writeableStreamAssignment / writeableConsumerAssignment: the meta snapshot's
