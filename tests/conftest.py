@@ -3,6 +3,7 @@ import os
 import pytest
 from hypothesis import settings
 
+from tests.support import servers
 from tests.support.servers import ServerProcess
 
 # `make test` (CI) draws the same examples every run: a red CI then means a
@@ -33,3 +34,15 @@ def pytest_collection_modifyitems(items):
     then finish together instead of one of them starting a wheel build or a
     Spark job when the others are done."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report carries the last lines of each running server's
+    log: nats-server names why it refused (a store error, say) only there."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call"):
+        for s in list(servers.RUNNING):
+            tail = "\n".join(s.log().splitlines()[-40:])
+            report.sections.append(("%s log (port %s)" % (s.kind, s.port), tail))

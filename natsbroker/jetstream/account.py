@@ -269,9 +269,18 @@ class JetStreamAccount:
         self._capture(stream)
         stream.schedule_expiry()
 
+    def capture(self, stream):
+        """(Re)subscribe what feeds ``stream``: its subjects and direct gets;
+        for a replicated stream only while this server leads it (see
+        natsbroker.jetstream.cluster.streamgroup)."""
+        self._capture(stream)
+
     def _capture(self, stream):
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)
+        group = stream.group
+        if group is not None and not group.is_leader:
+            return
         cb = self._capture_cb(stream)
         subs = [self.broker.subscribe(s.encode(), cb) for s in stream.config.subjects or ()]
         if stream.config.allow_direct:
@@ -297,6 +306,9 @@ class JetStreamAccount:
     _async_sync_call = None
 
     def publish(self, stream, subject, reply, hdr, data):
+        if stream.group is not None:
+            self._publish_replicated(stream, subject, reply, hdr, data)
+            return
         if stream.config.persist_mode == "async":
             # Acked without waiting for the disk (nats-server's async persist
             # mode); synced within the sync interval (see _async_written).
@@ -329,6 +341,58 @@ class JetStreamAccount:
                 payload = api.pub_ack(stream.name, seq, dup, self.js.domain)
             self._acks.append((reply, payload, None if dup else (stream, seq)))
         self.schedule_commit()
+
+    def _publish_replicated(self, stream, subject, reply, hdr, data):
+        if (reply and reply[-4:] == fastbatch.SUFFIX and len(reply) > 4) or (
+                hdr and batches.H_BATCH_ID in hdr):
+            self.refuse_publish(stream, reply, E.ApiError(
+                400, 10174, "batch publish is not supported by natsbroker's cluster yet"))
+            return
+        stream.group.publish(subject, reply, hdr, data)
+
+    def refuse_publish(self, stream, reply, err):
+        """A publish refused before it was stored: its error goes out with
+        this turn's acks."""
+        if reply:
+            self._acks.append((reply, api.pub_ack_error(stream.name, err), None))
+            self.schedule_commit()
+
+    def apply_replicated_msg(self, stream, m, leader):
+        """A committed stream message entry (``m``: entries.StreamMsg):
+        stored as a publish is, with every check made against this
+        replica's state at the entry's time; the leader acks it once the
+        commit has synced it here."""
+        reply = m.reply.encode("latin-1") if leader and m.reply else None
+        self._stored = True
+        ts = m.ts
+        now, guard = stream.now, stream.guard
+        stream.now = lambda: ts
+        stream.guard = None
+        try:
+            res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg, ts=ts,
+                                sourced="source" if m.sourced else None)
+        except E.ApiError as e:
+            if reply:
+                self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
+            return
+        finally:
+            stream.now, stream.guard = now, guard
+        if reply:
+            seq, dup = res
+            val = res.val if res.__class__ is Accepted else None
+            self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain, val=val),
+                               None if dup else (stream, seq)))
+
+    def apply_replicated_request(self, stream, subject, reply, body):
+        """A committed purge or message delete: run here as the API runs it;
+        the leader's run answers the requester."""
+        self._stored = True
+        api.handle(self, subject, reply.encode("latin-1") if reply else None, body)
+
+    def respond_created(self, stream, reply):
+        """The answer to a replicated stream's create, from its first leader."""
+        self.reply_after_commit(reply.encode("latin-1"), gojson.go_json_dumps(
+            api.stream_created(self, stream)).encode())
 
     _fastbatches = None
 
@@ -448,6 +512,13 @@ class JetStreamAccount:
 
     # -- API ---------------------------------------------------------------------
 
+    def _elsewhere(self, stream):
+        """Is ``stream`` (None: not here) served by another server?"""
+        if stream is None:
+            return self.server.cluster is not None
+        group = stream.group
+        return group is not None and not group.is_leader
+
     def _on_api(self, sub, subject, reply, hdr_len, raw):
         if not self.broker.serving_request():
             # A response or delivery the server itself published here (a
@@ -470,8 +541,8 @@ class JetStreamAccount:
             # subscriber there: the requester gets "no responders".
             name = api.direct_get_target(local)
             stream = self.streams.get(name) if name is not None else None
-            if stream is None and self.server.cluster is not None:
-                return  # another server's stream
+            if self._elsewhere(stream):
+                return  # another server's stream (or its replica's leader's)
             if stream is None or not stream.config.allow_direct:
                 self.no_responders(local, reply)
             return
@@ -481,8 +552,8 @@ class JetStreamAccount:
             target = api.pull_target(local)
             stream = self.streams.get(target[0]) if target else None
             c = stream.consumers.get(target[1]) if stream else None
-            if stream is None and self.server.cluster is not None:
-                return  # another server's stream
+            if self._elsewhere(stream):
+                return  # another server's stream (or its replica's leader's)
             if c is None:
                 self.no_responders(local, reply)
             elif hdr_len and reply and apilevel.refused(raw[:hdr_len]):

@@ -398,7 +398,7 @@ def stream_create(js, args, body):
     L.precheck_create(js, raw, _names_storage(body))
     cfg = SC.fill_defaults(raw, lookup=_lookup(js), account_limits=js.limits,
                            max_duplicate_window=js.js.limits.duplicate_window)
-    SC.check_create(cfg)
+    SC.check_create(cfg, clustered=js.server.cluster is not None)
     existing = js.streams.get(name)
     if existing is not None:
         if SM.stream_config_json(existing.config) == SM.stream_config_json(cfg):
@@ -419,7 +419,8 @@ def stream_update(js, args, body):
     cfg = SC.parse_stream_config(body, name, update=True, account_limits=js.limits)
     stream = _stream(js, name)
     cfg = SC.check_update(stream.config, SC.fill_defaults(
-        cfg, lookup=_lookup(js), max_duplicate_window=js.js.limits.duplicate_window))
+        cfg, lookup=_lookup(js), max_duplicate_window=js.js.limits.duplicate_window),
+        clustered=js.server.cluster is not None)
     L.check_update(js, stream.config, cfg)
     _check_overlap(js, cfg, skip=name)
     js.update_stream(stream, cfg)
@@ -445,10 +446,19 @@ def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
     info = SM.stream_info_json(
         stream.config, stream.created, stream_state(stream, subjects_filter, deleted_details),
         cluster_leader=js.broker.server_name if leader else None,
+        cluster=stream.group.cluster_info() if leader and stream.group is not None else None,
         domain="" if did_create else js.js.domain, mirror=mirror, sources=sources)
     out = dict(info)
     if did_create:
         out["did_create"] = True
+    return out
+
+
+def stream_created(js, stream):
+    """The create answer of a stream made elsewhere than in this request
+    (a replicated stream's, given by its first leader)."""
+    out = {"type": TYPE % "stream_create_response"}
+    out.update(_info(js, stream, did_create=True))
     return out
 
 

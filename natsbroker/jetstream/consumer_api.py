@@ -69,7 +69,7 @@ def consumer_create(js, args, body, legacy=False):
         L.DEFAULT_MAX_CONSUMERS if stream is not None and stream.config.max_consumers <= 0 else 0)
     cfg = CC.process_consumer_create(
         subject, body, stream.config if stream else None, consumers,
-        max_consumers=max_consumers,
+        clustered=js.server.cluster is not None, max_consumers=max_consumers,
         account_max_ack_pending=max(lim.max_ack_pending, 0),
         server_max_ack_pending=js.js.limits.max_ack_pending,
         server_max_request_batch=js.js.limits.max_request_batch,

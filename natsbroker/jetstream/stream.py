@@ -203,6 +203,9 @@ class Stream:
 
     # Publishes republished copies (set by the plugin to IBroker.publish).
     publish = None
+    # The replica's Raft group (natsbroker.jetstream.cluster.streamgroup) of a
+    # stream with more than one replica; None for a stream of one.
+    group = None
     # ``guard(subject, hdr, data)``: raises the ApiError of a publish the
     # server's or the account's storage limits refuse (natsbroker.jetstream.limits);
     # None when nothing bounds this stream's storage type.

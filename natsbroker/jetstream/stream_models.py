@@ -347,7 +347,8 @@ def stream_config_json(cfg, *, version=SERVER_VERSION, api_level=API_LEVEL, dyna
 
 
 def stream_info_json(cfg, created, state, *, cluster_leader=None, mirror=None, sources=None,
-                     domain="", ts=None, version=SERVER_VERSION, api_level=API_LEVEL):
+                     domain="", ts=None, version=SERVER_VERSION, api_level=API_LEVEL,
+                     cluster=None):
     """The ``StreamInfo`` part of a reply (config, created, state, [cluster], [mirror],
     [sources], ts).  ``created``/``ts`` Unix ns (``ts`` defaults to now);
     ``state`` a ``StreamState`` or dict; ``cluster_leader``: STREAM.INFO sends
@@ -356,6 +357,13 @@ def stream_info_json(cfg, created, state, *, cluster_leader=None, mirror=None, s
                       state=state if isinstance(state, StreamState)
                       else marshal.converter.structure(state, StreamState),
                       domain=domain,
-                      cluster=ClusterInfo(leader=cluster_leader) if cluster_leader else None,
+                      cluster=ClusterInfo(leader=cluster_leader or "-")
+                      if cluster_leader or cluster is not None else None,
                       mirror=mirror, sources=sources, ts=now_ns() if ts is None else ts)
-    return marshal.to_json(info, version=version, api_level=api_level)
+    out = marshal.to_json(info, version=version, api_level=api_level)
+    if cluster is not None:
+        # A replicated stream's group, as its leader sees it (a dict in
+        # nats-server's ClusterInfo field names), where ClusterInfo stands.
+        out = dict(out)
+        out["cluster"] = cluster
+    return out

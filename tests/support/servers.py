@@ -21,6 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 KINDS = ("nats-server", "natsbroker")
 
+# The servers running now, so that a failing test's report can show their logs
+# (conftest.py): a reference server's refusal is otherwise lost with its temp dir.
+RUNNING = set()
+
 
 @contextlib.contextmanager
 def both_started(args, kinds=KINDS):
@@ -101,6 +105,7 @@ class ServerProcess:
         return self
 
     def _take_ports(self, info):
+        RUNNING.add(self)
         self.port = launch.port_of(info["nats"][0])
         for attr, key in (("http_port", "monitoring"), ("ws_port", "websocket"),
                           ("cluster_port", "cluster")):
@@ -115,6 +120,7 @@ class ServerProcess:
             return ""
 
     def stop(self, sig=signal.SIGTERM, timeout=10):
+        RUNNING.discard(self)
         if self.proc is not None:
             launch.stop(self.proc, sig, timeout)
         if getattr(self, "_log", None):

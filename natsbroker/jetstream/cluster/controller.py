@@ -27,6 +27,7 @@ refuses more replicas.
 
 import json
 import random
+import shutil
 
 from twisted.logger import Logger
 
@@ -45,6 +46,7 @@ from natsbroker.jetstream.cluster.entries import (
 from natsbroker.jetstream.cluster.metagroup import MetaGroup
 from natsbroker.jetstream.cluster.peers import PeerTable
 from natsbroker.jetstream.cluster.placement import create_group_for_stream
+from natsbroker.jetstream.cluster.streamgroup import StreamGroup
 
 log = Logger("natsbroker.jetstream.cluster")
 
@@ -54,6 +56,11 @@ META_KINDS = frozenset((
     "stream_names_response", "stream_list_response", "account_info_response",
     "stream_restore_response",
 ))
+# A replicated stream's leader proposes these (streamgroup.propose_request).
+PROPOSED_KINDS = frozenset(("stream_purge_response", "stream_msg_delete_response"))
+# Cluster-only requests about a stream, handled here rather than by the API.
+GROUP_KINDS = frozenset(("stream_leader_stepdown_response", "stream_remove_peer_response",
+                         "consumer_leader_stepdown_response"))
 LIST_TIMEOUT = 4.0
 # jetstream_api.go: with no meta leader for this long, the servers answer a
 # request only the meta leader could with "temporarily unavailable".
@@ -81,11 +88,13 @@ class ClusterController:
         self._subs = []
         self.rng = random.SystemRandom()
         self.leaderless_since = None
+        self.groups = {}  # raft group name -> StreamGroup of a replicated stream here
 
     # -- life -----------------------------------------------------------------
 
     def start(self, broker, store_dir):
         self.broker = broker
+        self.store_dir = store_dir
         cfg = broker.config
         self.id = peer_id(broker.server_name)
         self.peers = PeerTable(server_id=broker.server_id, domain=cfg.jetstream.domain or "")
@@ -103,6 +112,8 @@ class ClusterController:
         for sub in self._subs:
             self.broker.system_account.unsubscribe(sub)
         self._subs.clear()
+        for group in list(self.groups.values()):
+            self._stop_group(group)
         if self.meta is not None:
             self.meta.stop()
 
@@ -227,8 +238,18 @@ class ClusterController:
             return False
         if args and (kind.startswith("stream_") or kind.startswith("consumer_")):
             name = args[0]
-            if name in jsa.streams:
-                return True
+            stream = jsa.streams.get(name)
+            if stream is not None:
+                group = stream.group
+                if group is None:
+                    if kind == "stream_leader_stepdown_response":
+                        # One replica: nothing to hand over (nats-server: success).
+                        _respond(jsa.broker, reply, kind, success=True)
+                        return False
+                    return kind not in GROUP_KINDS
+                if not group.is_leader:
+                    return False  # the stream's leader answers
+                return self._leader_request(jsa, group, kind, subject, reply, body)
             # Nobody runs it: the meta leader says so.
             return self.is_meta_leader and self.meta.state.stream(jsa.account_name, name) is None
         # The account's own requests (INFO): the meta leader.
@@ -236,6 +257,38 @@ class ClusterController:
 
     def hosts(self, jsa, stream):
         return stream in jsa.streams
+
+    def _leader_request(self, jsa, group, kind, subject, reply, body):
+        """A replicated stream's leader: True to answer as a single server
+        does; what changes the stream is proposed instead."""
+        if kind in PROPOSED_KINDS:
+            return not group.propose_request(kind, subject, reply, bytes(body))
+        if kind == "stream_leader_stepdown_response":
+            self._stream_stepdown(jsa, group, reply, bytes(body))
+            return False
+        return kind not in GROUP_KINDS
+
+    def _stream_stepdown(self, jsa, group, reply, body):
+        kind = "stream_leader_stepdown_response"
+        preferred = ""
+        try:
+            req = json.loads(body) if body.strip() else {}
+            name = ((req or {}).get("placement") or {}).get("preferred") or ""
+        except (ValueError, AttributeError):
+            _respond(jsa.broker, reply, kind, error=E.bad_request())
+            return
+        if name:
+            preferred = next((p for p in group.node.peers if self._name(p) == name), "")
+            if not preferred:
+                _respond(jsa.broker, reply, kind, error=E.cluster_no_peers(
+                    err='preferred server "%s" not known' % name))
+                return
+        if len(group.node.peers) < 2:
+            _respond(jsa.broker, reply, kind, error=E.cluster_no_peers(
+                err="no replicas to step down to"))
+            return
+        group.step_down(preferred)
+        _respond(jsa.broker, reply, kind, success=True)
 
     # -- the meta leader ----------------------------------------------------------
 
@@ -258,7 +311,7 @@ class ClusterController:
             cfg = SC.parse_stream_config(body, name)
             cfg = SC.fill_defaults(cfg, account_limits=jsa.limits,
                                    max_duplicate_window=jsa.js.limits.duplicate_window)
-            SC.check_create(cfg)
+            SC.check_create(cfg, clustered=True)
             config_json = config_text(cfg)
             old = state.stream(acc, name)
             if old is not None:
@@ -269,8 +322,7 @@ class ClusterController:
                     client=self._client(jsa), created=old.created, config_json=old.config_json,
                     group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
                 return
-            if cfg.num_replicas > 1:
-                raise E.ApiError(400, 10074, "replicas > 1 not supported by natsbroker's cluster yet")
+            _check_replicated(cfg)
             self._check_overlap(acc, cfg)
             cluster, peers = create_group_for_stream(
                 self.peers, self.broker.config.cluster.name, cfg,
@@ -289,7 +341,11 @@ class ClusterController:
                 raise E.stream_not_found()
             cfg = SC.parse_stream_config(body, name, update=True, account_limits=jsa.limits)
             cfg = SC.check_update(old.stream_config(), SC.fill_defaults(
-                cfg, max_duplicate_window=jsa.js.limits.duplicate_window))
+                cfg, max_duplicate_window=jsa.js.limits.duplicate_window), clustered=True)
+            if cfg.num_replicas != len(old.group.peers if old.group else ()):
+                raise E.ApiError(400, 10074, "changing a stream's replicas is not supported "
+                                 "by natsbroker's cluster yet")
+            _check_replicated(cfg)
             self._check_overlap(acc, cfg, skip=name)
             self._propose(EntryOp.UPDATE_STREAM, StreamAssignment(
                 client=self._client(jsa), created=old.created, config_json=config_text(cfg),
@@ -405,31 +461,84 @@ class ClusterController:
         sa = change.assignment
         if not sa.group or self.id not in sa.group.peers:
             return
+        replicated = len(sa.group.peers) > 1
         body = b""
         subject = sa.subject.encode() if sa.subject else b""
-        reply = sa.reply.encode() if sa.reply else None
-        if change.kind == "stream_added":
-            subject = subject or b"$JS.API.STREAM.CREATE." + change.stream.encode()
+        # A replayed entry (a restart) has no one waiting for its answer.
+        reply = sa.reply.encode() if sa.reply and not self.meta.replaying else None
+        stream = jsa.streams.get(change.stream)
+        group = stream.group if stream is not None else None
+        if change.kind == "stream_added" or (change.kind == "stream_updated" and stream is None):
+            subject = b"$JS.API.STREAM.CREATE." + change.stream.encode()
             body = sa.config_json.encode()
+            if replicated:
+                # Made on every replica; its first leader answers.
+                api.handle(jsa, subject, None, body)
+                self._start_group(jsa, change.stream, sa, reply)
+                return
         elif change.kind == "stream_updated":
-            if change.stream not in jsa.streams:
-                subject, body = b"$JS.API.STREAM.CREATE." + change.stream.encode(), sa.config_json.encode()
-            elif subject.startswith(b"$JS.API.STREAM.CREATE."):
+            if subject.startswith(b"$JS.API.STREAM.CREATE."):
                 # The same create again: answered with the stream's info.
                 subject = b"$JS.API.STREAM.INFO." + change.stream.encode()
             else:
-                subject = subject or b"$JS.API.STREAM.UPDATE." + change.stream.encode()
+                subject = b"$JS.API.STREAM.UPDATE." + change.stream.encode()
                 body = sa.config_json.encode()
+            if group is not None and not self._answers(group, sa):
+                reply = None
         elif change.kind == "stream_removed":
-            if change.stream not in jsa.streams:
+            if stream is None:
                 return
-            subject = subject or b"$JS.API.STREAM.DELETE." + change.stream.encode()
+            subject = b"$JS.API.STREAM.DELETE." + change.stream.encode()
+            if group is not None:
+                if not self._answers(group, sa):
+                    reply = None
+                self._stop_group(group, remove=True)
+                stream.group = None
         else:
             return
-        # A replayed entry (a restart) has no one waiting for its answer.
-        if self.meta.replaying:
-            reply = None
         api.handle(jsa, subject, reply, body)
+
+    def _answers(self, group, sa):
+        """Does this replica answer a request about its stream? Its leader
+        does, or the first member when the group has none."""
+        if group.leader:
+            return group.is_leader
+        return sa.group.peers and sa.group.peers[0] == self.id
+
+    def _start_group(self, jsa, name, sa, reply):
+        stream = jsa.streams.get(name)
+        if stream is None or stream.group is not None:
+            return
+        group = StreamGroup(self, jsa, stream, sa.group, self.store_dir,
+                            pending_reply=reply.decode("latin-1") if reply else None)
+        stream.group = group
+        self.groups[group.name] = group
+        jsa.capture(stream)  # a follower until elected
+        group.start()
+
+    def _stop_group(self, group, remove=False):
+        self.groups.pop(group.name, None)
+        group.stop()
+        if remove:
+            shutil.rmtree(group.path, ignore_errors=True)
+
+
+def _check_replicated(cfg):
+    """What a replicated stream cannot have yet: the parts that run on
+    each replica on their own (sourcing, schedules) or change the stream
+    on acks (interest and work-queue retention) would make replicas differ."""
+    if cfg.num_replicas <= 1:
+        return
+    why = None
+    if cfg.retention != "limits":
+        why = "%s retention" % cfg.retention
+    elif cfg.mirror is not None or cfg.sources:
+        why = "mirrors and sources"
+    elif cfg.allow_msg_schedules:
+        why = "message schedules"
+    if why:
+        raise E.ApiError(400, 10074, "replicas > 1 with %s not supported by natsbroker's "
+                         "cluster yet" % why)
 
 
 def _respond(account, reply, kind, error=None, **fields):
