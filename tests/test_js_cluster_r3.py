@@ -145,3 +145,135 @@ async def _r3(tmp_path, ports, servers):
     finally:
         for nc in ncs.values():
             await nc.close()
+
+
+def test_durable_consumers_of_an_r3_stream_survive_their_leader(tmp_path):
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_consumers(servers))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _fetch(sub, n):
+    async def got():
+        try:
+            return await sub.fetch(n, timeout=2)
+        except (nats.errors.TimeoutError, nats.js.errors.NotFoundError):
+            return None
+    return await eventually_async(got, timeout=30, what="%d messages fetched" % n)
+
+
+async def _consumers(servers):
+    ncs = {n: await nats.connect(s.url, max_reconnect_attempts=-1) for n, s in servers.items()}
+    try:
+        js = {n: nc.jetstream(timeout=5) for n, nc in ncs.items()}
+        await _until_created(js["js-a"], name="R3", subjects=["r3.>"], num_replicas=3)
+        for i in range(10):
+            await _publish(js["js-b"], "r3.%d" % i, b"m%d" % i)
+        await js["js-c"].add_consumer("R3", durable_name="D", ack_policy="explicit")
+        sub = await js["js-a"].pull_subscribe("r3.>", durable="D", stream="R3")
+        first = await _fetch(sub, 4)
+        assert [m.data for m in first] == [b"m0", b"m1", b"m2", b"m3"]
+        for m in first:
+            await m.ack_sync()
+
+        # Every replica keeps the consumer (/jsz lists it, as nats-server's).
+        async def kept():
+            got = {}
+            for n, s in servers.items():
+                jsz = get_json(s.http_port, "/jsz?accounts=true&streams=true&consumers=true")
+                for acc in jsz.get("account_details") or ():
+                    for st in acc.get("stream_detail") or ():
+                        for c in st.get("consumer_detail") or ():
+                            got[n] = c["name"]
+            return got if got == {n: "D" for n in NAMES} else None
+        await eventually_async(kept, timeout=10, what="D on every replica")
+        leader = (await _info(js["js-a"])).cluster.leader
+        await asyncio.sleep(0.5)  # the acks' replicated state commits
+        os.kill(servers[leader].proc.pid, signal.SIGKILL)
+        servers[leader].proc.wait()
+        other = next(n for n in NAMES if n != leader)
+        ci = None
+
+        async def info():
+            try:
+                return await js[other].consumer_info("R3", "D")
+            except (nats.errors.TimeoutError, nats.js.errors.NotFoundError):
+                return None
+        ci = await eventually_async(info, timeout=30, what="D's info from a new leader")
+        assert ci.ack_floor.stream_seq == 4 and ci.config.durable_name == "D"
+        sub2 = await js[other].pull_subscribe("r3.>", durable="D", stream="R3")
+        rest = await _fetch(sub2, 6)
+        assert [m.data for m in rest] == [b"m%d" % i for i in range(4, 10)]
+        assert await js[other].delete_consumer("R3", "D")
+    finally:
+        for nc in ncs.values():
+            await nc.close()
+
+
+def test_a_replica_behind_a_compacted_log_catches_up_from_the_leader(tmp_path):
+    # The log is compacted at shutdown (a snapshot, as nats-server's): a
+    # replica that was away for what it covers gets the stream's messages
+    # from the leader over the sync subject instead.
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_behind(tmp_path, ports, servers))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _behind(tmp_path, ports, servers):
+    nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=5)
+        await _until_created(js, name="R3", subjects=["r3.>"], num_replicas=3)
+        for i in range(10):
+            await _publish(js, "r3.%d" % (i % 3), b"m%d" % i)
+        await _replicas_agree(servers, (10, 1, 10))
+        # js-c goes away; the others go on, delete, purge, and shut down.
+        servers["js-c"].stop()
+        for i in range(10, 40):
+            await _publish(js, "r3.%d" % (i % 3), b"m%d" % i)
+        assert await js.delete_msg("R3", 12)
+        await js.purge_stream("R3", subject="r3.0")
+    finally:
+        await nc.close()
+    # 40 - 1 deleted (seq 12 is on subject .2) - 14 on subject .0 (0, 3, ..., 39)
+    want = (40 - 1 - 14, 2, 40)
+    await _replicas_agree({n: servers[n] for n in ("js-a", "js-b")}, want)
+    for n in ("js-a", "js-b"):
+        servers[n].stop()
+    for n in ("js-a", "js-b"):
+        logs = [f for f in os.listdir(tmp_path / n / "jetstream" / "$SYS" / "_js_")]
+        assert len(logs) == 2, logs  # the meta group's and the stream's
+    for n in NAMES:
+        servers[n] = _start(tmp_path, ports, n)
+    await _replicas_agree(servers, want, timeout=60)
+    # (from the leader's store: the log it had was compacted)
+    assert "caught up to sequence 40" in servers["js-c"].log()
+    nc = await nats.connect(servers["js-c"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=5)
+        ack = await _publish(js, "r3.1", b"after")
+        assert ack.seq == 41
+        msg = await js.get_msg("R3", 14)
+        assert msg.data == b"m13"
+        # A memory stream's replica restarts empty and is caught up.
+        await _until_created(js, name="M3", subjects=["m3.>"], num_replicas=3, storage="memory")
+        for i in range(10):
+            await _publish(js, "m3.%d" % i, b"m%d" % i)
+        await _replicas_agree(servers, (10, 1, 10), stream="M3")
+        servers["js-b"].stop()
+        servers["js-b"] = _start(tmp_path, ports, "js-b")
+        await _replicas_agree(servers, (10, 1, 10), stream="M3", timeout=60)
+    finally:
+        await nc.close()

@@ -389,6 +389,36 @@ class JetStreamAccount:
         self._stored = True
         api.handle(self, subject, reply.encode("latin-1") if reply else None, body)
 
+    def park_consumers(self, stream):
+        """A replica that does not lead ``stream``: its durable consumers
+        stay (closed: no subscriptions, no deliveries, their records kept
+        for when it leads); the others were the old leader's alone."""
+        for name, c in list(stream.consumers.items()):
+            if c.closed:
+                continue
+            if c.config.durable_name:
+                c.stop()
+                self._dirty_consumers.discard(c)
+                self._lazy_consumers.discard(c)
+            else:
+                self.delete_consumer(stream, c)
+
+    def resume_consumers(self, stream):
+        """This server leads ``stream`` now: its consumers run from the state
+        the group last replicated."""
+        for name in [n for n, c in stream.consumers.items() if c.closed]:
+            del stream.consumers[name]
+        self._load_consumers(stream, skip=set(stream.consumers), restart=False)
+
+    def apply_consumer_state(self, stream, name, state, floors):
+        """A durable consumer's state from the stream's leader."""
+        c = stream.consumers.get(name)
+        if c is None or not c.closed:
+            return
+        stream.store.put_meta(consumer_key(name, b"state"), state)
+        stream.store.set_floor(name.encode(), tuple(floors))
+        self.schedule_commit()
+
     def respond_created(self, stream, reply):
         """The answer to a replicated stream's create, from its first leader."""
         self.reply_after_commit(reply.encode("latin-1"), gojson.go_json_dumps(
@@ -438,8 +468,13 @@ class JetStreamAccount:
                 c.dirty = False
                 if not c.closed:
                     ss = c.stream.store
-                    ss.put_meta(consumer_key(c.name, b"state"), c.state_json())
-                    ss.set_floor(c.name.encode(), (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr))
+                    state = c.state_json()
+                    floors = (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr)
+                    ss.put_meta(consumer_key(c.name, b"state"), state)
+                    ss.set_floor(c.name.encode(), floors)
+                    group = c.stream.group
+                    if group is not None and c.config.durable_name and group.is_leader:
+                        group.propose_consumer_state(c.name, state, floors)
         # Sync when something waits on it (acks, API replies) or messages were
         # stored (consumers deliver only what is on disk); consumer progress
         # alone, and async-persist streams' writes, go without waiting for the disk.
@@ -737,19 +772,21 @@ class JetStreamAccount:
                     return
             stream.remove(seq, "ack")
 
-    def _load_consumers(self, stream):
+    def _load_consumers(self, stream, skip=(), restart=True):
         ss = stream.store
         for key in ss.meta_keys(b"c."):
             if not key.endswith(b".config"):
                 continue
             name = key[2:-7].decode()
+            if name in skip:
+                continue
             try:
                 cfg = CM.consumer_config_from_json(json.loads(ss.get_meta(key)))
             except Exception as e:  # a damaged record must not stop the server
                 log.warn("consumer {s} > {c}: bad config ({e}); skipped",
                          s=stream.name, c=name, e=e)
                 continue
-            if cfg.mem_storage:
+            if cfg.mem_storage and restart:
                 # nats-server keeps a mem_storage consumer (durable or not) in
                 # memory only: a restart forgets it, so its records go too.
                 for part in (b"config", b"state", b"created"):

@@ -485,6 +485,11 @@ class Stream:
             self._stored(seq)
         return seq
 
+    def store_copy(self, subject, hdr, data, ts):
+        """Store a message another replica of this stream already accepted
+        (a catch-up): no publish checks, the limits as always."""
+        return self._store(subject, hdr, data, ts, None, None, 0, False)
+
     def _schedules_stored(self, seq, subject, hdr, ts, is_schedule):
         h = HB.exact(hdr, (S.H_SCHEDULE, S.H_TZ, S.H_SCHEDULER, S.H_NEXT))
         deadline = None

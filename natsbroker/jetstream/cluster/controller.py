@@ -58,6 +58,10 @@ META_KINDS = frozenset((
 ))
 # A replicated stream's leader proposes these (streamgroup.propose_request).
 PROPOSED_KINDS = frozenset(("stream_purge_response", "stream_msg_delete_response"))
+# Requests about a durable consumer of a replicated stream that every
+# replica runs (the config is kept by each).
+CONSUMER_KINDS = frozenset(("consumer_create_response", "consumer_delete_response",
+                            "consumer_pause_response"))
 # Cluster-only requests about a stream, handled here rather than by the API.
 GROUP_KINDS = frozenset(("stream_leader_stepdown_response", "stream_remove_peer_response",
                          "consumer_leader_stepdown_response"))
@@ -263,13 +267,20 @@ class ClusterController:
         does; what changes the stream is proposed instead."""
         if kind in PROPOSED_KINDS:
             return not group.propose_request(kind, subject, reply, bytes(body))
+        if kind in CONSUMER_KINDS and _durable(jsa, group.stream, kind, subject, body):
+            # What every replica keeps: run by each, answered by the leader.
+            group.propose_api(subject, reply, body)
+            return False
+        if kind == "consumer_leader_stepdown_response":
+            # A consumer is led by its stream's leader here.
+            self._stream_stepdown(jsa, group, reply, bytes(body), kind)
+            return False
         if kind == "stream_leader_stepdown_response":
             self._stream_stepdown(jsa, group, reply, bytes(body))
             return False
         return kind not in GROUP_KINDS
 
-    def _stream_stepdown(self, jsa, group, reply, body):
-        kind = "stream_leader_stepdown_response"
+    def _stream_stepdown(self, jsa, group, reply, body, kind="stream_leader_stepdown_response"):
         preferred = ""
         try:
             req = json.loads(body) if body.strip() else {}
@@ -510,17 +521,35 @@ class ClusterController:
         if stream is None or stream.group is not None:
             return
         group = StreamGroup(self, jsa, stream, sa.group, self.store_dir,
-                            pending_reply=reply.decode("latin-1") if reply else None)
+                            pending_reply=reply.decode("latin-1") if reply else None, sync=sa.sync)
         stream.group = group
         self.groups[group.name] = group
-        jsa.capture(stream)  # a follower until elected
+        # A follower until elected: no publishes taken, no consumers run.
+        jsa.capture(stream)
+        jsa.park_consumers(stream)
         group.start()
 
     def _stop_group(self, group, remove=False):
         self.groups.pop(group.name, None)
-        group.stop()
+        group.stop(snapshot=not remove)
         if remove:
             shutil.rmtree(group.path, ignore_errors=True)
+
+
+def _durable(jsa, stream, kind, subject, body):
+    """Is this consumer request about a durable consumer (one each replica
+    keeps)? Ephemeral consumers live with the leader alone."""
+    parts = subject.split(b".")
+    if kind != "consumer_create_response":
+        c = stream.consumers.get(parts[5].decode()) if len(parts) > 5 else None
+        return c is not None and bool(c.config.durable_name)
+    if parts[2:4] == [b"CONSUMER", b"DURABLE"]:
+        return True
+    try:
+        cfg = (json.loads(bytes(body)) or {}).get("config") or {}
+        return bool(cfg.get("durable_name"))
+    except (ValueError, AttributeError):
+        return False
 
 
 def _check_replicated(cfg):

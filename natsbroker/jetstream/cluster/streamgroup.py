@@ -24,29 +24,72 @@ replicas do not repeat them (a replica that decided otherwise would differ).
 Each store records the index of the last entry it applied, written in the
 same batch as what the entry changed: a restart replays the log after it
 and nothing twice.
+
+The log is compacted as nats-server compacts a stream group's: a snapshot
+(the stream's state: counts, first and last sequence, deletes; no
+messages) once 64Ki entries or 8 MiB were applied since the last one, every
+two minutes if anything was, and at shutdown; always after the store has
+synced what it covers. A replica that gets a snapshot past what it holds
+(it was away while the log was compacted, or its memory stream restarted
+empty) catches up as nats-server's do: it asks on the stream's sync
+subject (``$JSC.SYNC.<id>``) for the messages it lacks, the leader sends
+them to its inbox as stream message entries (deleted runs as op 15) and an
+empty message at the end, and only then does it apply what came after the
+snapshot.
 """
 
 import json
 import os
 import random
 
+from natsbroker import nuid as nuids
 from natsbroker.cluster.raft.filestorage import FileStorage
 from natsbroker.cluster.raft.node import Node, NotLeader
+from natsbroker.cluster.raft.storage import MemoryStorage
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType
 from natsbroker.jetstream import errors as E
 from natsbroker.jetstream.cluster.entries import (
+    DeletedSet,
+    DeleteRange,
     EntryError,
     EntryOp,
     MsgDelete,
     StreamMsg,
     StreamPurge,
+    StreamSnapshot,
     decode_entry,
+    decode_stream_snapshot,
     encode_entry,
     encode_stream_msg,
+    encode_stream_snapshot,
 )
 
 APPLIED_KEY = b"raft.applied"
+# natsbroker's own entry ops, above nats-server's (0-18): a JetStream API
+# request every replica runs (a durable consumer's create, update, pause or
+# delete) and a durable consumer's state as its leader last wrote it. JSON,
+# as nats-server's meta records are.
+OP_API_REQUEST = 64
+OP_CONSUMER_STATE = 65
+# jetstream_cluster.go monitorStream: compactNumMin, compactSizeMin, compactInterval.
+SNAPSHOT_MIN_ENTRIES = 65536
+SNAPSHOT_MIN_BYTES = 8 * 1024 * 1024
+SNAPSHOT_INTERVAL = 120.0
+# Catch-up: messages sent a reactor turn, and the silence after which the
+# replica asks again from where it got to.
+CATCHUP_BATCH = 256
+CATCHUP_STALL = 5.0
+
+
+class _Catchup:
+    def __init__(self, snap, index, inbox):
+        self.snap = snap
+        self.index = index
+        self.inbox = inbox
+        self.sub = None
+        self.timer = None
+        self.queued = []  # what committed after the snapshot, applied once caught up
 
 
 def group_dir(store_dir, name):
@@ -59,7 +102,7 @@ class StreamGroup:
     """The replica of ``stream`` (a natsbroker.jetstream.stream.Stream of
     ``jsa``) in the group ``raft`` (a RaftGroup), run by ``controller``."""
 
-    def __init__(self, controller, jsa, stream, raft, store_dir, pending_reply=None):
+    def __init__(self, controller, jsa, stream, raft, store_dir, pending_reply=None, sync=""):
         self.controller = controller
         self.jsa = jsa
         self.stream = stream
@@ -68,9 +111,16 @@ class StreamGroup:
         broker = controller.broker
         self.broker = broker
         self.path = group_dir(store_dir, raft.name)
-        recovering = os.path.exists(os.path.join(self.path, "CURRENT"))
-        os.makedirs(self.path, mode=0o700, exist_ok=True)
-        self.storage = FileStorage(self.path)
+        if raft.store == "memory":
+            # A memory stream's log is in memory too, as nats-server keeps it:
+            # a restarted replica rejoins empty and is caught up by the leader
+            # (and a cluster restarted whole has the stream, empty).
+            recovering = False
+            self.storage = MemoryStorage()
+        else:
+            recovering = os.path.exists(os.path.join(self.path, "CURRENT"))
+            os.makedirs(self.path, mode=0o700, exist_ok=True)
+            self.storage = FileStorage(self.path)
         self.node = Node(raft.name, controller.id, self.storage, clock=broker.reactor.seconds,
                          rng=random.SystemRandom(), peers=list(raft.peers),
                          cluster_size=len(raft.peers), recovering=recovering)
@@ -82,6 +132,12 @@ class StreamGroup:
         self.failed = None
         raw = stream.store.get_meta(APPLIED_KEY)
         self.applied = int(raw) if raw else 0
+        self.sync = sync
+        self._sync_sub = None
+        self.catchup = None
+        self.entries_since = 0
+        self.bytes_since = 0
+        self._check = None
 
     @property
     def is_leader(self):
@@ -93,15 +149,50 @@ class StreamGroup:
         return self.node.leader
 
     def start(self):
+        if self.sync:
+            self._sync_sub = self.jsa.broker.subscribe(self.sync.encode(), self._on_sync, hidden=True)
+        self._check = self.broker.reactor.callLater(
+            SNAPSHOT_INTERVAL + random.random() * 60.0, self._periodic)
         self.transport.start()
         if not self.node.recovering and self.raft.preferred == self.node.id:
             # The placement's first choice campaigns at once (nats-server's
             # createRaftGroup: a new group's preferred peer does).
             self.transport.call(self.node.campaign, immediately=True)
 
-    def stop(self):
+    def stop(self, snapshot=True):
+        """Leave the group; ``snapshot``: compact the log first (a shutdown,
+        not a delete)."""
+        if self._check is not None and self._check.active():
+            self._check.cancel()
+        if snapshot and not self.transport.stopped:
+            self.snapshot()
+        self._end_catchup()
+        if self._sync_sub is not None:
+            self.jsa.broker.unsubscribe(self._sync_sub)
+            self._sync_sub = None
         self.transport.stop()
         self.storage.close()
+
+    # -- snapshots ---------------------------------------------------------------
+
+    def snapshot(self):
+        """Compact the log through what the stream has applied (and synced)."""
+        node = self.node
+        if self.failed or self.catchup is not None or self.applied <= node.papplied \
+                or self.applied != node.applied:
+            return
+        self.jsa.commit()  # the store holds it all on disk before the log lets go of it
+        st = self.stream.store.state()
+        deleted = self.stream.store.deleted() if st.num_deleted else ()
+        snap = StreamSnapshot(st.msgs, st.bytes, st.first_seq, st.last_seq, 0, len(deleted),
+                              [DeletedSet(tuple(deleted))] if deleted else [])
+        self.transport.call(node.install_snapshot, encode_stream_snapshot(snap))
+        self.entries_since = self.bytes_since = 0
+
+    def _periodic(self):
+        self._check = self.broker.reactor.callLater(SNAPSHOT_INTERVAL, self._periodic)
+        if self.entries_since:
+            self.snapshot()
 
     def _log(self, level, text):
         self.controller._log(level, "stream '%s > %s' (%s): %s" % (
@@ -153,6 +244,19 @@ class StreamGroup:
         self._propose(encode_entry(EntryOp.DELETE_MSG, rec))
         return True
 
+    def propose_api(self, subject, reply, body):
+        """An API request that changes what every replica keeps (a durable
+        consumer's config): each runs it, the leader answers."""
+        self._propose(_nb_entry(OP_API_REQUEST, {
+            "subject": subject.decode("latin-1"), "reply": reply.decode("latin-1") if reply else "",
+            "body": bytes(body).decode("latin-1")}))
+
+    def propose_consumer_state(self, name, state, floors):
+        """A durable consumer's progress, so that a new leader goes on from
+        it (redelivering at most what it had not heard of)."""
+        self._propose(_nb_entry(OP_CONSUMER_STATE, {
+            "name": name, "state": state.decode("latin-1"), "floors": list(floors)}))
+
     def _propose(self, data):
         try:
             self.transport.propose(data)
@@ -167,13 +271,25 @@ class StreamGroup:
     def _commit(self, committed):
         if self.failed or committed.index <= self.applied:
             return
+        if self.catchup is not None:
+            self.catchup.queued.append(committed)
+            return
         jsa = self.jsa
         leader = self.node.is_leader
         for e in committed.entries:
+            if e.type == EntryType.SNAPSHOT:
+                if not self._apply_snapshot(e.data, committed.index):
+                    return  # catching up: the rest waits
+                continue
             if e.type != EntryType.NORMAL:
                 continue
+            self.entries_since += 1
+            self.bytes_since += len(e.data)
             try:
-                op, rec = decode_entry(e.data)
+                if e.data and e.data[0] in (OP_API_REQUEST, OP_CONSUMER_STATE):
+                    op, rec = e.data[0], _nb_record(e.data)
+                else:
+                    op, rec = decode_entry(e.data)
             except EntryError as err:
                 # An entry this server cannot read: applying the rest would
                 # leave this replica different from its peers.
@@ -192,9 +308,159 @@ class StreamGroup:
                     self.stream, b"$JS.API.STREAM.MSG.DELETE." + self.stream.name.encode(),
                     rec.reply if leader else "",
                     json.dumps({"seq": rec.seq, "no_erase": rec.no_erase}).encode())
-        self.applied = committed.index
-        self.stream.store.put_meta(APPLIED_KEY, b"%d" % committed.index)
-        jsa.schedule_commit()
+            elif op == OP_API_REQUEST:
+                jsa.apply_replicated_request(
+                    self.stream, rec["subject"].encode("latin-1"), rec["reply"] if leader else "",
+                    rec["body"].encode("latin-1"))
+                if not leader:
+                    jsa.park_consumers(self.stream)
+            elif op == OP_CONSUMER_STATE and not leader:
+                jsa.apply_consumer_state(self.stream, rec["name"], rec["state"].encode("latin-1"),
+                                         rec["floors"])
+        self._set_applied(committed.index)
+        if self.entries_since >= SNAPSHOT_MIN_ENTRIES or self.bytes_since >= SNAPSHOT_MIN_BYTES:
+            self.snapshot()
+
+    def _set_applied(self, index):
+        self.applied = index
+        self.stream.store.put_meta(APPLIED_KEY, b"%d" % index)
+        self.jsa.schedule_commit()
+
+    # -- catching up ---------------------------------------------------------------
+
+    def _fail(self, why):
+        self.failed = why
+        self._log("error", why)
+        self.jsa.stream_offline(self.stream.name, why)
+
+    def _apply_snapshot(self, data, index):
+        """The stream's state at ``index``: True once this replica matches
+        it, False while it catches up to it."""
+        try:
+            snap = decode_stream_snapshot(data)
+        except EntryError as err:
+            self._fail("snapshot at %d cannot be read: %s" % (index, err))
+            return False
+        if self.stream.store.state().last_seq >= snap.last_seq:
+            self._reconcile(snap)
+            self._set_applied(index)
+            return True
+        self.catchup = _Catchup(snap, index, "$JSC.R." + nuids.nuid())
+        self.catchup.sub = self.jsa.broker.subscribe(self.catchup.inbox.encode(), self._on_catchup,
+                                                     hidden=True)
+        self._log("info", "catching up to sequence %d from the stream's leader" % snap.last_seq)
+        self._ask()
+        return False
+
+    def _ask(self):
+        cu = self.catchup
+        if cu is None:
+            return
+        if cu.timer is not None and cu.timer.active():
+            cu.timer.cancel()
+        cu.timer = self.broker.reactor.callLater(CATCHUP_STALL, self._ask)
+        first = self.stream.store.state().last_seq + 1
+        self.jsa.broker.publish(self.sync.encode(), json.dumps({
+            "peer": self.node.id, "first_seq": first,
+            "last_seq": cu.snap.last_seq}).encode(), reply=cu.inbox.encode())
+
+    def _on_catchup(self, sub, subject, reply, hdr_len, raw):
+        cu = self.catchup
+        if cu is None:
+            return
+        data = bytes(raw[hdr_len:])
+        store = self.stream.store
+        if not data:
+            if store.state().last_seq >= cu.snap.last_seq:
+                self._finish_catchup()
+            return
+        try:
+            op, rec = decode_entry(data)
+        except EntryError as err:
+            self._log("warning", "catch-up message ignored: %s" % err)
+            return
+        last = store.state().last_seq
+        if op in (EntryOp.STREAM_MSG, EntryOp.COMPRESSED_STREAM_MSG):
+            if rec.lseq < last:
+                return  # had it already (a repeated answer)
+            while last < rec.lseq:
+                last = store.skip(rec.ts)
+            self.stream.store_copy(rec.subject.encode("utf-8", "surrogateescape"), rec.hdr,
+                                   rec.msg, rec.ts)
+        elif op == EntryOp.DELETE_RANGE:
+            end = rec.first + rec.num - 1
+            while last < min(end, cu.snap.last_seq):
+                last = store.skip(0)
+        else:
+            return
+        self.jsa.note_stored()
+        if cu.timer is not None and cu.timer.active():
+            cu.timer.reset(CATCHUP_STALL)
+
+    def _finish_catchup(self):
+        cu = self.catchup
+        self._end_catchup()
+        self._reconcile(cu.snap)
+        self._set_applied(cu.index)
+        self._log("info", "caught up to sequence %d" % cu.snap.last_seq)
+        for committed in cu.queued:
+            self._commit(committed)
+
+    def _end_catchup(self):
+        cu, self.catchup = self.catchup, None
+        if cu is None:
+            return
+        if cu.timer is not None and cu.timer.active():
+            cu.timer.cancel()
+        if cu.sub is not None:
+            self.jsa.broker.unsubscribe(cu.sub)
+
+    def _reconcile(self, snap):
+        """Remove what the snapshot says is gone (purged below its first
+        sequence, deleted inside it)."""
+        stream = self.stream
+        st = stream.store.state()
+        if snap.first_seq > st.first_seq and st.msgs:
+            stream.purge("catchup", seq=snap.first_seq)
+        for seq in snap.deleted_seqs():
+            if snap.first_seq <= seq <= snap.last_seq:
+                stream.remove(seq, "catchup")
+        stream.forget_removed()
+        self.jsa.note_stored()
+
+    def _on_sync(self, sub, subject, reply, hdr_len, raw):
+        """A replica asks the leader for the messages it lacks."""
+        if not self.is_leader or not reply:
+            return
+        try:
+            req = json.loads(bytes(raw[hdr_len:]))
+            first, last = int(req["first_seq"]), int(req["last_seq"])
+        except (ValueError, KeyError, TypeError):
+            return
+        reply = bytes(reply)
+        self._send_range(reply, max(first, 1), last)
+
+    def _send_range(self, reply, seq, last):
+        store = self.stream.store
+        publish = self.jsa.broker.publish
+        sent = 0
+        while seq <= last and sent < CATCHUP_BATCH:
+            msg = store.load_next(seq)
+            if msg is None or msg.seq > last:
+                publish(reply, encode_entry(EntryOp.DELETE_RANGE, DeleteRange(seq, last - seq + 1)))
+                seq = last + 1
+                break
+            if msg.seq > seq:
+                publish(reply, encode_entry(EntryOp.DELETE_RANGE, DeleteRange(seq, msg.seq - seq)))
+            publish(reply, encode_stream_msg(StreamMsg(
+                msg.subject.decode("utf-8", "surrogateescape") if isinstance(msg.subject, bytes)
+                else msg.subject, "", msg.hdr or b"", msg.data, lseq=msg.seq - 1, ts=msg.ts)))
+            seq = msg.seq + 1
+            sent += 1
+        if seq > last:
+            publish(reply, b"")
+        else:
+            self.broker.reactor.callLater(0, self._send_range, reply, seq, last)
 
     def _leader(self, change):
         jsa = self.jsa
@@ -206,8 +472,13 @@ class StreamGroup:
             self.leader_since = None
         if change.leader:
             self.pending_reply = None
-        # Only the leader takes publishes and answers for the stream.
+        # Only the leader takes publishes, answers for the stream and runs
+        # its consumers.
         jsa.capture(self.stream)
+        if change.is_leader:
+            jsa.resume_consumers(self.stream)
+        else:
+            jsa.park_consumers(self.stream)
 
     # -- info -------------------------------------------------------------------
 
@@ -235,3 +506,17 @@ class StreamGroup:
         if replicas:
             out["replicas"] = replicas
         return out
+
+
+def _nb_entry(op, record):
+    return bytes([op]) + json.dumps(record, separators=(",", ":")).encode()
+
+
+def _nb_record(data):
+    try:
+        rec = json.loads(bytes(data[1:]))
+    except ValueError as e:
+        raise EntryError("op %d: %s" % (data[0], e)) from None
+    if not isinstance(rec, dict):
+        raise EntryError("op %d: not an object" % data[0])
+    return rec
