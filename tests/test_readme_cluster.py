@@ -98,3 +98,54 @@ def test_readme_three_node_example_works_as_written(tmp_path):
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def _jetstream_example():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    part = text.split("<!-- three-node jetstream example -->", 1)[1]
+    block = part.split("```sh\n", 1)[1].split("```", 1)[0]
+    script = part.split("```python\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("natsbroker ")], script
+
+
+def _meta_leader(http_port):
+    try:
+        status, _, body = http(http_port, "/jsz", timeout=2)
+    except OSError:
+        return ""
+    return json.loads(body).get("meta_cluster", {}).get("leader", "") if status == 200 else ""
+
+
+def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
+    lines, script = _jetstream_example()
+    assert len(lines) == 3
+    fixed = sorted({int(p) for line in lines for p in re.findall(r"\b(\d{4})\b", line)})
+    ports = dict(zip(fixed, _free_ports(len(fixed))))
+
+    def local(text):
+        text = re.sub(r"\b(\d{4})\b", lambda m: str(ports[int(m.group(1))]), text)
+        return text.replace("/tmp/", str(tmp_path) + "/")
+    procs, http_ports = [], []
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    try:
+        for i, line in enumerate(lines):
+            argv = shlex.split(local(line.rstrip(" &")))
+            http_ports.append(int(argv[argv.index("-m") + 1]))
+            log = open(tmp_path / ("node%d.log" % i), "wb")
+            procs.append(subprocess.Popen([sys.executable, "-m", "natsbroker"] + argv[1:],
+                                          stdout=log, stderr=subprocess.STDOUT, env=env))
+        deadline = time.time() + 90
+        while time.time() < deadline and not all(_meta_leader(h) for h in http_ports):
+            time.sleep(0.3)
+        assert all(_meta_leader(h) for h in http_ports), "no meta leader"
+        out = subprocess.run([sys.executable, "-c", local(script)], capture_output=True,
+                             text=True, timeout=60, cwd=str(tmp_path))
+        assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", out.stdout + out.stderr
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
