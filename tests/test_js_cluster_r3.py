@@ -107,6 +107,8 @@ async def _r3(tmp_path, ports, servers):
         await _replicas_agree(servers, (31 - 1 - 8, 3, 31))
         # The leader steps down; the new one goes on from the same sequence.
         old = (await _info(js["js-a"])).cluster.leader
+        elected = await ncs["js-a"].subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.R3")
+        await ncs["js-a"].flush()
         r = await ncs["js-c"].request("$JS.API.STREAM.LEADER.STEPDOWN.R3", b"", timeout=5)
         assert json.loads(r.data) == {
             "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response", "success": True}
@@ -114,7 +116,11 @@ async def _r3(tmp_path, ports, servers):
         async def moved():
             info = await _info(js["js-c"])
             return info.cluster.leader if info.cluster.leader != old else None
-        await eventually_async(moved, timeout=30, what="a new stream leader")
+        new = await eventually_async(moved, timeout=30, what="a new stream leader")
+        adv = json.loads((await elected.next_msg(timeout=10)).data)
+        assert adv["type"] == "io.nats.jetstream.advisory.v1.stream_leader_elected"
+        assert (adv["stream"], adv["leader"]) == ("R3", new) and "account" not in adv
+        assert sorted(r["name"] for r in adv["replicas"]) == sorted(NAMES)
         ack = await _publish(js["js-a"], "r3.9", b"after stepdown")
         assert ack.seq == 32
         # kill -9 of the leader: the other two elect one and keep the data.

@@ -531,6 +531,11 @@ class Node:
                 return
         self._switch_to_candidate()
 
+    @property
+    def has_quorum(self):
+        """Has this node heard from a quorum lately (itself included)?"""
+        return not self._lost_quorum()
+
     def _lost_quorum(self):
         now = self.clock()
         if self.lsut is not None and now - self.lsut < LOST_QUORUM_INTERVAL:

@@ -48,6 +48,7 @@ from natsbroker.cluster.raft.node import Node, NotLeader
 from natsbroker.cluster.raft.storage import MemoryStorage
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType
+from natsbroker.gocompat import gojson, times as gotime
 from natsbroker.jetstream import errors as E
 from natsbroker.jetstream.cluster.entries import (
     DeletedSet,
@@ -138,6 +139,8 @@ class StreamGroup:
         self.entries_since = 0
         self.bytes_since = 0
         self._check = None
+        self.started = broker.reactor.seconds()
+        self.quorum_lost_sent = -1e18
 
     @property
     def is_leader(self):
@@ -464,11 +467,22 @@ class StreamGroup:
 
     def _leader(self, change):
         jsa = self.jsa
+        now = self.broker.reactor.seconds()
         if change.is_leader:
-            self.leader_since = self.broker.reactor.seconds()
+            self.leader_since = now
+            self.leader_since_ns = gotime.now_ns()
+            self._log("info", "new stream leader")
+            self._advise("LEADER_ELECTED", "stream_leader_elected",
+                         leader=self.controller._name(self.node.id))
             if self.pending_reply:
                 jsa.respond_created(self.stream, self.pending_reply)
         else:
+            if self.leader_since is not None and not self.node.has_quorum \
+                    and now - self.started >= 5.0 and now - self.quorum_lost_sent >= 10.0:
+                # Stepped down for want of a quorum: the stream is stalled.
+                self.quorum_lost_sent = now
+                self._log("warning", "has NO quorum, stalled")
+                self._advise("QUORUM_LOST", "stream_quorum_lost")
             self.leader_since = None
         if change.leader:
             self.pending_reply = None
@@ -482,31 +496,63 @@ class StreamGroup:
 
     # -- info -------------------------------------------------------------------
 
-    def cluster_info(self):
-        """The ``cluster`` block of the stream's info, as its leader sees it."""
+    def _advise(self, event, kind, **fields):
+        """A stream advisory to the stream's account and, naming it, to the
+        system account (nats-server's sendStreamLeaderElectAdvisory)."""
+        body = {"type": "io.nats.jetstream.advisory.v1." + kind, "stream": self.stream.name}
+        body.update(fields)
+        body["replicas"] = self._peer_infos(with_self=True)
+        domain = self.jsa.js.domain
+        if domain:
+            body["domain"] = domain
+        subject = "$JS.EVENT.ADVISORY.STREAM.%s.%s" % (event, self.stream.name)
+        system = self.broker.system_account
+        if system is not None and self.jsa.broker is not system:
+            self.jsa.advise(subject, dict(body))
+        body = dict(body, account=self.jsa.account_name)
+        if system is not None:
+            sub = subject.encode()
+            if system.sublist.has_interest(sub):
+                out = {"type": body.pop("type"), "id": nuids.nuid(),
+                       "timestamp": gotime.rfc3339(gotime.now_ns())}
+                out["account"] = body.pop("account")
+                out.update(body)
+                system.publish(sub, gojson.go_json_dumps(out).encode())
+
+    def _peer_infos(self, with_self=False):
         node = self.node
         ctl = self.controller
         now = self.broker.reactor.seconds()
-        out = {"name": self.raft.cluster or self.broker.config.cluster.name,
-               "raft_group": self.name, "leader": ctl._name(node.leader) if node.leader else ""}
-        replicas = []
+        out = []
         for peer in sorted(node.peers):
-            if peer == node.id:
+            if peer == node.id and not with_self:
                 continue
             p = node.peers[peer]
-            r = {"name": ctl._name(peer),
-                 "current": bool(node.is_leader and p.li >= node.commit),
-                 "active": int((now - p.ts) * 1e9) if p.ts is not None else 0, "peer": peer}
-            if node.is_leader and p.li < node.commit:
+            r = {"name": ctl._name(peer), "current": peer == node.id or bool(
+                node.is_leader and p.li >= node.commit) or (peer == node.leader and p.ts is not None
+                                                              and now - p.ts <= 2.0),
+                 "active": int((now - p.ts) * 1e9) if p.ts is not None and peer != node.id else 0,
+                 "peer": peer}
+            if node.is_leader and peer != node.id and p.li < node.commit:
                 r["lag"] = node.commit - p.li
             info = ctl.peers.get(peer)
             if info is not None and info.offline:
                 r["offline"] = True
-            replicas.append(r)
+            out.append(r)
+        return out
+
+    def cluster_info(self):
+        """The ``cluster`` block of the stream's info, as its leader sees it."""
+        node = self.node
+        out = {"name": self.raft.cluster or self.broker.config.cluster.name,
+               "raft_group": self.name,
+               "leader": self.controller._name(node.leader) if node.leader else ""}
+        if self.leader_since is not None:
+            out["leader_since"] = gotime.rfc3339(self.leader_since_ns)
+        replicas = self._peer_infos()
         if replicas:
             out["replicas"] = replicas
         return out
-
 
 def _nb_entry(op, record):
     return bytes([op]) + json.dumps(record, separators=(",", ":")).encode()
