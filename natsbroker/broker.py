@@ -17,6 +17,7 @@ from zope.interface import implementer
 from natsbroker import COMPAT_VERSION, JS_API_LEVEL
 from natsbroker.accounts.account import DEFAULT_SYSTEM_ACCOUNT, GLOBAL_ACCOUNT, Account, InternalSink  # noqa: F401
 from natsbroker.accounts.imports import wire as wire_imports
+from natsbroker.cluster.jsforward import install as install_js_forwarding
 from natsbroker.identity import GIT_COMMIT, ServerKeys, runtime
 from natsbroker.interfaces import IAccountObserver, IBroker
 from natsbroker.monitoring.endpoints import monitor_for
@@ -287,6 +288,10 @@ class Broker:
 
     def add_info_field(self, key, value):
         self._info_extra[key] = value
+
+    def forward_jetstream(self):
+        """IBroker.forward_jetstream (natsbroker.cluster.jsforward)."""
+        return [acc.name for acc in install_js_forwarding(self, force=True)]
 
     def store_path(self, name):
         """``<store_dir>/<name>``, absolute (IBroker.store_path)."""

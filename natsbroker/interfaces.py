@@ -418,6 +418,12 @@ class IBroker(Interface):
     def add_info_field(key, value):
         """Add ``key: value`` to the INFO sent to every new client."""
 
+    def forward_jetstream():
+        """Send the accounts' ``$JS.API`` requests to the cluster's other
+        JetStream servers through the system account, as a clustered server
+        without JetStream does (a JetStream plugin that cannot serve them
+        here). Returns the names of the accounts that got the import."""
+
     def store_path(name):
         """The absolute directory ``<store_dir>/<name>`` in which a plugin
         keeps its files (``name``: one path component, by convention the
@@ -612,3 +618,15 @@ class IAccountObserver(Interface):
         its clients are gone and no one logs in to it any more, as in
         nats-server. The account object stays; a later JWT for it comes
         back through :meth:`account_updated` or :meth:`account_added`."""
+
+
+class IRouteObserver(Interface):
+    """A plugin that follows the cluster's routes (nats-server's own
+    JetStream learns its peers' names and runtimes from them).
+
+    Called in the reactor thread."""
+
+    def route_registered(info):
+        """A route to another server is up; ``info`` is the INFO that server
+        sent on it (a dict in nats-server's field names: ``server_id``,
+        ``server_name``, ``version``, ``go``, ``jetstream``, ...)."""

@@ -39,11 +39,14 @@ _JS_ACK_PREFIX = b"$JS.ACK."
 _ACK_DOTS = 8
 
 
-def install(broker):
+def install(broker, force=False):
     """Give the accounts nats-server gives the ``$JS.API.>`` import to on a
-    clustered server without JetStream. Returns the accounts given it."""
+    clustered server without JetStream. Returns the accounts given it.
+    ``force``: JetStream is on but cannot serve in this cluster (a
+    natsbroker server among nats-server JetStream servers): the same, and
+    to every account with JetStream."""
     cfg = broker.config
-    if cfg.jetstream.enabled or (not cfg.cluster.port and not _gateway_port(cfg)):
+    if (cfg.jetstream.enabled and not force) or (not cfg.cluster.port and not _gateway_port(cfg)):
         return []
     system = broker.system_account
     if system is None:

@@ -42,6 +42,7 @@ from natsbroker.cluster.jsforward import install as install_js_forwarding, split
 from natsbroker.connection.route import MAX_ROUTE_PING_INTERVAL, RouteFactory, RouteProtocol, RouteSink
 from natsbroker.connection.tls import server_context
 from natsbroker.identity import runtime
+from natsbroker.interfaces import IRouteObserver
 from natsbroker.netaddrs import global_unicast_addresses
 from natsbroker.nuid import nuid
 from natsbroker.protocol import wire
@@ -435,6 +436,11 @@ class Cluster:
         route.registered = True
         self.routes[sid] = route
         log.info("{peer} - rid:{rid} - Route connection created", peer=route._peer(), rid=route.cid)
+        for observer in b.providers(IRouteObserver):
+            try:
+                observer.route_registered(dict(info))
+            except Exception:
+                log.failure("route observer {o!r} failed", o=observer)
         self._send_interest(route)
         self.update_client_urls()
         if not route.implicit:

@@ -54,6 +54,7 @@ from natsbroker.interfaces import (
     IBrokerPlugin,
     IHealthReport,
     ILameDuckObserver,
+    IRouteObserver,
     IShutdownObserver,
     IStreamEvents,
     IVarzSection,
@@ -66,7 +67,7 @@ log = Logger()
 
 
 @implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream, IShutdownObserver,
-             ILameDuckObserver, IVarzSection, IHealthReport)
+             ILameDuckObserver, IVarzSection, IHealthReport, IRouteObserver)
 class JetStream(JetStreamMonitoring):
     """The JetStream plugin: a :class:`JetStreamAccount` per account with
     JetStream, nats-server's answer in the others, and what is server-wide
@@ -229,6 +230,11 @@ class JetStream(JetStreamMonitoring):
             log.failure("plugin {name} failed to stop", name=self.name)
         log.info("JetStream Shutdown")
 
+    def route_registered(self, info):
+        """IRouteObserver: the cluster layer watches who joins."""
+        if self.cluster is not None:
+            self.cluster.route_registered(info)
+
     def _stop(self):
         self._started = False
         if self.cluster is not None:
@@ -314,11 +320,17 @@ class JetStream(JetStreamMonitoring):
         ``serviceImportShadowed``; checked anew each time, as its imports
         change with its JWT)."""
         self._drop_unavailable(account.name)
-        if _imports_js_api(account):
+        if _imports_js_api(account) or (self.cluster is not None and self.cluster.disabled):
             return
         subs = [account.subscribe(p + b">", self._unavailable_cb(account))
                 for p in self._api_prefixes()]
         self._unavailable[account.name] = (account, subs)
+
+    def left_cluster(self):
+        """The cluster's JetStream is nats-server's (cluster.controller.disable):
+        their servers answer the accounts this one has no JetStream for."""
+        for name in list(self._unavailable):
+            self._drop_unavailable(name)
 
     def _drop_unavailable(self, name):
         held = self._unavailable.pop(name, None)

@@ -93,6 +93,7 @@ class ClusterController:
         self.rng = random.SystemRandom()
         self.leaderless_since = None
         self.groups = {}  # raft group name -> StreamGroup of a replicated stream here
+        self.disabled = None  # why this server left the JetStream cluster, if it did
 
     # -- life -----------------------------------------------------------------
 
@@ -113,6 +114,8 @@ class ClusterController:
         self.meta.start()
 
     def stop(self):
+        if self.disabled:
+            self.meta = None  # stopped already
         for sub in self._subs:
             self.broker.system_account.unsubscribe(sub)
         self._subs.clear()
@@ -120,6 +123,35 @@ class ClusterController:
             self._stop_group(group)
         if self.meta is not None:
             self.meta.stop()
+
+    def route_registered(self, info):
+        """A route is up. A nats-server server with JetStream on the other
+        end (its INFO says ``jetstream`` and names a Go runtime) means a
+        mixed JetStream cluster, which natsbroker cannot be a member of yet:
+        this server leaves the meta group rather than vote in it or lead it
+        with a different reading of the assignments."""
+        runtime = str(info.get("go") or "")
+        if self.disabled or not info.get("jetstream") or not runtime.startswith("go"):
+            return
+        self.disable("server '%s' (nats-server %s) runs JetStream in cluster '%s': natsbroker "
+                     "cannot be a member of a JetStream cluster with nats-server servers yet. "
+                     "JetStream clustering is off on this server: it takes no part in the meta "
+                     "group and leaves the account's API requests to the nats-server servers. "
+                     "Remove it from their meta group with $JS.API.SERVER.REMOVE, or run "
+                     "natsbroker here without JetStream." % (
+                         info.get("server_name") or info.get("server_id"), info.get("version"),
+                         self.broker.config.cluster.name))
+
+    def disable(self, reason):
+        self.disabled = reason
+        log.error("JetStream cluster: {reason}", reason=reason)
+        for group in list(self.groups.values()):
+            self._stop_group(group)
+        if self.meta is not None:
+            self.meta.stop()
+        self.leaderless_since = None
+        self.plugin.left_cluster()
+        self.broker.forward_jetstream()
 
     def _log(self, level, text):
         if level == "debug":
@@ -229,6 +261,10 @@ class ClusterController:
         if route is None:
             return False
         _handler, kind, args = route
+        if self.disabled:
+            # Out of the cluster: only what still runs here is answered here.
+            return bool(args) and kind not in META_KINDS and args[0] in jsa.streams \
+                and (kind.startswith("stream_") or kind.startswith("consumer_"))
         if kind in META_KINDS:
             if self.is_meta_leader:
                 try:
