@@ -613,3 +613,32 @@ async def _retrying(call, tries=150, done=()):
             if attempt == tries - 1:
                 raise
             await asyncio.sleep(0.1)
+
+
+# natsbroker's own stream group entries (natsbroker.jetstream.cluster.streamgroup)
+
+from natsbroker.jetstream.cluster import streamgroup as SG  # noqa: E402
+
+
+@given(st.sampled_from([SG.OP_API_REQUEST, SG.OP_CONSUMER_STATE]),
+       st.dictionaries(st.text(), st.one_of(st.text(), st.integers(), st.lists(st.integers()))))
+def test_natsbroker_group_entries_round_trip(op, record):
+    data = SG._nb_entry(op, record)
+    assert data[0] == op and SG._nb_record(data) == record
+
+
+@given(st.binary())
+@settings(max_examples=300)
+def test_natsbroker_group_entry_garbage_is_an_entry_error(tail):
+    for op in (SG.OP_API_REQUEST, SG.OP_CONSUMER_STATE):
+        try:
+            rec = SG._nb_record(bytes([op]) + tail)
+        except EntryError:
+            continue
+        assert isinstance(rec, dict)
+
+
+def test_deep_json_in_a_group_entry_is_refused_not_a_crash():
+    data = bytes([SG.OP_API_REQUEST]) + b"[" * 100000 + b"]" * 100000
+    with pytest.raises(EntryError):
+        SG._nb_record(data)

@@ -1,14 +1,17 @@
-"""JetStream in a three-node cluster: windowed publish to an R1 stream.
+"""JetStream in a three-node cluster: windowed publish to an R1 or R3 stream.
 
-    python -m tools.bench.jscluster [--msgs N] [--window W] [--size B] [--repeat R] [--json]
+    python -m tools.bench.jscluster [--replicas 1|3] [--msgs N] [--window W]
+                                    [--ns-sync always|default] [--repeat R] [--json]
 
 Three nats-server nodes and three natsbroker nodes, each cluster started
-fresh on loopback ports; an R1 file stream is created through the first
-node and published to through a node that does not hold it (so every
-message and its ack cross a route), with up to ``--window`` acks
+fresh on loopback ports; a file stream is created through the first node
+and published to through a node that does not lead it (so every message and
+its ack cross a route; with 3 replicas every message is also replicated to
+two followers before it is acked), with up to ``--window`` acks
 outstanding, by nats-py as an application would. Like for like: nats-server
 runs with ``sync_interval: always`` (an ack after fsync), natsbroker with its
-default (the same promise). Runs alternate between the clusters; the report
+default (the same promise); ``--ns-sync default`` measures nats-server's
+default instead (a lazy fsync every 2 minutes: a weaker promise). Runs alternate between the clusters; the report
 is the median rate of each and natsbroker's ratio to nats-server measured in
 the same run. Subjects vary over 1,000 values and payloads over 64-512 B.
 """
@@ -35,7 +38,7 @@ NAMES = ("a", "b", "c")
 
 
 class JsCluster:
-    def __init__(self, kind):
+    def __init__(self, kind, ns_sync="always"):
         self.kind = kind
         self.dir = tempfile.mkdtemp(prefix="bench-jsc-%s-" % kind)
         ports = free_ports(9)
@@ -45,7 +48,7 @@ class JsCluster:
         self.procs = []
         for n in NAMES:
             routes = ["nats://127.0.0.1:%d" % self.cluster[m] for m in NAMES if m != n]
-            sync = "sync_interval: always\n" if kind == NS else ""
+            sync = "sync_interval: always\n" if kind == NS and ns_sync == "always" else ""
             conf = os.path.join(self.dir, n + ".conf")
             with open(conf, "w") as f:
                 f.write("server_name: %s-%s\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n"
@@ -77,13 +80,6 @@ class JsCluster:
         except (OSError, ValueError):
             return None
 
-    def host_of(self, stream_count=1):
-        for n in NAMES:
-            with urllib.request.urlopen("http://127.0.0.1:%d/jsz" % self.http[n], timeout=2) as r:
-                if json.load(r).get("streams") == stream_count:
-                    return n
-        return None
-
     def stop(self):
         for p in self.procs:
             if p.poll() is None:
@@ -96,7 +92,7 @@ class JsCluster:
                 p.wait()
 
 
-async def _measure(c, n, window, size_range, timeout):
+async def _measure(c, n, window, size_range, timeout, replicas=1):
     import nats
     c.wait_ready(timeout)
     first = await nats.connect("nats://127.0.0.1:%d" % c.client["a"])
@@ -104,15 +100,25 @@ async def _measure(c, n, window, size_range, timeout):
     deadline = time.monotonic() + timeout
     while True:
         try:
-            await js.add_stream(name="BENCH", subjects=["bench.>"], num_replicas=1)
+            await js.add_stream(name="BENCH", subjects=["bench.>"], num_replicas=replicas)
             break
         except Exception:
             if time.monotonic() > deadline:
                 raise BenchError("%s: no stream (no meta leader)" % c.kind)
             await asyncio.sleep(0.2)
+    leader = None
+    while leader is None:
+        try:
+            info = await js.stream_info("BENCH")
+            leader = info.cluster.leader if info.cluster else None
+        except Exception:
+            pass
+        if leader is None:
+            if time.monotonic() > deadline:
+                raise BenchError("%s: the stream has no leader" % c.kind)
+            await asyncio.sleep(0.2)
     await first.close()
-    host = c.host_of()
-    via = next(m for m in NAMES if m != host)
+    via = next(m for m in NAMES if "%s-%s" % (c.kind, m) != leader)
     nc = await nats.connect("nats://127.0.0.1:%d" % c.client[via])
     js = nc.jetstream(timeout=10)
     rng = random.Random(1)
@@ -141,16 +147,18 @@ async def _measure(c, n, window, size_range, timeout):
     return n / elapsed
 
 
-def run_one(kind, n, window, size_range, timeout):
-    c = JsCluster(kind)
+def run_one(kind, n, window, size_range, timeout, replicas=1, ns_sync="always"):
+    c = JsCluster(kind, ns_sync)
     try:
-        return asyncio.run(_measure(c, n, window, size_range, timeout))
+        return asyncio.run(_measure(c, n, window, size_range, timeout, replicas))
     finally:
         c.stop()
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicas", type=int, choices=(1, 3), default=1)
+    ap.add_argument("--ns-sync", choices=("always", "default"), default="always")
     ap.add_argument("--msgs", type=int, default=20_000)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--min-size", type=int, default=64)
@@ -166,23 +174,26 @@ def main(argv=None) -> int:
     try:
         for r in range(args.repeat):
             for kind in ((NS, NB) if r % 2 == 0 else (NB, NS)):
-                rate = run_one(kind, args.msgs, args.window, (args.min_size, args.max_size), args.timeout)
+                rate = run_one(kind, args.msgs, args.window, (args.min_size, args.max_size),
+                               args.timeout, args.replicas, args.ns_sync)
                 rates[kind].append(rate)
                 print("run %d: %s: %s msgs/s" % (r + 1, kind, format(round(rate), ",")), file=sys.stderr)
     except BenchError as e:
         print("jscluster bench failed: %s" % e, file=sys.stderr)
         return 1
     ref = statistics.median(rates[NS])
-    out = {"msgs": args.msgs, "window": args.window, "sizes": [args.min_size, args.max_size],
+    out = {"replicas": args.replicas, "ns_sync": args.ns_sync, "msgs": args.msgs,
+           "window": args.window, "sizes": [args.min_size, args.max_size],
            "repeat": args.repeat,
            "clusters": {k: {"msgs/s": statistics.median(v), "runs": v,
                             "ratio": statistics.median(v) / ref} for k, v in rates.items()}}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print("R1 file stream, 3-node cluster, published through a non-host node, window %d, "
-              "%d-%d B, 1,000 subjects, median of %d" % (args.window, args.min_size, args.max_size,
-                                                          args.repeat))
+        print("R%d file stream, 3-node cluster, published through a node not leading it, "
+              "window %d, %d-%d B, 1,000 subjects, nats-server sync %s, median of %d"
+              % (args.replicas, args.window, args.min_size, args.max_size, args.ns_sync,
+                 args.repeat))
         for k, d in out["clusters"].items():
             print("  %-12s %12s msgs/s   ratio %.2f" % (k, format(round(d["msgs/s"]), ","), d["ratio"]))
     return 0

@@ -31,7 +31,7 @@ import shutil
 
 from twisted.logger import Logger
 
-from natsbroker import nuid as nuids
+from natsbroker import jsonbound, nuid as nuids
 from natsbroker.cluster.raft.wire import peer_id
 from natsbroker.gocompat import gojson, times
 from natsbroker.jetstream import api, errors as E, stream_config as SC, subject_rules as SR
@@ -193,7 +193,7 @@ class ClusterController:
         preferred = ""
         try:
             body = bytes(raw[hdr_len:])
-            req = json.loads(body) if body.strip() else {}
+            req = jsonbound.loads(body) if body.strip() else {}
             name = ((req or {}).get("placement") or {}).get("preferred") or ""
         except (ValueError, AttributeError):
             _respond(system, reply, kind, error=E.bad_request())
@@ -319,7 +319,7 @@ class ClusterController:
     def _stream_stepdown(self, jsa, group, reply, body, kind="stream_leader_stepdown_response"):
         preferred = ""
         try:
-            req = json.loads(body) if body.strip() else {}
+            req = jsonbound.loads(body) if body.strip() else {}
             name = ((req or {}).get("placement") or {}).get("preferred") or ""
         except (ValueError, AttributeError):
             _respond(jsa.broker, reply, kind, error=E.bad_request())
@@ -419,7 +419,7 @@ class ClusterController:
 
     def _stream_names(self, jsa, reply, body):
         try:
-            want = (json.loads(body) or {}).get("subject") if body.strip() else None
+            want = (jsonbound.loads(body) or {}).get("subject") if body.strip() else None
         except (ValueError, AttributeError):
             want = None
         names = [sa.name for sa in self.meta.state.account_streams(jsa.account_name)
@@ -481,7 +481,7 @@ class ClusterController:
 
         def on_info(s, subject, _reply, hdr_len, raw):
             try:
-                info = json.loads(bytes(raw[hdr_len:]))
+                info = jsonbound.loads(bytes(raw[hdr_len:]))
             except ValueError:
                 return
             name = (info.get("config") or {}).get("name")
@@ -582,7 +582,7 @@ def _durable(jsa, stream, kind, subject, body):
     if parts[2:4] == [b"CONSUMER", b"DURABLE"]:
         return True
     try:
-        cfg = (json.loads(bytes(body)) or {}).get("config") or {}
+        cfg = (jsonbound.loads(bytes(body)) or {}).get("config") or {}
         return bool(cfg.get("durable_name"))
     except (ValueError, AttributeError):
         return False

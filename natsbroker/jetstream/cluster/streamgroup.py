@@ -42,7 +42,7 @@ import json
 import os
 import random
 
-from natsbroker import nuid as nuids
+from natsbroker import jsonbound, nuid as nuids
 from natsbroker.cluster.raft.filestorage import FileStorage
 from natsbroker.cluster.raft.node import Node, NotLeader
 from natsbroker.cluster.raft.storage import MemoryStorage
@@ -235,7 +235,7 @@ class StreamGroup:
             self._propose(encode_entry(EntryOp.PURGE_STREAM, rec))
             return True
         try:
-            req = json.loads(body)
+            req = jsonbound.loads(body)
             seq = req.get("seq")
             no_erase = req.get("no_erase", False)
         except (ValueError, AttributeError):
@@ -436,7 +436,7 @@ class StreamGroup:
         if not self.is_leader or not reply:
             return
         try:
-            req = json.loads(bytes(raw[hdr_len:]))
+            req = jsonbound.loads(bytes(raw[hdr_len:]))
             first, last = int(req["first_seq"]), int(req["last_seq"])
         except (ValueError, KeyError, TypeError):
             return
@@ -560,8 +560,8 @@ def _nb_entry(op, record):
 
 def _nb_record(data):
     try:
-        rec = json.loads(bytes(data[1:]))
-    except ValueError as e:
+        rec = jsonbound.loads(bytes(data[1:]))
+    except (ValueError, RecursionError) as e:
         raise EntryError("op %d: %s" % (data[0], e)) from None
     if not isinstance(rec, dict):
         raise EntryError("op %d: not an object" % data[0])
