@@ -256,7 +256,16 @@ class JetStreamAccount:
         stream = Stream(cfg, ss, created, self.broker.reactor)
         self._add(stream)
         stream.recover()
-        self._load_consumers(stream)
+        if not self._awaits_group(stream):
+            # (a replicated stream's consumers start when it leads)
+            self._load_consumers(stream)
+
+    def _awaits_group(self, stream):
+        """A replicated stream in a cluster before its Raft group is back
+        (the meta group attaches it once it knows the assignment): it takes
+        no publishes and answers nothing meanwhile, as a follower."""
+        return stream.group is None and stream.config.num_replicas > 1 \
+            and self.server.cluster is not None
 
     def _add(self, stream):
         # The tier its usage counts in, chosen when it is made or recovered.
@@ -279,7 +288,7 @@ class JetStreamAccount:
         for sub in self._subs.pop(stream.name, ()):
             self.broker.unsubscribe(sub)
         group = stream.group
-        if group is not None and not group.is_leader:
+        if (group is not None and not group.is_leader) or self._awaits_group(stream):
             return
         cb = self._capture_cb(stream)
         subs = [self.broker.subscribe(s.encode(), cb) for s in stream.config.subjects or ()]
@@ -552,7 +561,7 @@ class JetStreamAccount:
         if stream is None:
             return self.server.cluster is not None
         group = stream.group
-        return group is not None and not group.is_leader
+        return (group is not None and not group.is_leader) or self._awaits_group(stream)
 
     def _on_api(self, sub, subject, reply, hdr_len, raw):
         if not self.broker.serving_request():

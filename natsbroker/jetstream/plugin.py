@@ -152,6 +152,12 @@ class JetStream(JetStreamMonitoring):
                 os.unlink(probe)
             except OSError:
                 raise StartupError("Can't start JetStream: storage directory is not writable") from None
+        if broker.config.cluster.port:
+            # Made before the accounts' stores open (a replicated stream found
+            # there waits for its group: JetStreamAccount._awaits_group),
+            # started once they have.
+            from natsbroker.jetstream.cluster.controller import ClusterController
+            self.cluster = ClusterController(self)
         granted = []  # limits of the accounts enabled so far
         for account, limits in self._enabled_accounts(broker):
             name = getattr(account, "name", GLOBAL_ACCOUNT)
@@ -181,9 +187,7 @@ class JetStream(JetStreamMonitoring):
             else:
                 self.enable_account(account, limits)
         self._restore_stored_accounts()
-        if broker.config.cluster.port:
-            from natsbroker.jetstream.cluster.controller import ClusterController
-            self.cluster = ClusterController(self)
+        if self.cluster is not None:
             self.cluster.start(broker, root)
         log.info("Starting JetStream: {n} stream(s) in {dir}",
                  n=sum(e.stream_count() for e in self.accounts.values()), dir=root)

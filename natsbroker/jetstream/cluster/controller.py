@@ -94,6 +94,7 @@ class ClusterController:
         self.leaderless_since = None
         self.groups = {}  # raft group name -> StreamGroup of a replicated stream here
         self.disabled = None  # why this server left the JetStream cluster, if it did
+        self._early_routes = []
 
     # -- life -----------------------------------------------------------------
 
@@ -112,6 +113,9 @@ class ClusterController:
                               on_leader=self._on_leader, log=self._log)
         self.leaderless_since = broker.reactor.seconds()
         self.meta.start()
+        early, self._early_routes = self._early_routes, []
+        for info in early:
+            self.route_registered(info)
 
     def stop(self):
         if self.disabled:
@@ -130,6 +134,9 @@ class ClusterController:
         mixed JetStream cluster, which natsbroker cannot be a member of yet:
         this server leaves the meta group rather than vote in it or lead it
         with a different reading of the assignments."""
+        if self.broker is None:
+            self._early_routes.append(info)  # heard before start(): judged then
+            return
         runtime = str(info.get("go") or "")
         if self.disabled or not info.get("jetstream") or not runtime.startswith("go"):
             return
@@ -281,6 +288,8 @@ class ClusterController:
             stream = jsa.streams.get(name)
             if stream is not None:
                 group = stream.group
+                if group is None and stream.config.num_replicas > 1:
+                    return False  # its group is not back yet: a follower until then
                 if group is None:
                     if kind == "stream_leader_stepdown_response":
                         # One replica: nothing to hand over (nats-server: success).

@@ -1,0 +1,172 @@
+"""Faults under acked publishes to an R3 stream, checked as Jepsen checks
+NATS: every acknowledged message is present exactly once, in ack order, on
+every replica, after the stream leader is killed (SIGKILL, by pid) or
+stopped (SIGSTOP for longer than an election timeout, then SIGCONT) while a
+client keeps publishing. Publishes carry a Nats-Msg-Id, so a publish retried
+after an unanswered attempt is stored once (its ack says duplicate).
+
+The short runs are in `make test`; `make chaos` repeats them.
+"""
+
+import asyncio
+import json
+import os
+import signal
+
+import nats
+import pytest
+
+from tests.support.servers import free_port
+from tests.support.wait import eventually_async
+from tests.test_js_cluster import NAMES, _until_created
+from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
+
+pytestmark = pytest.mark.long
+
+
+class Publisher:
+    """Publishes ``p-<i>`` with Nats-Msg-Id ``<i>`` through every server in
+    turn, one at a time, retrying each until acked; records the acks."""
+
+    def __init__(self, ncs):
+        self.ncs = ncs
+        # Servers not to publish through (the faulted one: a client there
+        # waits for its timeout every time, which says nothing of the rest).
+        self.avoid = set()
+        self.acked = {}  # i -> seq
+        self.stop = False
+        self.retries = 0
+        self.log = []
+
+    async def run(self):
+        i = 0
+        names = list(self.ncs)
+        while not self.stop:
+            usable = [n for n in names if n not in self.avoid] or names
+            nc = self.ncs[usable[i % len(usable)]]
+            try:
+                ack = await nc.jetstream(timeout=2).publish(
+                    "r3.%d" % (i % 7), b"p-%d" % i, headers={"Nats-Msg-Id": str(i)})
+            except (nats.errors.Error, asyncio.TimeoutError):
+                # Unanswered (the leader is gone, the connection reconnects):
+                # the same message again, through the next server.
+                self.retries += 1
+                names.append(names.pop(0))  # try another server
+                await asyncio.sleep(0.05)
+                continue
+            assert ack.stream == "R3"
+            self.acked[i] = ack.seq
+            self.log.append((i, ack.seq, ack.duplicate, nc.connected_url.port))
+            i += 1
+
+
+async def _contents(nc):
+    """Every message of R3 as the leader serves it: [(seq, data)]."""
+    js = nc.jetstream(timeout=5)
+    info = await _info(js)
+    out = []
+    seq = info.state.first_seq
+    while seq <= info.state.last_seq:
+        try:
+            m = await js.get_msg("R3", seq, next=True)
+        except nats.js.errors.NotFoundError:
+            break
+        out.append((m.seq, m.data))
+        seq = m.seq + 1
+    return out
+
+
+def _check(acked, contents):
+    seqs = [s for s, _ in contents]
+    assert seqs == sorted(set(seqs)), "a sequence repeats or goes back"
+    datas = [d for _, d in contents]
+    assert len(datas) == len(set(datas)), "a message is stored twice"
+    by_data = {d: s for s, d in contents}
+    for i, seq in acked.items():
+        assert by_data.get(b"p-%d" % i) == seq, "acked p-%d (seq %d) is missing or moved: %r" % (
+            i, seq, [(j, acked.get(j), by_data.get(b"p-%d" % j)) for j in range(i - 5, i + 5)])
+    # Ack order is stream order.
+    order = [acked[i] for i in sorted(acked)]
+    assert order == sorted(order)
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause"])
+def test_acked_publishes_survive_a_fault_of_the_stream_leader(tmp_path, fault):
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_faulted(tmp_path, ports, servers, fault))
+    finally:
+        for s in servers.values():
+            if s.proc is not None and s.proc.poll() is None:
+                try:
+                    os.kill(s.proc.pid, signal.SIGCONT)
+                except OSError:
+                    pass
+            s.stop()
+
+
+async def _faulted(tmp_path, ports, servers, fault):
+    ncs = {n: await nats.connect(s.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+           for n, s in servers.items()}
+    try:
+        js = ncs["js-a"].jetstream(timeout=5)
+        await _until_created(js, name="R3", subjects=["r3.>"], num_replicas=3)
+        await _info(js)
+        pub = Publisher(ncs)
+        task = asyncio.ensure_future(pub.run())
+        await asyncio.sleep(2)
+        leader = (await _info(ncs[next(iter(ncs))].jetstream(timeout=5))).cluster.leader
+        pid = servers[leader].proc.pid
+        before = len(pub.acked)
+        pub.avoid = {leader}
+        if fault == "kill":
+            os.kill(pid, signal.SIGKILL)
+            servers[leader].proc.wait()
+        else:
+            os.kill(pid, signal.SIGSTOP)
+
+        async def progress():
+            return len(pub.acked) > before + 50
+        await eventually_async(progress, timeout=60, what="acks from a new leader")
+        if fault == "kill":
+            servers[leader] = _start(tmp_path, ports, leader)
+            await ncs[leader].close()
+            ncs[leader] = await nats.connect(servers[leader].url)
+            pub.ncs = ncs
+        else:
+            os.kill(pid, signal.SIGCONT)
+        await asyncio.sleep(2)
+        pub.avoid = set()
+        await asyncio.sleep(2)
+        pub.stop = True
+        await asyncio.wait_for(task, 30)
+        assert pub.acked and len(pub.acked) > before + 50
+        last = max(pub.acked.values())
+        got = await _replicas_agree(servers, (len(pub.acked), 1, last), timeout=60)
+        assert len(got) == 3
+        contents = await _contents(ncs["js-b"])
+        try:
+            _check(pub.acked, contents)
+        except AssertionError:
+            print("LOG", [x for x in pub.log if x[1] != x[0] + 1][:20], "retries", pub.retries)
+            raise
+        # The replica the fault hit, as leader, serves the same messages.
+        r = await ncs[leader].request(
+            "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+            json.dumps({"placement": {"preferred": leader}}).encode(), timeout=5)
+        assert json.loads(r.data).get("success"), r.data
+
+        async def led():
+            info = await _info(ncs[leader].jetstream(timeout=5))
+            return info.cluster.leader == leader
+        try:
+            await eventually_async(led, timeout=20, what="the faulted replica leading")
+        except AssertionError:
+            pytest.skip("the faulted replica did not take the leadership")
+        assert await _contents(ncs[leader]) == contents
+    finally:
+        for nc in ncs.values():
+            await nc.close()
