@@ -43,6 +43,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
-        for s in list(servers.RUNNING):
+        # The servers this test was given (fixtures), still running.
+        mine = [v for v in getattr(item, "funcargs", {}).values() if v in servers.RUNNING]
+        for s in mine:
             tail = "\n".join(s.log().splitlines()[-40:])
             report.sections.append(("%s log (port %s)" % (s.kind, s.port), tail))

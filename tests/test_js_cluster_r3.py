@@ -135,7 +135,15 @@ async def _r3(tmp_path, ports, servers):
         servers[leader] = _start(tmp_path, ports, leader)
         await _replicas_agree(servers, (24, 3, 33))
         # KV with replicas: puts and gets through the leader.
-        kv = await js[survivors[1]].create_key_value(bucket="CFG", replicas=3)
+        async def made():
+            # (answered by the new group's first leader: on a loaded machine
+            # its election may outlast a client's timeout; the same create
+            # again is answered with the bucket's info)
+            try:
+                return await js[survivors[1]].create_key_value(bucket="CFG", replicas=3)
+            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                return None
+        kv = await eventually_async(made, timeout=60, what="the KV bucket created")
         await kv.put("a", b"1")
         kv2 = await js[survivors[0]].key_value("CFG")
         assert (await kv2.get("a")).value == b"1"

@@ -723,7 +723,9 @@ def test_replay_original_push(w):
     assert [(g.data, tokens(g.reply)) for g in got] == [
         (b"m1", [1, 1, 1, 3]), (b"m2", [1, 2, 2, 2]), (b"m3", [1, 3, 3, 1]), (b"m4", [1, 4, 4, 0])]
     gaps = _stored_gaps(got)
-    assert gaps[0] >= 0.3 and gaps[1] >= 0.6, gaps
+    # (the pauses were 0.3 s and 0.6 s on the publisher's side; a loaded
+    # server may store the earlier message of a pair a little late)
+    assert gaps[0] >= 0.25 and gaps[1] >= 0.5, gaps
     for prev, g, gap in zip(got, got[1:], gaps):
         at(g.t - prev.t, gap)
     assert raw_seqs(w.info("RP", "C"))["delivered"] == (4, 4)

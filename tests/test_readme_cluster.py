@@ -116,36 +116,56 @@ def _meta_leader(http_port):
     return json.loads(body).get("meta_cluster", {}).get("leader", "") if status == 200 else ""
 
 
-def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
-    lines, script = _jetstream_example()
-    assert len(lines) == 3
+def _launch(lines, tmp_path, attempt):
+    """Start the example's three servers on free ports; None when one of them
+    exits at once (a port taken by another test in between), to try again."""
     fixed = sorted({int(p) for line in lines for p in re.findall(r"\b(\d{4})\b", line)})
     ports = dict(zip(fixed, _free_ports(len(fixed))))
 
     def local(text):
         text = re.sub(r"\b(\d{4})\b", lambda m: str(ports[int(m.group(1))]), text)
-        return text.replace("/tmp/", str(tmp_path) + "/")
+        return text.replace("/tmp/", "%s/%d-" % (tmp_path, attempt))
     procs, http_ports = [], []
     env = dict(os.environ, PYTHONPATH=ROOT)
-    try:
-        for i, line in enumerate(lines):
-            argv = shlex.split(local(line.rstrip(" &")))
-            http_ports.append(int(argv[argv.index("-m") + 1]))
-            log = open(tmp_path / ("node%d.log" % i), "wb")
-            procs.append(subprocess.Popen([sys.executable, "-m", "natsbroker"] + argv[1:],
-                                          stdout=log, stderr=subprocess.STDOUT, env=env))
-        deadline = time.time() + 90
-        while time.time() < deadline and not all(_meta_leader(h) for h in http_ports):
-            time.sleep(0.3)
-        assert all(_meta_leader(h) for h in http_ports), "no meta leader"
-        out = subprocess.run([sys.executable, "-c", local(script)], capture_output=True,
-                             text=True, timeout=60, cwd=str(tmp_path))
-        assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", out.stdout + out.stderr
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    for i, line in enumerate(lines):
+        argv = shlex.split(local(line.rstrip(" &")))
+        http_ports.append(int(argv[argv.index("-m") + 1]))
+        log = open(tmp_path / ("node%d-%d.log" % (i, attempt)), "wb")
+        procs.append(subprocess.Popen([sys.executable, "-m", "natsbroker"] + argv[1:],
+                                      stdout=log, stderr=subprocess.STDOUT, env=env))
+    return procs, http_ports, local
+
+
+def _stop(procs):
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
+    lines, script = _jetstream_example()
+    assert len(lines) == 3
+    for attempt in range(3):
+        procs, http_ports, local = _launch(lines, tmp_path, attempt)
+        try:
+            deadline = time.time() + 90
+            while time.time() < deadline and not all(_meta_leader(h) for h in http_ports):
+                if any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.3)
+            if any(p.poll() is not None for p in procs):
+                continue  # a port was taken meanwhile: new ports
+            logs = "".join(open(tmp_path / ("node%d-%d.log" % (i, attempt)), errors="replace").read()
+                           for i in range(3))
+            assert all(_meta_leader(h) for h in http_ports), "no meta leader:\n" + logs[-6000:]
+            out = subprocess.run([sys.executable, "-c", local(script)], capture_output=True,
+                                 text=True, timeout=60, cwd=str(tmp_path))
+            assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", out.stdout + out.stderr
+            return
+        finally:
+            _stop(procs)
+    raise AssertionError("the example's servers did not stay up in three attempts")
