@@ -44,7 +44,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call"):
         # The servers this test was given (fixtures), still running.
-        mine = [v for v in getattr(item, "funcargs", {}).values() if v in servers.RUNNING]
+        running = list(servers.RUNNING)
+        mine = [s for s in running
+                if any(v is s for v in getattr(item, "funcargs", {}).values())]
         for s in mine:
             tail = "\n".join(s.log().splitlines()[-40:])
             report.sections.append(("%s log (port %s)" % (s.kind, s.port), tail))

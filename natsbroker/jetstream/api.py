@@ -446,7 +446,9 @@ def _info(js, stream, did_create=False, leader=False, subjects_filter=None,
     info = SM.stream_info_json(
         stream.config, stream.created, stream_state(stream, subjects_filter, deleted_details),
         cluster_leader=js.broker.server_name if leader else None,
-        cluster=stream.group.cluster_info() if leader and stream.group is not None else None,
+        # In a cluster every answer about a stream has its cluster block
+        # (create and update too); a single server's only STREAM.INFO.
+        cluster=js.server.cluster.cluster_block(stream) if js.server.cluster is not None else None,
         domain="" if did_create else js.js.domain, mirror=mirror, sources=sources)
     out = dict(info)
     if did_create:

@@ -1587,6 +1587,63 @@ async def jwt_auth(args):
     return out
 
 
+@scenario
+async def js_cluster(args):
+    """An R3 stream through a three-node cluster: the
+    create answered by the stream's first leader, acks after replication, a
+    pull consumer, the cluster block of the stream info (names only: which
+    server leads differs run to run)."""
+    nc = await connect(args)
+    js = nats.jetstream.new(nc, strict=args.strict)
+    out = {}
+    deadline = time.monotonic() + 4 * DEADLINE
+    while True:  # until the meta group has a leader
+        try:
+            stream = await js.create_stream(name="R3", subjects=["r3.>"], num_replicas=3)
+            break
+        except (TimeoutError, asyncio.TimeoutError, StatusError, NoRespondersError) as e:
+            last = e
+        except JetStreamError as e:
+            if e.code != 503:
+                raise
+            last = e
+        except Exception as e:  # (strict mode: a field the client does not know)
+            out["create"] = {"error": type(e).__name__, "text": re.sub(r"\[.*\]", "[...]", str(e))}
+            await nc.close()
+            return out
+        if time.monotonic() > deadline:
+            raise last
+        await asyncio.sleep(0.5)
+    out["created"] = [stream.info.config.name, stream.info.config.num_replicas]
+    acks = []
+    for i in range(5):
+        a = await js.publish("r3.%d" % i, b"m%d" % i, timeout=DEADLINE)
+        acks.append([a.stream, a.sequence, a.duplicate])
+    out["acks"] = acks
+    try:
+        info = await js.get_stream_info("R3")
+        cl = info.cluster
+        out["info"] = {"messages": info.state.messages, "cluster": cl.name,
+                       "leader_known": bool(cl.leader), "raft_group": cl.raft_group[:5],
+                       "replicas": len(cl.replicas or ()),
+                       "members": sorted([r.name for r in cl.replicas or ()] + [cl.leader]),
+                       "current": sorted(r.current for r in cl.replicas or ())}
+    except Exception as e:  # (strict mode: a field the client does not know)
+        out["info"] = {"error": type(e).__name__, "text": re.sub(r"\[.*\]", "[...]", str(e))}
+    consumer = await stream.create_consumer(name="C", durable_name="C", ack_policy="explicit")
+    batch = await consumer.fetch(max_messages=5, max_wait=DEADLINE)
+    got = []
+    async for m in batch:
+        got.append([m.subject, text(m.data), m.metadata.sequence.stream])
+        await m.double_ack(timeout=DEADLINE)
+    out["fetched"] = got
+    ci = await js.get_consumer_info("R3", "C")
+    out["ack_floor"] = ci.ack_floor.get("stream_seq")
+    out["delete"] = await js.delete_stream("R3")
+    await nc.close()
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=sorted(SCENARIOS))

@@ -304,6 +304,14 @@ class ClusterController:
         # The account's own requests (INFO): the meta leader.
         return self.is_meta_leader
 
+    def cluster_block(self, stream):
+        """The ``cluster`` of a stream's info in a cluster (nats-server's
+        clusterInfo): its group as its leader sees it, or for a stream of
+        one replica the cluster's name and this server."""
+        if stream.group is not None:
+            return stream.group.cluster_info()
+        return {"name": self.broker.config.cluster.name, "leader": self.broker.server_name}
+
     def hosts(self, jsa, stream):
         return stream in jsa.streams
 

@@ -140,6 +140,7 @@ class StreamGroup:
         self.bytes_since = 0
         self._check = None
         self.started = broker.reactor.seconds()
+        self._recampaigns = []
         self.quorum_lost_sent = -1e18
 
     @property
@@ -159,12 +160,24 @@ class StreamGroup:
         self.transport.start()
         if not self.node.recovering and self.raft.preferred == self.node.id:
             # The placement's first choice campaigns at once (nats-server's
-            # createRaftGroup: a new group's preferred peer does).
+            # createRaftGroup: a new group's preferred peer does). Its peers
+            # make their replicas when they learn the assignment committed,
+            # which may be after its first vote request went unheard: it asks
+            # again soon rather than after a whole election timeout (4-9 s).
+            self.transport.call(self.node.campaign, immediately=True)
+            for delay in (0.25, 0.75, 2.0):
+                self._recampaigns.append(self.broker.reactor.callLater(delay, self._recampaign))
+
+    def _recampaign(self):
+        if not self.transport.stopped and not self.node.leader:
             self.transport.call(self.node.campaign, immediately=True)
 
     def stop(self, snapshot=True):
         """Leave the group; ``snapshot``: compact the log first (a shutdown,
         not a delete)."""
+        for call in self._recampaigns:
+            if call.active():
+                call.cancel()
         if self._check is not None and self._check.active():
             self._check.cancel()
         if snapshot and not self.transport.stopped:
@@ -528,16 +541,17 @@ class StreamGroup:
             if peer == node.id and not with_self:
                 continue
             p = node.peers[peer]
+            # nats-server's PeerInfo, in its field order.
             r = {"name": ctl._name(peer), "current": peer == node.id or bool(
                 node.is_leader and p.li >= node.commit) or (peer == node.leader and p.ts is not None
-                                                              and now - p.ts <= 2.0),
-                 "active": int((now - p.ts) * 1e9) if p.ts is not None and peer != node.id else 0,
-                 "peer": peer}
-            if node.is_leader and peer != node.id and p.li < node.commit:
-                r["lag"] = node.commit - p.li
+                                                              and now - p.ts <= 2.0)}
             info = ctl.peers.get(peer)
             if info is not None and info.offline:
                 r["offline"] = True
+            r["active"] = int((now - p.ts) * 1e9) if p.ts is not None and peer != node.id else 0
+            if node.is_leader and peer != node.id and p.li < node.commit:
+                r["lag"] = node.commit - p.li
+            r["peer"] = peer
             out.append(r)
         return out
 
@@ -549,7 +563,12 @@ class StreamGroup:
                "leader": self.controller._name(node.leader) if node.leader else ""}
         if self.leader_since is not None:
             out["leader_since"] = gotime.rfc3339(self.leader_since_ns)
-        replicas = self._peer_infos()
+        # Its Raft traffic goes over the system account, as nats-server's
+        # (it says so since 2.12).
+        system = self.broker.system_account
+        out["system_account"] = True
+        out["traffic_account"] = system.name if system is not None else "$SYS"
+        replicas = sorted(self._peer_infos(), key=lambda r: r["name"])
         if replicas:
             out["replicas"] = replicas
         return out
