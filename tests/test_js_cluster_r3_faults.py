@@ -170,3 +170,63 @@ async def _faulted(tmp_path, ports, servers, fault):
     finally:
         for nc in ncs.values():
             await nc.close()
+
+
+def test_a_replica_with_a_damaged_log_is_caught_up_never_trusted_never_deleted(tmp_path):
+    import plyvel
+
+    from tests.support.servers import free_port as _free
+    ports = {n: _free() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_damaged(tmp_path, ports, servers, plyvel))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _damaged(tmp_path, ports, servers, plyvel):
+    nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=5)
+        await _until_created(js, name="R3", subjects=["r3.>"], num_replicas=3)
+        for i in range(10):
+            await _publish_retry(js, i)
+        await _replicas_agree(servers, (10, 1, 10))
+        # js-c's log: one entry's bytes flipped while it is down.
+        servers["js-c"].stop()
+        jsdir = tmp_path / "js-c" / "jetstream" / "$SYS" / "_js_"
+        group = next(d for d in os.listdir(jsdir) if d.startswith("S-R3F-"))
+        db = plyvel.DB(str(jsdir / group))
+        # (a shutdown compacts the log: its snapshot record, else an entry)
+        key = b"snap" if db.get(b"snap") is not None else next(db.iterator(prefix=b"log"))[0]
+        value = db.get(key)
+        db.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+        db.close()
+        for i in range(10, 15):
+            await _publish_retry(js, i)
+        servers["js-c"] = _start(tmp_path, ports, "js-c")
+        await _replicas_agree(servers, (15, 1, 15), timeout=60)
+        log = servers["js-c"].log()
+        assert "Raft log damaged" in log and "caught up" not in log.split("Raft log damaged")[0]
+        aside = [d for d in os.listdir(jsdir) if d.startswith(group + ".damaged-")]
+        assert len(aside) == 1 and group in os.listdir(jsdir)  # kept, beside a new log
+        db = plyvel.DB(str(jsdir / aside[0]))
+        assert db.get(key) == value[:-1] + bytes([value[-1] ^ 1])  # left as it was
+        db.close()
+        await _publish_retry(js, 15)
+        await _replicas_agree(servers, (16, 1, 16), timeout=30)
+    finally:
+        await nc.close()
+
+
+async def _publish_retry(js, i):
+    async def sent():
+        try:
+            return await js.publish("r3.%d" % (i % 3), b"p-%d" % i, timeout=2,
+                                    headers={"Nats-Msg-Id": str(i)})
+        except (nats.errors.Error, asyncio.TimeoutError):
+            return None
+    return await eventually_async(sent, timeout=30, what="an ack for p-%d" % i)

@@ -282,3 +282,19 @@ class FileStorage:
     def close(self):
         if not self._db.closed:
             self._db.close()
+
+
+def move_aside(path, now=None):
+    """Rename a damaged group's directory out of the way, never deleting it
+    (it stays for inspection): ``<path>.damaged-<UTC time>``; returns the new
+    path."""
+    import time
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    target = "%s.damaged-%s" % (path, stamp)
+    n = 1
+    while os.path.exists(target):
+        n += 1
+        target = "%s.damaged-%s-%d" % (path, stamp, n)
+    os.rename(path, target)
+    return target
+

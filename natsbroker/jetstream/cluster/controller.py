@@ -580,7 +580,14 @@ class ClusterController:
         # A follower until elected: no publishes taken, no consumers run.
         jsa.capture(stream)
         jsa.park_consumers(stream)
-        group.start()
+        try:
+            group.start()
+        except Exception as e:
+            # This replica stays out of service (a follower that never
+            # follows) rather than take the meta group down with it.
+            log.failure("JetStream cluster: stream '{a} > {s}' ({g}) cannot start its replica",
+                        a=jsa.account_name, s=name, g=group.name)
+            jsa.stream_offline(name, "replica cannot start: %s" % e)
 
     def _stop_group(self, group, remove=False):
         self.groups.pop(group.name, None)

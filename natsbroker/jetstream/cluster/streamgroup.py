@@ -43,9 +43,9 @@ import os
 import random
 
 from natsbroker import jsonbound, nuid as nuids
-from natsbroker.cluster.raft.filestorage import FileStorage
+from natsbroker.cluster.raft.filestorage import FileStorage, move_aside
 from natsbroker.cluster.raft.node import Node, NotLeader
-from natsbroker.cluster.raft.storage import MemoryStorage
+from natsbroker.cluster.raft.storage import MemoryStorage, StorageError
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType
 from natsbroker.gocompat import gojson, times as gotime
@@ -112,22 +112,7 @@ class StreamGroup:
         broker = controller.broker
         self.broker = broker
         self.path = group_dir(store_dir, raft.name)
-        if raft.store == "memory":
-            # A memory stream's log is in memory too, as nats-server keeps it:
-            # a restarted replica rejoins empty and is caught up by the leader
-            # (and a cluster restarted whole has the stream, empty).
-            recovering = False
-            self.storage = MemoryStorage()
-        else:
-            recovering = os.path.exists(os.path.join(self.path, "CURRENT"))
-            os.makedirs(self.path, mode=0o700, exist_ok=True)
-            self.storage = FileStorage(self.path)
-        self.node = Node(raft.name, controller.id, self.storage, clock=broker.reactor.seconds,
-                         rng=random.SystemRandom(), peers=list(raft.peers),
-                         cluster_size=len(raft.peers), recovering=recovering)
-        self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
-                                       on_commit=self._commit, on_leader=self._leader,
-                                       log=self._log)
+        self.storage = self.node = self.transport = None  # (start() opens them)
         self.pending_reply = pending_reply
         self.leader_since = None
         self.failed = None
@@ -146,18 +131,63 @@ class StreamGroup:
     @property
     def is_leader(self):
         node = self.node
-        return node.is_leader and node.leader_ready
+        return node is not None and node.is_leader and node.leader_ready
 
     @property
     def leader(self):
-        return self.node.leader
+        return self.node.leader if self.node is not None else ""
+
+    def _open(self, damaged=False):
+        raft, broker = self.raft, self.broker
+        if raft.store == "memory":
+            # A memory stream's log is in memory too, as nats-server keeps it:
+            # a restarted replica rejoins empty and is caught up by the leader
+            # (and a cluster restarted whole has the stream, empty).
+            recovering = False
+            self.storage = MemoryStorage()
+        else:
+            # A replica whose log was moved aside rejoins empty but as one
+            # that had data: its votes count as empty ones (never toward a
+            # quorum on their own), so it cannot help elect a leader that
+            # lacks what it had acknowledged.
+            recovering = damaged or os.path.exists(os.path.join(self.path, "CURRENT"))
+            os.makedirs(self.path, mode=0o700, exist_ok=True)
+            self.storage = FileStorage(self.path)
+        self.node = Node(raft.name, self.controller.id, self.storage, clock=broker.reactor.seconds,
+                         rng=random.SystemRandom(), peers=list(raft.peers),
+                         cluster_size=len(raft.peers), recovering=recovering)
+        self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
+                                       on_commit=self._commit, on_leader=self._leader,
+                                       log=self._log)
+
+    def _start_transport(self):
+        """Open the log and replay it. A damaged log (a record whose checksum
+        fails, a database LevelDB cannot open) is not trusted and not
+        deleted: it is moved aside, named in the log, and this replica
+        rejoins with an empty one, to be caught up by its peers from theirs
+        (the stream's own store, checked separately, is kept)."""
+        try:
+            self._open()
+            self.transport.start()
+            return
+        except StorageError as e:
+            why = str(e)
+        try:
+            self.storage.close()
+        except Exception:
+            pass
+        aside = move_aside(self.path)
+        self._log("error", "Raft log damaged (%s): moved to %s, not used; this replica "
+                  "rejoins with an empty log and is caught up by its peers" % (why, aside))
+        self._open(damaged=True)
+        self.transport.start()
 
     def start(self):
         if self.sync:
             self._sync_sub = self.jsa.broker.subscribe(self.sync.encode(), self._on_sync, hidden=True)
         self._check = self.broker.reactor.callLater(
             SNAPSHOT_INTERVAL + random.random() * 60.0, self._periodic)
-        self.transport.start()
+        self._start_transport()
         if not self.node.recovering and self.raft.preferred == self.node.id:
             # The placement's first choice campaigns at once (nats-server's
             # createRaftGroup: a new group's preferred peer does). Its peers
@@ -180,6 +210,8 @@ class StreamGroup:
                 call.cancel()
         if self._check is not None and self._check.active():
             self._check.cancel()
+        if self.transport is None:
+            return
         if snapshot and not self.transport.stopped:
             self.snapshot()
         self._end_catchup()
