@@ -46,12 +46,21 @@ def info_object(js, stream, c):
         ack_floor=CM.SequenceInfo(consumer_seq=ac, stream_seq=as_, last_active=lat or None),
         num_ack_pending=i["num_ack_pending"], num_redelivered=i["num_redelivered"],
         num_waiting=i["num_waiting"], num_pending=i["num_pending"],
-        push_bound=i["push_bound"], pinned=i["pinned"])
+        push_bound=i["push_bound"], pinned=i["pinned"],
+        # (its place in the answer; the block itself is the cluster layer's)
+        cluster=CM.ClusterInfo(leader="-") if js.server.cluster is not None else None)
+
+
+def _with_cluster(js, stream, c, out):
+    """In a cluster a consumer's info has its cluster block, as nats-server's."""
+    if "cluster" in out and js.server.cluster is not None:
+        out["cluster"] = js.server.cluster.consumer_cluster_block(stream, c)
+    return out
 
 
 def info_response(js, stream, c):
     """A consumer's info as the API answers it (CONSUMER.INFO, CREATE, ...), without its type."""
-    out = CM.consumer_info_json(info_object(js, stream, c))
+    out = _with_cluster(js, stream, c, CM.consumer_info_json(info_object(js, stream, c)))
     out.pop("type", None)
     return out
 
@@ -148,8 +157,9 @@ def consumer_list(js, args, body):
     page = names[offset:offset + AM.JS_API_LIST_LIMIT]
     infos = []
     for n in page:
-        out = CM.consumer_info_json(info_object(js, stream, stream.consumers[n]), dynamic=False)
-        infos.append(out)
+        c = stream.consumers[n]
+        infos.append(_with_cluster(js, stream, c, CM.consumer_info_json(
+            info_object(js, stream, c), dynamic=False)))
     return {"total": len(names), "offset": offset, "limit": AM.JS_API_LIST_LIMIT,
             "consumers": infos}
 

@@ -312,6 +312,15 @@ class ClusterController:
             return stream.group.cluster_info()
         return {"name": self.broker.config.cluster.name, "leader": self.broker.server_name}
 
+    def consumer_cluster_block(self, stream, consumer):
+        """The ``cluster`` of a consumer's info: a durable consumer of a
+        replicated stream is replicated by the stream's group (natsbroker has
+        no Raft group per consumer), so that group's block; any other runs
+        on this server alone ({name, leader}, as nats-server's R1 consumers)."""
+        if stream.group is not None and consumer.config.durable_name:
+            return stream.group.cluster_info()
+        return {"name": self.broker.config.cluster.name, "leader": self.broker.server_name}
+
     def hosts(self, jsa, stream):
         return stream in jsa.streams
 
