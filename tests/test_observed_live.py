@@ -578,9 +578,12 @@ def _check_deleted(w, stream, name):
     assert keys == ["type", "id", "timestamp", "stream", "consumer", "action"]
     assert body == {"type": "io.nats.jetstream.advisory.v1.consumer_action", "stream": stream,
                     "consumer": name, "action": "delete"}
+    # (nats-server may send the advisory a moment before its API stops
+    # listing the consumer, on a loaded machine)
+    w.wait_for(lambda: w.api("$JS.API.CONSUMER.NAMES." + stream)["consumers"] == [],
+               what="the consumer gone from the names")
     assert w.info(stream, name)["error"] == {"code": 404, "err_code": 10014,
                                              "description": "consumer not found"}
-    assert w.api("$JS.API.CONSUMER.NAMES." + stream)["consumers"] == []
     return adv
 
 
