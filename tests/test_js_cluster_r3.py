@@ -291,3 +291,78 @@ async def _behind(tmp_path, ports, servers):
         await _replicas_agree(servers, (10, 1, 10), stream="M3", timeout=60)
     finally:
         await nc.close()
+
+
+def test_scaling_a_stream_from_one_replica_to_three_and_back(tmp_path):
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_scale(servers))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _scale(servers):
+    nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=10)
+        await _until_created(js, name="SC", subjects=["sc.>"], num_replicas=1)
+        for i in range(20):
+            await _publish(js, "sc.%d" % (i % 4), b"m%d" % i)
+        await js.add_consumer("SC", durable_name="D", ack_policy="explicit")
+        sub = await js.pull_subscribe("sc.>", durable="D", stream="SC")
+        for m in await _fetch(sub, 5):
+            await m.ack_sync()
+        hosts = [n for n, s in servers.items() if _stored(s, "SC")]
+        assert len(hosts) == 1
+        # 1 -> 3: the new replicas catch up to the host's messages.
+        info = await js.update_stream(name="SC", subjects=["sc.>"], num_replicas=3)
+        assert info.config.num_replicas == 3
+        await _replicas_agree(servers, (20, 1, 20), stream="SC", timeout=60)
+        ack = await _publish(js, "sc.x", b"after scale up")
+        assert ack.seq == 21
+        await _replicas_agree(servers, (21, 1, 21), stream="SC")
+        info = await _info(js, "SC")
+        assert len(info.cluster.replicas) == 2
+        # The consumer made before the scale-up is on every replica now: it
+        # survives its leader stepping down.
+        old = info.cluster.leader
+        r = await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.SC", b"", timeout=5)
+        assert json.loads(r.data).get("success")
+
+        async def moved():
+            got = await _info(js, "SC")
+            return got if got.cluster.leader != old else None
+        await eventually_async(moved, timeout=30, what="a new leader of SC")
+
+        async def d_info():
+            try:
+                return await js.consumer_info("SC", "D")
+            except (nats.errors.TimeoutError, nats.js.errors.NotFoundError):
+                return None
+        ci = await eventually_async(d_info, timeout=30, what="D from the new leader")
+        assert ci.ack_floor.stream_seq == 5
+        # 3 -> 1: two replicas go; the one kept goes on as an R1 stream with
+        # the consumer where it was.
+        info = await js.update_stream(name="SC", subjects=["sc.>"], num_replicas=1)
+        assert info.config.num_replicas == 1
+
+        async def one_left():
+            return [n for n, s in servers.items() if _stored(s, "SC")] if sum(
+                1 for s in servers.values() if _stored(s, "SC")) == 1 else None
+        (kept,) = await eventually_async(one_left, timeout=30, what="one replica left")
+        ack = await _publish(js, "sc.y", b"after scale down")
+        assert ack.seq == 22 and _stored(servers[kept], "SC") == (22, 1, 22)
+
+        async def rest():
+            try:
+                return await sub.fetch(17, timeout=2)
+            except (nats.errors.TimeoutError, nats.js.errors.NotFoundError):
+                return None
+        msgs = await eventually_async(rest, timeout=30, what="the rest through D")
+        assert [m.metadata.sequence.stream for m in msgs][:1] == [6]
+    finally:
+        await nc.close()

@@ -45,7 +45,7 @@ from natsbroker.jetstream.cluster.entries import (
 )
 from natsbroker.jetstream.cluster.metagroup import MetaGroup
 from natsbroker.jetstream.cluster.peers import PeerTable
-from natsbroker.jetstream.cluster.placement import create_group_for_stream
+from natsbroker.jetstream.cluster.placement import create_group_for_stream, select_peer_group
 from natsbroker.jetstream.cluster.streamgroup import StreamGroup
 
 log = Logger("natsbroker.jetstream.cluster")
@@ -415,14 +415,14 @@ class ClusterController:
             cfg = SC.parse_stream_config(body, name, update=True, account_limits=jsa.limits)
             cfg = SC.check_update(old.stream_config(), SC.fill_defaults(
                 cfg, max_duplicate_window=jsa.js.limits.duplicate_window), clustered=True)
-            if cfg.num_replicas != len(old.group.peers if old.group else ()):
-                raise E.ApiError(400, 10074, "changing a stream's replicas is not supported "
-                                 "by natsbroker's cluster yet")
             _check_replicated(cfg)
             self._check_overlap(acc, cfg, skip=name)
+            group = old.group
+            if group is not None and cfg.num_replicas != len(group.peers):
+                group = self._rescaled(old, cfg)
             self._propose(EntryOp.UPDATE_STREAM, StreamAssignment(
                 client=self._client(jsa), created=old.created, config_json=config_text(cfg),
-                group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
+                group=group, sync=old.sync, subject=subject.decode(), reply=reply_text))
         elif kind == "stream_delete_response":
             old = state.stream(acc, name)
             if old is None:
@@ -430,6 +430,29 @@ class ClusterController:
             self._propose(EntryOp.REMOVE_STREAM, StreamAssignment(
                 client=old.client, created=old.created, config_json=old.config_json,
                 group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
+
+    def _rescaled(self, old, cfg):
+        """The group of a stream whose ``num_replicas`` changes: its peers
+        kept first (its leader first of all when this server knows it), new
+        ones placed beside them, or the first ones kept when it shrinks; the
+        group's name stays (nats-server's processClusterUpdateStream)."""
+        peers = list(old.group.peers)
+        if len(peers) > 1 and cfg.num_replicas > 1:
+            # Membership changes of a running group, one peer at a time, are
+            # not wired to the stream layer yet: 1 -> N and N -> 1 are.
+            raise E.ApiError(400, 10074, "changing a replicated stream's replicas other than "
+                             "to or from 1 is not supported by natsbroker's cluster yet")
+        local = self.groups.get(old.group.name)
+        if local is not None and local.leader in peers:
+            peers.remove(local.leader)
+            peers.insert(0, local.leader)
+        chosen = select_peer_group(  # (a PlacementError is the API's 10005)
+            self.peers, old.group.cluster or self.broker.config.cluster.name, cfg,
+            existing=peers, replicas=cfg.num_replicas, meta_peers=sorted(self.meta.node.peers),
+            ignore=self._unresponsive(), rng=self.rng,
+            assignments=[sa.group.peers for sa in self.meta.state.streams.values() if sa.group])
+        return RaftGroup(name=old.group.name, peers=list(chosen), store=old.group.store,
+                         cluster=old.group.cluster, preferred=chosen[0])
 
     def _propose(self, op, sa):
         self.meta.propose(encode_meta_entry(op, sa))
@@ -532,36 +555,55 @@ class ClusterController:
         if jsa is None:
             return
         sa = change.assignment
-        if not sa.group or self.id not in sa.group.peers:
+        if not sa.group:
+            return
+        name = change.stream
+        stream = jsa.streams.get(name)
+        if self.id not in sa.group.peers:
+            if change.kind == "stream_updated" and stream is not None:
+                self._leave(jsa, stream)  # scaled down without this server
             return
         replicated = len(sa.group.peers) > 1
         body = b""
-        subject = sa.subject.encode() if sa.subject else b""
         # A replayed entry (a restart) has no one waiting for its answer.
         reply = sa.reply.encode() if sa.reply and not self.meta.replaying else None
-        stream = jsa.streams.get(change.stream)
         group = stream.group if stream is not None else None
+        update = b"$JS.API.STREAM.UPDATE." + name.encode()
         if change.kind == "stream_added" or (change.kind == "stream_updated" and stream is None):
-            subject = b"$JS.API.STREAM.CREATE." + change.stream.encode()
+            subject = b"$JS.API.STREAM.CREATE." + name.encode()
             body = sa.config_json.encode()
             if replicated:
-                # Made on every replica; its first leader answers.
+                # Made on every replica; its first leader answers. A replica
+                # added to a running stream waits, an observer, for its data.
                 api.handle(jsa, subject, None, body)
-                self._start_group(jsa, change.stream, sa, reply)
+                self._start_group(jsa, name, sa, reply, scale_up=change.kind == "stream_updated")
                 return
         elif change.kind == "stream_updated":
-            if subject.startswith(b"$JS.API.STREAM.CREATE."):
+            if sa.subject.startswith("$JS.API.STREAM.CREATE."):
                 # The same create again: answered with the stream's info.
-                subject = b"$JS.API.STREAM.INFO." + change.stream.encode()
+                subject = b"$JS.API.STREAM.INFO." + name.encode()
             else:
-                subject = b"$JS.API.STREAM.UPDATE." + change.stream.encode()
-                body = sa.config_json.encode()
+                subject, body = update, sa.config_json.encode()
+            if group is None and replicated and len(sa.group.peers) > 1:
+                # Scaled up from one replica, this one: it answers, then leads
+                # the new group and hands its peers a snapshot to catch up to.
+                api.handle(jsa, update, reply, sa.config_json.encode())
+                self._start_group(jsa, name, sa, None, lead_with_snapshot=True)
+                return
+            if group is not None and not replicated:
+                # Scaled down to this replica alone: an R1 stream again.
+                self._stop_group(group, remove=True)
+                stream.group = None
+                api.handle(jsa, update, reply, sa.config_json.encode())
+                jsa.capture(stream)
+                jsa.resume_consumers(stream)
+                return
             if group is not None and not self._answers(group, sa):
                 reply = None
         elif change.kind == "stream_removed":
             if stream is None:
                 return
-            subject = b"$JS.API.STREAM.DELETE." + change.stream.encode()
+            subject = b"$JS.API.STREAM.DELETE." + name.encode()
             if group is not None:
                 if not self._answers(group, sa):
                     reply = None
@@ -571,6 +613,17 @@ class ClusterController:
             return
         api.handle(jsa, subject, reply, body)
 
+    def _leave(self, jsa, stream):
+        """This server's replica is no longer one of the stream's: its group
+        and its copy go (the stream lives on its other replicas)."""
+        if stream.group is not None:
+            self._stop_group(stream.group, remove=True)
+            stream.group = None
+        log.info("JetStream cluster: stream '{a} > {s}' no longer has a replica here",
+                 a=jsa.account_name, s=stream.name)
+        jsa.delete_stream(stream)
+        jsa.schedule_commit()
+
     def _answers(self, group, sa):
         """Does this replica answer a request about its stream? Its leader
         does, or the first member when the group has none."""
@@ -578,12 +631,13 @@ class ClusterController:
             return group.is_leader
         return sa.group.peers and sa.group.peers[0] == self.id
 
-    def _start_group(self, jsa, name, sa, reply):
+    def _start_group(self, jsa, name, sa, reply, scale_up=False, lead_with_snapshot=False):
         stream = jsa.streams.get(name)
         if stream is None or stream.group is not None:
             return
         group = StreamGroup(self, jsa, stream, sa.group, self.store_dir,
-                            pending_reply=reply.decode("latin-1") if reply else None, sync=sa.sync)
+                            pending_reply=reply.decode("latin-1") if reply else None, sync=sa.sync,
+                            scale_up=scale_up, lead_with_snapshot=lead_with_snapshot)
         stream.group = group
         self.groups[group.name] = group
         # A follower until elected: no publishes taken, no consumers run.

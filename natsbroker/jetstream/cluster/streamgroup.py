@@ -49,7 +49,7 @@ from natsbroker.cluster.raft.storage import MemoryStorage, StorageError
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType
 from natsbroker.gocompat import gojson, times as gotime
-from natsbroker.jetstream import errors as E
+from natsbroker.jetstream import consumer_models as CM, errors as E
 from natsbroker.jetstream.cluster.entries import (
     DeletedSet,
     DeleteRange,
@@ -103,7 +103,8 @@ class StreamGroup:
     """The replica of ``stream`` (a natsbroker.jetstream.stream.Stream of
     ``jsa``) in the group ``raft`` (a RaftGroup), run by ``controller``."""
 
-    def __init__(self, controller, jsa, stream, raft, store_dir, pending_reply=None, sync=""):
+    def __init__(self, controller, jsa, stream, raft, store_dir, pending_reply=None, sync="",
+                 scale_up=False, lead_with_snapshot=False):
         self.controller = controller
         self.jsa = jsa
         self.stream = stream
@@ -113,6 +114,11 @@ class StreamGroup:
         self.broker = broker
         self.path = group_dir(store_dir, raft.name)
         self.storage = self.node = self.transport = None  # (start() opens them)
+        # A replica added to a running stream: an observer until it has data.
+        self.scale_up = scale_up
+        # The replica that had the stream alone: once it leads, it proposes a
+        # snapshot of it, which the new replicas catch up to.
+        self.lead_with_snapshot = lead_with_snapshot
         self.pending_reply = pending_reply
         self.leader_since = None
         self.failed = None
@@ -155,7 +161,8 @@ class StreamGroup:
             self.storage = FileStorage(self.path)
         self.node = Node(raft.name, self.controller.id, self.storage, clock=broker.reactor.seconds,
                          rng=random.SystemRandom(), peers=list(raft.peers),
-                         cluster_size=len(raft.peers), recovering=recovering)
+                         cluster_size=len(raft.peers), recovering=recovering,
+                         scale_up=self.scale_up and not recovering)
         self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
                                        on_commit=self._commit, on_leader=self._leader,
                                        log=self._log)
@@ -230,12 +237,16 @@ class StreamGroup:
                 or self.applied != node.applied:
             return
         self.jsa.commit()  # the store holds it all on disk before the log lets go of it
+        self.transport.call(node.install_snapshot, self._state())
+        self.entries_since = self.bytes_since = 0
+
+    def _state(self):
+        """The stream's state as a snapshot: counts, sequences, deletes."""
         st = self.stream.store.state()
         deleted = self.stream.store.deleted() if st.num_deleted else ()
-        snap = StreamSnapshot(st.msgs, st.bytes, st.first_seq, st.last_seq, 0, len(deleted),
-                              [DeletedSet(tuple(deleted))] if deleted else [])
-        self.transport.call(node.install_snapshot, encode_stream_snapshot(snap))
-        self.entries_since = self.bytes_since = 0
+        return encode_stream_snapshot(StreamSnapshot(
+            st.msgs, st.bytes, st.first_seq, st.last_seq, 0, len(deleted),
+            [DeletedSet(tuple(deleted))] if deleted else []))
 
     def _periodic(self):
         self._check = self.broker.reactor.callLater(SNAPSHOT_INTERVAL, self._periodic)
@@ -298,6 +309,19 @@ class StreamGroup:
         self._propose(_nb_entry(OP_API_REQUEST, {
             "subject": subject.decode("latin-1"), "reply": reply.decode("latin-1") if reply else "",
             "body": bytes(body).decode("latin-1")}))
+
+    def _replicate_consumers(self):
+        """The durable consumers the stream had before it had replicas: their
+        configs and states go to the new replicas through the log."""
+        stream = self.stream.name.encode()
+        for c in list(self.stream.consumers.values()):
+            if c.closed or not c.config.durable_name:
+                continue
+            body = json.dumps({"stream_name": self.stream.name,
+                               "config": CM.consumer_config_json(c.config)}).encode()
+            self.propose_api(b"$JS.API.CONSUMER.CREATE.%s.%s" % (stream, c.name.encode()), b"", body)
+            self.propose_consumer_state(c.name, c.state_json(),
+                                        (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr))
 
     def propose_consumer_state(self, name, state, floors):
         """A durable consumer's progress, so that a new leader goes on from
@@ -521,6 +545,7 @@ class StreamGroup:
                          leader=self.controller._name(self.node.id))
             if self.pending_reply:
                 jsa.respond_created(self.stream, self.pending_reply)
+
         else:
             if self.leader_since is not None and not self.node.has_quorum \
                     and now - self.started >= 5.0 and now - self.quorum_lost_sent >= 10.0:
@@ -536,6 +561,10 @@ class StreamGroup:
         jsa.capture(self.stream)
         if change.is_leader:
             jsa.resume_consumers(self.stream)
+            if self.lead_with_snapshot:
+                self.lead_with_snapshot = False
+                self.transport.call(self.node.send_snapshot, self._state())
+                self._replicate_consumers()
         else:
             jsa.park_consumers(self.stream)
 
