@@ -366,3 +366,64 @@ async def _scale(servers):
         assert [m.metadata.sequence.stream for m in msgs][:1] == [6]
     finally:
         await nc.close()
+
+
+def test_work_queue_and_interest_retention_replicate_their_removals(tmp_path):
+    ports = {n: free_port() for n in NAMES}
+    servers = {}
+    try:
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        asyncio.run(_retention(servers))
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
+async def _retention(servers):
+    nc = await nats.connect(servers["js-b"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=10)
+        await _until_created(js, name="WQ", subjects=["wq.>"], num_replicas=3,
+                             retention="workqueue")
+        await _until_created(js, name="IN", subjects=["in.>"], num_replicas=3,
+                             retention="interest")
+        # Interest, nobody interested: numbered, not kept, on every replica.
+        for i in range(5):
+            ack = await _publish(js, "in.%d" % i, b"i%d" % i)
+            assert ack.seq == i + 1
+        await _replicas_agree(servers, (0, 6, 5), stream="IN")
+        # With a consumer, kept until it acks.
+        await js.add_consumer("IN", durable_name="I", ack_policy="explicit")
+        isub = await js.pull_subscribe("in.>", durable="I", stream="IN")
+        for i in range(5, 9):
+            await _publish(js, "in.%d" % i, b"i%d" % i)
+        await _replicas_agree(servers, (4, 6, 9), stream="IN")
+        for m in await _fetch(isub, 2):
+            await m.ack_sync()
+        await _replicas_agree(servers, (2, 8, 9), stream="IN")
+        # A work queue: each acked message leaves every replica.
+        for i in range(10):
+            await _publish(js, "wq.%d" % i, b"w%d" % i)
+        await js.add_consumer("WQ", durable_name="W", ack_policy="explicit")
+        wsub = await js.pull_subscribe("wq.>", durable="W", stream="WQ")
+        for m in await _fetch(wsub, 6):
+            await m.ack_sync()
+        await _replicas_agree(servers, (4, 7, 10), stream="WQ")
+        # A new leader has the same queue and goes on from it.
+        old = (await _info(js, "WQ")).cluster.leader
+        r = await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.WQ", b"", timeout=5)
+        assert json.loads(r.data).get("success")
+
+        async def moved():
+            got = await _info(js, "WQ")
+            return got if got.cluster.leader != old else None
+        await eventually_async(moved, timeout=30, what="a new leader of WQ")
+        wsub2 = await js.pull_subscribe("wq.>", durable="W", stream="WQ")
+        rest = await _fetch(wsub2, 4)
+        assert [m.data for m in rest] == [b"w6", b"w7", b"w8", b"w9"]
+        for m in rest:
+            await m.ack_sync()
+        await _replicas_agree(servers, (0, 11, 10), stream="WQ")
+    finally:
+        await nc.close()

@@ -377,6 +377,7 @@ class JetStreamAccount:
         now, guard = stream.now, stream.guard
         stream.now = lambda: ts
         stream.guard = None
+        stream.replicated_apply = True
         try:
             res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg, ts=ts,
                                 sourced="source" if m.sourced else None)
@@ -386,6 +387,14 @@ class JetStreamAccount:
             return
         finally:
             stream.now, stream.guard = now, guard
+            stream.replicated_apply = False
+        if leader and stream.config.retention == "interest" and not res[1]:
+            # Stored everywhere; the leader, whose consumers run, takes out
+            # what none of them wants, and tells the replicas.
+            msg = stream.store.load(res[0])
+            if msg is not None and not stream.has_interest(msg.subject):
+                stream.remove(res[0], "interest")
+                stream.group.note_removed(res[0])
         if reply:
             seq, dup = res
             val = res.val if res.__class__ is Accepted else None
@@ -714,13 +723,17 @@ class JetStreamAccount:
         stream.store.del_floor(c.name.encode())
         self._dirty_consumers.discard(c)
         self._lazy_consumers.discard(c)
-        if stream.config.retention == "interest":
-            # Messages only this consumer still needed go with it.
+        group = stream.group
+        if stream.config.retention == "interest" and (group is None or group.is_leader):
+            # Messages only this consumer still needed go with it (a
+            # replicated stream's leader decides, and tells the replicas).
             st = stream.store.state()
             msg = stream.store.load_next(max(c.asflr + 1, st.first_seq))
             while msg is not None:
                 if not any(o.needs_ack(msg.seq, msg.subject) for o in stream.consumers.values()):
                     stream.remove(msg.seq, "interest")
+                    if group is not None:
+                        group.note_removed(msg.seq)
                 msg = stream.store.load_next(msg.seq + 1)
         self.advise("$JS.EVENT.ADVISORY.CONSUMER.DELETED.%s.%s" % (stream.name, c.name),
                     {"type": "io.nats.jetstream.advisory.v1.consumer_action",
@@ -771,7 +784,7 @@ class JetStreamAccount:
         interest streams once no other consumer needs it."""
         retention = stream.config.retention
         if retention == "workqueue":
-            stream.remove(seq, "ack")
+            removed = stream.remove(seq, "ack")
         elif retention == "interest":
             msg = stream.store.load(seq)
             if msg is None:
@@ -779,7 +792,12 @@ class JetStreamAccount:
             for c in stream.consumers.values():
                 if c is not consumer and c.needs_ack(seq, msg.subject):
                     return
-            stream.remove(seq, "ack")
+            removed = stream.remove(seq, "ack")
+        else:
+            return
+        group = stream.group
+        if removed is not False and group is not None and group.is_leader:
+            group.note_removed(seq)  # the replicas remove it too
 
     def _load_consumers(self, stream, skip=(), restart=True):
         ss = stream.store

@@ -206,6 +206,10 @@ class Stream:
     # The replica's Raft group (natsbroker.jetstream.cluster.streamgroup) of a
     # stream with more than one replica; None for a stream of one.
     group = None
+    # Set while a replica applies a committed message: interest retention is
+    # then its leader's call (it removes what nobody wants and says so in
+    # the log), not each replica's, whose consumers are not running.
+    replicated_apply = False
     # ``guard(subject, hdr, data)``: raises the ApiError of a publish the
     # server's or the account's storage limits refuse (natsbroker.jetstream.limits);
     # None when nothing bounds this stream's storage type.
@@ -434,7 +438,8 @@ class Stream:
         cfg = self._config
         store = self.store
         ts = self.now() if ts is None else ts
-        if cfg.retention == "interest" and not self.has_interest(subject):
+        if cfg.retention == "interest" and not self.replicated_apply \
+                and not self.has_interest(subject):
             # No consumer would ever see it: nats-server numbers the publish
             # but stores nothing.
             seq = store.skip(ts)

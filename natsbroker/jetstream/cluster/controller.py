@@ -677,14 +677,12 @@ def _durable(jsa, stream, kind, subject, body):
 
 def _check_replicated(cfg):
     """What a replicated stream cannot have yet: the parts that run on
-    each replica on their own (sourcing, schedules) or change the stream
-    on acks (interest and work-queue retention) would make replicas differ."""
+    each replica on their own (sourcing, schedules) would make replicas
+    differ."""
     if cfg.num_replicas <= 1:
         return
     why = None
-    if cfg.retention != "limits":
-        why = "%s retention" % cfg.retention
-    elif cfg.mirror is not None or cfg.sources:
+    if cfg.mirror is not None or cfg.sources:
         why = "mirrors and sources"
     elif cfg.allow_msg_schedules:
         why = "message schedules"

@@ -73,6 +73,9 @@ APPLIED_KEY = b"raft.applied"
 # as nats-server's meta records are.
 OP_API_REQUEST = 64
 OP_CONSUMER_STATE = 65
+# Messages the leader removed by retention (an ack of a work-queue or
+# interest stream, nobody interested): the replicas remove them too.
+OP_REMOVED = 66
 # jetstream_cluster.go monitorStream: compactNumMin, compactSizeMin, compactInterval.
 SNAPSHOT_MIN_ENTRIES = 65536
 SNAPSHOT_MIN_BYTES = 8 * 1024 * 1024
@@ -132,6 +135,7 @@ class StreamGroup:
         self._check = None
         self.started = broker.reactor.seconds()
         self._recampaigns = []
+        self._removed = []
         self.quorum_lost_sent = -1e18
 
     @property
@@ -323,6 +327,20 @@ class StreamGroup:
             self.propose_consumer_state(c.name, c.state_json(),
                                         (c.dseq - 1, c.sseq - 1, c.adflr, c.asflr))
 
+    def note_removed(self, seq):
+        """The leader removed ``seq`` by retention; the replicas hear of it
+        (one entry a reactor turn)."""
+        if not self.is_leader:
+            return
+        if not self._removed:
+            self.broker.reactor.callLater(0, self._flush_removed)
+        self._removed.append(seq)
+
+    def _flush_removed(self):
+        seqs, self._removed = self._removed, []
+        for i in range(0, len(seqs), 10000):
+            self._propose(_nb_entry(OP_REMOVED, {"seqs": seqs[i:i + 10000]}))
+
     def propose_consumer_state(self, name, state, floors):
         """A durable consumer's progress, so that a new leader goes on from
         it (redelivering at most what it had not heard of)."""
@@ -358,7 +376,7 @@ class StreamGroup:
             self.entries_since += 1
             self.bytes_since += len(e.data)
             try:
-                if e.data and e.data[0] in (OP_API_REQUEST, OP_CONSUMER_STATE):
+                if e.data and e.data[0] in (OP_API_REQUEST, OP_CONSUMER_STATE, OP_REMOVED):
                     op, rec = e.data[0], _nb_record(e.data)
                 else:
                     op, rec = decode_entry(e.data)
@@ -386,6 +404,11 @@ class StreamGroup:
                     rec["body"].encode("latin-1"))
                 if not leader:
                     jsa.park_consumers(self.stream)
+            elif op == OP_REMOVED:
+                if not leader:  # (the leader removed them when it said so)
+                    for seq in rec.get("seqs") or ():
+                        if type(seq) is int:
+                            self.stream.remove(seq, "ack")
             elif op == OP_CONSUMER_STATE and not leader:
                 jsa.apply_consumer_state(self.stream, rec["name"], rec["state"].encode("latin-1"),
                                          rec["floors"])
