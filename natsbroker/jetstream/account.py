@@ -431,8 +431,10 @@ class JetStreamAccount:
     def apply_consumer_state(self, stream, name, state, floors):
         """A durable consumer's state from the stream's leader."""
         c = stream.consumers.get(name)
-        if c is None or not c.closed:
-            return
+        if c is not None and not c.closed:
+            return  # running here: this server leads, its own state is newer
+        if stream.store.get_meta(consumer_key(name, b"config")) is None:
+            return  # (deleted meanwhile)
         stream.store.put_meta(consumer_key(name, b"state"), state)
         stream.store.set_floor(name.encode(), tuple(floors))
         self.schedule_commit()

@@ -969,9 +969,15 @@ class Consumer:
         self.lat = self.now()
         self._arm_inactivity()
         if reply and confirm:
-            # The confirmation waits for the commit that makes the ack durable.
+            # The confirmation waits for the commit that makes the ack durable
+            # (for a replicated stream's durable consumer: until the state
+            # that has it is committed in the stream's group).
             self.js.consumer_dirty(self, urgent=True)
-            self.js.reply_after_commit(reply, b"")
+            group = self.stream.group
+            if group is not None and self.config.durable_name:
+                group.confirm_with_state(self.name, reply)
+            else:
+                self.js.reply_after_commit(reply, b"")
 
     def _ack_msg(self, sseq, dseq):
         """An ack of ``sseq``; False if it was not delivered yet (ignored,

@@ -136,6 +136,9 @@ class StreamGroup:
         self.started = broker.reactor.seconds()
         self._recampaigns = []
         self._removed = []
+        self._confirms = {}  # consumer name -> ack replies for its next state
+        self._confirming = {}  # token -> ack replies, answered when it commits
+        self._token = 0
         self.quorum_lost_sent = -1e18
 
     @property
@@ -343,9 +346,21 @@ class StreamGroup:
 
     def propose_consumer_state(self, name, state, floors):
         """A durable consumer's progress, so that a new leader goes on from
-        it (redelivering at most what it had not heard of)."""
-        self._propose(_nb_entry(OP_CONSUMER_STATE, {
-            "name": name, "state": state.decode("latin-1"), "floors": list(floors)}))
+        it (redelivering at most what it had not heard of). The ack
+        confirmations waiting for it go out once it is committed."""
+        rec = {"name": name, "state": state.decode("latin-1"), "floors": list(floors)}
+        waiting = self._confirms.pop(name, None)
+        if waiting:
+            self._token += 1
+            rec["token"] = self._token
+            self._confirming[self._token] = waiting
+        self._propose(_nb_entry(OP_CONSUMER_STATE, rec))
+
+    def confirm_with_state(self, name, reply):
+        """Answer an ack's reply once consumer ``name``'s next state is
+        committed: an acknowledged ack is then on a quorum, and a new
+        leader's ack floor never goes back past it."""
+        self._confirms.setdefault(name, []).append(bytes(reply))
 
     def _propose(self, data):
         try:
@@ -405,13 +420,17 @@ class StreamGroup:
                 if not leader:
                     jsa.park_consumers(self.stream)
             elif op == OP_REMOVED:
-                if not leader:  # (the leader removed them when it said so)
-                    for seq in rec.get("seqs") or ():
-                        if type(seq) is int:
-                            self.stream.remove(seq, "ack")
-            elif op == OP_CONSUMER_STATE and not leader:
-                jsa.apply_consumer_state(self.stream, rec["name"], rec["state"].encode("latin-1"),
-                                         rec["floors"])
+                # (gone already on the leader that said so: removing is idempotent)
+                for seq in rec.get("seqs") or ():
+                    if type(seq) is int:
+                        self.stream.remove(seq, "ack")
+            elif op == OP_CONSUMER_STATE:
+                # (only a consumer that is not running here takes it: a new
+                # leader catching up on its predecessor's entries does too)
+                jsa.apply_consumer_state(self.stream, rec["name"],
+                                         rec["state"].encode("latin-1"), rec["floors"])
+                for reply in self._confirming.pop(rec.get("token"), ()):
+                    jsa.broker.publish(reply, b"")
         self._set_applied(committed.index)
         if self.entries_since >= SNAPSHOT_MIN_ENTRIES or self.bytes_since >= SNAPSHOT_MIN_BYTES:
             self.snapshot()
