@@ -202,10 +202,31 @@ class SystemAccount:
         sub(sys_acc, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
         for acc in list(broker.accounts.values()):
             self._install_imports(acc)
+        # remoteServerUpdate: a server heard of for the first time is told
+        # about this one at once (processNewServer's "announce ourselves"),
+        # so that a JetStream meta leader can place streams on a server that
+        # came up after its own first statsz went out.
+        # (Only in a cluster: a standalone server has nobody to meet, and
+        # sends statsz only when someone listens.)
+        self._servers = set()
+        self._server_sub = None
+        if broker.config.cluster.port:
+            self._server_sub = sys_acc.subscribe(b"$SYS.SERVER.*.STATSZ", self._remote_statsz,
+                                                 hidden=True)
         self._cstatsz = STATSZ_FIRST
         self._stmr = self.reactor.callLater(self._cstatsz, self._heartbeat_statsz)
 
+    def _remote_statsz(self, sub, subject, reply, hdr_len, raw):
+        sid = bytes(subject).split(b".")[2].decode("latin-1", "replace")
+        if sid == self.broker.server_id or sid in self._servers or self._silenced:
+            return
+        self._servers.add(sid)
+        self.send_statsz(self._broadcast_subject())
+
     def stop(self):
+        if getattr(self, "_server_sub", None) is not None:
+            self.sys.unsubscribe(self._server_sub)
+            self._server_sub = None
         for call in [self._stmr] + list(self._conns_timers.values()):
             if call is not None and call.active():
                 call.cancel()
