@@ -11,6 +11,7 @@ import sys
 import nats
 import pytest
 
+from tests.support.cluster import start_node
 from tests.support.http import get_json
 from tests.support.servers import ROOT, ServerProcess, free_port, nats_server_binary
 from tests.support.wait import eventually_async
@@ -51,7 +52,7 @@ def cluster(tmp_path):
     servers = {}
     try:
         for n in NAMES:
-            servers[n] = ServerProcess("natsbroker", _conf(tmp_path, n, ports)).start(60)
+            servers[n] = start_node("natsbroker", lambda p, n=n: _conf(tmp_path, n, p), ports, n)
         yield servers
     finally:
         for s in servers.values():
@@ -210,7 +211,8 @@ def _acc_conf(tmp_path, name, ports):
 
 def test_meta_leader_steps_down_to_the_preferred_server_and_the_cluster_restarts(tmp_path):
     ports = {n: free_port() for n in NAMES}
-    servers = {n: ServerProcess("natsbroker", _acc_conf(tmp_path, n, ports)).start(60) for n in NAMES}
+    servers = {n: start_node("natsbroker", lambda p, n=n: _acc_conf(tmp_path, n, p), ports, n)
+               for n in NAMES}
     try:
         asyncio.run(_stepdown(servers))
         # Every server down and up again, on the same stores: the meta group's
@@ -218,7 +220,7 @@ def test_meta_leader_steps_down_to_the_preferred_server_and_the_cluster_restarts
         for s in servers.values():
             s.stop()
         for n in NAMES:
-            servers[n] = ServerProcess("natsbroker", _acc_conf(tmp_path, n, ports)).start(60)
+            servers[n] = start_node("natsbroker", lambda p, n=n: _acc_conf(tmp_path, n, p), ports, n)
         asyncio.run(_after_restart(servers))
     finally:
         for s in servers.values():

@@ -9,8 +9,9 @@ import json
 import nats
 import pytest
 
+from tests.support.cluster import start_node
 from tests.support.http import get_json
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import free_port
 from tests.support.wait import eventually, eventually_async
 
 pytestmark = pytest.mark.long
@@ -33,7 +34,7 @@ def test_a_natsbroker_jetstream_server_refuses_a_mixed_meta_group_clearly(tmp_pa
     servers = {}
     try:
         for n, kind in KINDS.items():
-            servers[n] = ServerProcess(kind, _conf(tmp_path, n, ports)).start(60)
+            servers[n] = start_node(kind, lambda p, n=n: _conf(tmp_path, n, p), ports, n)
         nb = servers["nb-1"]
         eventually(lambda: "cannot be a member of a JetStream cluster with nats-server" in nb.log(),
                    timeout=30, what="natsbroker's refusal in its log")

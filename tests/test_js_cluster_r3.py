@@ -12,8 +12,9 @@ import signal
 import nats
 import pytest
 
+from tests.support.cluster import start_node
 from tests.support.http import get_json
-from tests.support.servers import ServerProcess, free_port
+from tests.support.servers import free_port
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _conf, _until_created
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.long
 
 
 def _start(tmp_path, ports, name):
-    return ServerProcess("natsbroker", _conf(tmp_path, name, ports)).start(60)
+    return start_node("natsbroker", lambda p: _conf(tmp_path, name, p), ports, name)
 
 
 def _stored(server, stream="R3"):

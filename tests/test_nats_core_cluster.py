@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.support.servers import ServerProcess, free_port
+from tests.support.cluster import start_node
+from tests.support.servers import free_port
 from tests.test_nats_core import py313, scenario  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
@@ -22,13 +23,16 @@ def _cluster(tmp_path, kind):
     servers = []
     try:
         for n in NAMES:
-            path = tmp_path / ("%s-%s.conf" % (kind, n))
-            routes = ["nats://127.0.0.1:%d" % p for m, p in ports.items() if m != n]
-            path.write_text("server_name: %s\nlisten: 127.0.0.1:-1\n"
-                            "jetstream { store_dir: %s }\n"
-                            "cluster { name: cc, listen: 127.0.0.1:%d, routes: %s }\n"
-                            % (n, json.dumps(str(tmp_path / kind / n)), ports[n], json.dumps(routes)))
-            servers.append(ServerProcess(kind, ["-c", str(path)]).start(60))
+            def args(ports, n=n):
+                path = tmp_path / ("%s-%s.conf" % (kind, n))
+                routes = ["nats://127.0.0.1:%d" % p for m, p in ports.items() if m != n]
+                path.write_text("server_name: %s\nlisten: 127.0.0.1:-1\n"
+                                "jetstream { store_dir: %s }\n"
+                                "cluster { name: cc, listen: 127.0.0.1:%d, routes: %s }\n"
+                                % (n, json.dumps(str(tmp_path / kind / n)), ports[n],
+                                   json.dumps(routes)))
+                return ["-c", str(path)]
+            servers.append(start_node(kind, args, ports, n))
     except BaseException:
         for s in servers:
             s.stop()

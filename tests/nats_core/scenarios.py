@@ -1604,7 +1604,9 @@ async def js_cluster(args):
         except (TimeoutError, asyncio.TimeoutError, StatusError, NoRespondersError) as e:
             last = e
         except JetStreamError as e:
-            if e.code != 503:
+            # 503: no meta leader yet; 10005: a peer not heard from yet (its
+            # statsz), which placement needs.
+            if e.code != 503 and getattr(e, "error_code", None) != 10005:
                 raise
             last = e
         except Exception as e:  # (strict mode: a field the client does not know)

@@ -76,3 +76,20 @@ def start_cluster(kinds, args=None):
             n.stop()
         raise
     return nodes
+
+
+def start_node(kind, make_args, ports, name, timeout=60, attempts=4):
+    """Start node ``name`` of a cluster whose route ports were picked in
+    advance (``ports``: name -> port, so that every node can list the
+    others): ``make_args(ports)`` gives its arguments. A port another test
+    took between being picked and being bound ("address already in use")
+    is replaced by a new one in ``ports`` and the node started again; the
+    others still list the old port, and learn the new one by gossip."""
+    from tests.support.servers import free_port
+    for attempt in range(attempts):
+        try:
+            return ServerProcess(kind, make_args(ports)).start(timeout)
+        except RuntimeError as e:
+            if "address already in use" not in str(e) or attempt == attempts - 1:
+                raise
+            ports[name] = free_port()
