@@ -16,7 +16,9 @@ from tests.support.http import get_json
 from tests.support.servers import ROOT, ServerProcess, free_port, nats_server_binary
 from tests.support.wait import eventually_async
 
-pytestmark = pytest.mark.long
+# Three-server clusters run one at a time (one xdist worker for the group):
+# several at once on a 2-core machine starve their elections.
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 NAMES = ("js-a", "js-b", "js-c")
 

@@ -14,7 +14,9 @@ from tests.support.http import get_json
 from tests.support.servers import free_port
 from tests.support.wait import eventually, eventually_async
 
-pytestmark = pytest.mark.long
+# Three-server clusters run one at a time (one xdist worker for the group):
+# several at once on a 2-core machine starve their elections.
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 KINDS = {"ns-1": "nats-server", "ns-2": "nats-server", "nb-1": "natsbroker"}
 

@@ -18,7 +18,9 @@ from tests.support.servers import free_port
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _conf, _until_created
 
-pytestmark = pytest.mark.long
+# Three-server clusters run one at a time (one xdist worker for the group):
+# several at once on a 2-core machine starve their elections.
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 
 def _start(tmp_path, ports, name):

@@ -21,7 +21,9 @@ from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _until_created
 from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
 
-pytestmark = pytest.mark.long
+# Three-server clusters run one at a time (one xdist worker for the group):
+# several at once on a 2-core machine starve their elections.
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 
 class Publisher:

@@ -12,7 +12,8 @@ from tests.support.cluster import start_node
 from tests.support.servers import free_port
 from tests.test_nats_core import py313, scenario  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.long]
+# (one cluster at a time, with the other cluster tests: see test_js_cluster_r3)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 NAMES = ("n1", "n2", "n3")
 

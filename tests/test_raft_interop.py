@@ -20,7 +20,9 @@ from tests.support.http import get_json
 from tests.support.servers import ServerProcess, free_port
 from tests.support.wait import eventually
 
-pytestmark = pytest.mark.long
+# Three-server clusters run one at a time (one xdist worker for the group):
+# several at once on a 2-core machine starve their elections.
+pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters")]
 
 NS = ("ns-a", "ns-b")
 NB = "nb-c"

@@ -20,7 +20,8 @@ from tests.support.clients import flushed
 from tests.support.http import http
 from tests.support.servers import ROOT
 
-pytestmark = pytest.mark.timeout(180)
+# (one cluster at a time, with the other cluster tests: see test_js_cluster_r3)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("clusters")]
 
 
 def _example():
