@@ -30,7 +30,7 @@ from tests.support.servers import free_port
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _until_created
 from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
-from tests.test_js_cluster_r3_faults import Publisher, _check, _contents
+from tests.test_js_cluster_r3_faults import Publisher, _check
 
 SECONDS = float(os.environ.get("CHAOS_SECONDS", "600"))
 
@@ -81,6 +81,25 @@ def test_randomised_faults_lose_no_acked_message(tmp_path):
                 except OSError:
                     pass
             s.stop()
+
+
+async def _contents(nc):
+    """Every message of R3 as its leader serves it, [(seq, data)], read
+    through an ordered consumer (a long run stores too many to get one by
+    one)."""
+    js = nc.jetstream(timeout=5)
+    info = await _info(js)
+    out = []
+    if info.state.messages == 0:
+        return out
+    sub = await js.subscribe("r3.>", ordered_consumer=True, stream="R3")
+    try:
+        while len(out) < info.state.messages:
+            m = await sub.next_msg(timeout=30)
+            out.append((m.metadata.sequence.stream, m.data))
+    finally:
+        await sub.unsubscribe()
+    return out
 
 
 async def _reconnect(ncs, servers, name):
