@@ -36,6 +36,21 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+def pytest_runtest_setup(item):
+    """`make test` runs with ``--dist loadgroup``: the tests of one
+    ``xdist_group`` (the three-server clusters, the wheel build) must run one
+    after another on one worker, or their servers meet on reused ports. xdist
+    groups by a suffix it adds to each test's id; pytest 9.2 dropped that
+    suffix silently (pytest-xdist issue 1386) and the clusters ran side by
+    side. A grouped test without the suffix fails here, saying why."""
+    config = item.config
+    if (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)
+            and item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid):
+        pytest.fail("--dist loadgroup did not group this xdist_group test: this pytest and "
+                    "pytest-xdist pair lost the group suffix (pytest-xdist issue 1386); "
+                    "install the versions setup.cfg allows", pytrace=False)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failing test's report carries the last lines of each running server's

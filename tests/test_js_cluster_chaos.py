@@ -26,7 +26,7 @@ import time
 import nats
 import pytest
 
-from tests.support.servers import free_port
+from tests.support.cluster import js_cluster
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _until_created
 from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
@@ -67,20 +67,8 @@ class Consumer:
 
 
 def test_randomised_faults_lose_no_acked_message(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_chaos(tmp_path, ports, servers))
-    finally:
-        for s in servers.values():
-            if s.proc is not None and s.proc.poll() is None:
-                try:
-                    os.kill(s.proc.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-            s.stop()
 
 
 async def _contents(nc):

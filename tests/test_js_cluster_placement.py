@@ -319,7 +319,8 @@ def test_statsz_of_another_domain_or_garbage_is_ignored():
 
 def test_route_info_then_statsz_then_shutdown():
     table = PeerTable(server_id="NLOCAL")
-    ni = table.update_from_route_info({"id": "NP4", "name": "p4", "jetstream": True, "domain": ""},
+    ni = table.update_from_route_info({"server_id": "NP4", "server_name": "p4", "jetstream": True,
+                                       "domain": ""},
                                       local_cluster="pc", local_version="9.9.9")
     assert (ni.cluster, ni.version, ni.tags, ni.cfg, ni.js) == ("pc", "9.9.9", (), None, True)
     assert refusal(table, {"num_replicas": 1}, cluster="pc") == NO + ", peer offline"
@@ -329,7 +330,7 @@ def test_route_info_then_statsz_then_shutdown():
     assert table.get(ni.peer).cfg is not None and table.known_servers() == {"NP4": d["server"]["seq"]}
     assert names(select_peer_group(table, "pc", {"num_replicas": 1}), list(table)) == ["p4"]
     # a route INFO again (a new first connection) replaces it: stats gone
-    table.update_from_route_info({"id": "NP4", "name": "p4"}, "pc")
+    table.update_from_route_info({"server_id": "NP4", "server_name": "p4"}, "pc")
     assert table.get(ni.peer).cfg is None
     table.update_from_statsz(d, now=6.0)
     # SHUTDOWN: offline by name, and the id forgotten
@@ -347,7 +348,8 @@ def test_route_info_then_statsz_then_shutdown():
 
 def test_shutdown_of_a_server_known_only_by_route():
     table = PeerTable()
-    table.update_from_route_info({"id": "NQ", "name": "q", "jetstream": True}, "pc")
+    table.update_from_route_info({"server_id": "NQ", "server_name": "q", "jetstream": True},
+                                 "pc")
     # (no statsz yet: matched by the ServerInfo's name)
     assert table.server_shutdown(b'{"name": "q", "id": "NQ"}', "$SYS.SERVER.NQ.LAMEDUCK")
     assert table.get(peer_id("q")).offline

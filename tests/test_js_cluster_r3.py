@@ -12,9 +12,8 @@ import signal
 import nats
 import pytest
 
-from tests.support.cluster import start_node
+from tests.support.cluster import js_cluster, start_node
 from tests.support.http import get_json
-from tests.support.servers import free_port
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _conf, _until_created
 
@@ -50,15 +49,8 @@ async def _replicas_agree(servers, want, stream="R3", timeout=30):
 
 
 def test_an_r3_stream_replicates_fails_over_and_catches_up(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_r3(tmp_path, ports, servers))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _info(js, name="R3"):
@@ -165,15 +157,8 @@ async def _r3(tmp_path, ports, servers):
 
 
 def test_durable_consumers_of_an_r3_stream_survive_their_leader(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_consumers(servers))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _fetch(sub, n):
@@ -237,15 +222,8 @@ def test_a_replica_behind_a_compacted_log_catches_up_from_the_leader(tmp_path):
     # The log is compacted at shutdown (a snapshot, as nats-server's): a
     # replica that was away for what it covers gets the stream's messages
     # from the leader over the sync subject instead.
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_behind(tmp_path, ports, servers))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _behind(tmp_path, ports, servers):
@@ -297,15 +275,8 @@ async def _behind(tmp_path, ports, servers):
 
 
 def test_scaling_a_stream_from_one_replica_to_three_and_back(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_scale(servers))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _scale(servers):
@@ -372,15 +343,8 @@ async def _scale(servers):
 
 
 def test_work_queue_and_interest_retention_replicate_their_removals(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_retention(servers))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _retention(servers):

@@ -16,7 +16,7 @@ import signal
 import nats
 import pytest
 
-from tests.support.servers import free_port
+from tests.support.cluster import js_cluster
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _until_created
 from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
@@ -92,20 +92,8 @@ def _check(acked, contents):
 
 @pytest.mark.parametrize("fault", ["kill", "pause"])
 def test_acked_publishes_survive_a_fault_of_the_stream_leader(tmp_path, fault):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_faulted(tmp_path, ports, servers, fault))
-    finally:
-        for s in servers.values():
-            if s.proc is not None and s.proc.poll() is None:
-                try:
-                    os.kill(s.proc.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-            s.stop()
 
 
 async def _faulted(tmp_path, ports, servers, fault):
@@ -171,16 +159,8 @@ async def _faulted(tmp_path, ports, servers, fault):
 def test_a_replica_with_a_damaged_log_is_caught_up_never_trusted_never_deleted(tmp_path):
     import plyvel
 
-    from tests.support.servers import free_port as _free
-    ports = {n: _free() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = _start(tmp_path, ports, n)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_damaged(tmp_path, ports, servers, plyvel))
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _damaged(tmp_path, ports, servers, plyvel):

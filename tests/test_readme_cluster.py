@@ -17,6 +17,7 @@ import nats
 import pytest
 
 from tests.support.clients import flushed
+from tests.support.cluster import meta_formed
 from tests.support.http import http
 from tests.support.servers import ROOT
 
@@ -109,14 +110,6 @@ def _jetstream_example():
     return [line for line in block.splitlines() if line.startswith("natsbroker ")], script
 
 
-def _meta_leader(http_port):
-    try:
-        status, _, body = http(http_port, "/jsz", timeout=2)
-    except OSError:
-        return ""
-    return json.loads(body).get("meta_cluster", {}).get("leader", "") if status == 200 else ""
-
-
 def _launch(lines, tmp_path, attempt):
     """Start the example's three servers on free ports; None when one of them
     exits at once (a port taken by another test in between), to try again."""
@@ -154,7 +147,7 @@ def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
         procs, http_ports, local = _launch(lines, tmp_path, attempt)
         try:
             deadline = time.time() + 90
-            while time.time() < deadline and not all(_meta_leader(h) for h in http_ports):
+            while time.time() < deadline and not meta_formed(http_ports):
                 if any(p.poll() is not None for p in procs):
                     break
                 time.sleep(0.3)
@@ -162,7 +155,7 @@ def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
                 continue  # a port was taken meanwhile: new ports
             logs = "".join(open(tmp_path / ("node%d-%d.log" % (i, attempt)), errors="replace").read()
                            for i in range(3))
-            assert all(_meta_leader(h) for h in http_ports), "no meta leader:\n" + logs[-6000:]
+            assert meta_formed(http_ports), "no whole meta group:\n" + logs[-6000:]
             out = subprocess.run([sys.executable, "-c", local(script)], capture_output=True,
                                  text=True, timeout=60, cwd=str(tmp_path))
             assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", out.stdout + out.stderr

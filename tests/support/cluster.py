@@ -5,11 +5,14 @@ is the seed every other one routes to, so in a cluster of three the other
 two meet only through gossip.
 """
 
+import contextlib
 import json
+import os
+import signal
 import uuid
 
 from tests.support.http import get_json
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, free_port
 from tests.support.wait import eventually
 
 
@@ -93,3 +96,53 @@ def start_node(kind, make_args, ports, name, timeout=60, attempts=4):
             if "address already in use" not in str(e) or attempt == attempts - 1:
                 raise
             ports[name] = free_port()
+
+
+def meta_formed(http_ports, size=3):
+    """The JetStream meta group of the servers on ``http_ports`` is whole:
+    every server names the same leader, the group has ``size`` members, and
+    the leader has heard from each of them lately (the meta leader places
+    nothing on a member it has not heard from, so a replicated stream made
+    before this may be refused 10005, as nats-server refuses it)."""
+    metas, names = [], []
+    for port in http_ports:
+        try:
+            metas.append(get_json(port, "/jsz").get("meta_cluster") or {})
+            names.append(get_json(port, "/varz")["server_name"])
+        except (OSError, AssertionError, ValueError):
+            return False  # (still starting)
+    leaders = {m.get("leader") or "" for m in metas}
+    if len(leaders) != 1 or "" in leaders or any(m.get("cluster_size") != size for m in metas):
+        return False
+    leader = metas[names.index(leaders.pop())] if metas[0].get("leader") in names else None
+    return leader is not None and len(leader.get("replicas") or ()) == size - 1 and all(
+        r.get("current") for r in leader["replicas"])
+
+
+def wait_meta_formed(http_ports, size=3, timeout=60):
+    eventually(lambda: meta_formed(http_ports, size), timeout=timeout, interval=0.1, ignore=(),
+               what="a whole JetStream meta group of %d" % size)
+
+
+@contextlib.contextmanager
+def js_cluster(start, names, formed=True):
+    """``(ports, servers)``: a server per name, ``start(ports, name)`` each
+    (``ports`` maps names to route ports, chosen here), stopped on the way
+    out, whichever servers ``servers`` holds by then (a test restarting one
+    puts the new one there). ``formed``: first wait for the whole meta group."""
+    ports = {n: free_port() for n in names}
+    servers = {}
+    try:
+        for n in names:
+            servers[n] = start(ports, n)
+        if formed:
+            wait_meta_formed([s.http_port for s in servers.values()], len(names))
+        yield ports, servers
+    finally:
+        for s in servers.values():
+            if s.proc is not None and s.proc.poll() is None:
+                try:
+                    os.kill(s.proc.pid, signal.SIGCONT)  # (a test may have paused it)
+                except OSError:
+                    pass
+            s.stop()

@@ -137,6 +137,10 @@ class ClusterController:
         if self.broker is None:
             self._early_routes.append(info)  # heard before start(): judged then
             return
+        # addRoute: the first connection to a remote names it at once (its
+        # statsz, which placement needs, follows).
+        self.peers.update_from_route_info(info, local_cluster=self.broker.config.cluster.name or "",
+                                          local_version=self.broker.info_fields().get("version", ""))
         runtime = str(info.get("go") or "")
         if self.disabled or not info.get("jetstream") or not runtime.startswith("go"):
             return

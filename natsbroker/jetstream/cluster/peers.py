@@ -304,9 +304,10 @@ class PeerTable:
         addRoute): the entry is **replaced** by one with the remote's name
         (``name``, else its id), id, domain and ``jetstream`` flag, but this
         server's cluster and version, no tags, no config/stats, and binary
-        snapshots assumed (2.10+). Placement waits for the remote's statsz."""
-        sid = _str(info, "id")
-        name = _str(info, "name") or sid
+        snapshots assumed (2.10+). Placement waits for the remote's statsz.
+        ``info``: the route INFO as sent (``server_id``, ``server_name``)."""
+        sid = _str(info, "server_id")
+        name = _str(info, "server_name") or sid
         if not name or not self.same_domain(_str(info, "domain")):
             return None
         ni = NodeInfo(name=name, version=local_version, cluster=local_cluster,
