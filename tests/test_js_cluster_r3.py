@@ -342,6 +342,78 @@ async def _scale(servers):
         await nc.close()
 
 
+def test_peer_remove_moves_a_replica_to_a_spare_server(tmp_path):
+    names = NAMES + ("js-d",)
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), names) as (ports, servers):
+        asyncio.run(_peer_remove(servers))
+
+
+async def _peer_remove(servers):
+    nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=10)
+        await _until_created(js, name="PR", subjects=["pr.>"], num_replicas=3)
+        for i in range(20):
+            await _publish(js, "pr.%d" % (i % 4), b"m%d" % i)
+        await js.add_consumer("PR", durable_name="D", ack_policy="explicit")
+        sub = await js.pull_subscribe("pr.>", durable="D", stream="PR")
+        for m in await _fetch(sub, 5):
+            await m.ack_sync()
+        info = await _info(js, "PR")
+        members = {info.cluster.leader} | {r.name for r in info.cluster.replicas}
+        (spare,) = set(servers) - members
+        gone = info.cluster.leader
+
+        async def remove(body):
+            r = await nc.request("$JS.API.STREAM.PEER.REMOVE.PR", body, timeout=5)
+            return json.loads(r.data)
+        # nats-server's refusals, in its words.
+        assert (await remove(b""))["error"] == {
+            "code": 400, "err_code": 10003, "description": "bad request"}
+        assert (await remove(b'{"peer": ""}'))["error"]["err_code"] == 10003
+        assert (await remove(b'{"peer": "%s"}' % spare.encode()))["error"] == {
+            "code": 400, "err_code": 10040, "description": "peer not a member"}
+        r = await nc.request("$JS.API.STREAM.PEER.REMOVE.NOPE", b'{"peer": "js-a"}', timeout=5)
+        assert json.loads(r.data)["error"]["err_code"] == 10059
+        # The leader leaves; the spare server takes its place and is caught up.
+        assert await remove(json.dumps({"peer": gone}).encode()) == {
+            "type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+
+        async def moved():
+            got = await _info(js, "PR")
+            now = {got.cluster.leader} | {r.name for r in got.cluster.replicas}
+            return got if now == (members - {gone}) | {spare} else None
+        await eventually_async(moved, timeout=60, what="the spare server in PR's group")
+        kept = {n: s for n, s in servers.items() if n != gone}
+        await _replicas_agree(kept, (20, 1, 20), stream="PR", timeout=60)
+        assert _stored(servers[gone], "PR") is None
+        ack = await _publish(js, "pr.x", b"after the move")
+        assert ack.seq == 21
+        await _replicas_agree(kept, (21, 1, 21), stream="PR")
+        # The durable consumer moved with it, where it was.
+        msgs = await _fetch(sub, 16)
+        assert [m.metadata.sequence.stream for m in msgs] == list(range(6, 22))
+        # A running group grows (3 -> 4) and shrinks (4 -> 3) by update.
+        info = await js.update_stream(name="PR", subjects=["pr.>"], num_replicas=4)
+        assert info.config.num_replicas == 4
+        await _replicas_agree(servers, (21, 1, 21), stream="PR", timeout=60)
+        ack = await _publish(js, "pr.y", b"four")
+        assert ack.seq == 22
+        await _replicas_agree(servers, (22, 1, 22), stream="PR")
+        info = await js.update_stream(name="PR", subjects=["pr.>"], num_replicas=3)
+        assert info.config.num_replicas == 3
+
+        async def three():
+            return sum(1 for s in servers.values() if _stored(s, "PR")) == 3
+        await eventually_async(three, timeout=30, what="three replicas left")
+        ack = await _publish(js, "pr.z", b"three")
+        assert ack.seq == 23
+        info = await _info(js, "PR")
+        assert len(info.cluster.replicas) == 2
+    finally:
+        await nc.close()
+
+
 def test_work_queue_and_interest_retention_replicate_their_removals(tmp_path):
     with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
         asyncio.run(_retention(servers))

@@ -206,3 +206,69 @@ async def _publish_retry(js, i):
         except (nats.errors.Error, asyncio.TimeoutError):
             return None
     return await eventually_async(sent, timeout=30, what="an ack for p-%d" % i)
+
+
+def test_every_server_killed_at_once_loses_no_acked_message(tmp_path):
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
+        asyncio.run(_all_killed(tmp_path, ports, servers))
+
+
+async def _all_killed(tmp_path, ports, servers):
+    """kill -9 of all three at one moment under acked publishes and acks
+    (Jepsen's lost writes from lazy fsync): an ack is only sent once the
+    write is synced, so after a restart of the whole cluster every acked
+    message is there, in order, and the consumer's ack floor has not gone
+    back."""
+    ncs = {n: await nats.connect(s.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+           for n, s in servers.items()}
+    try:
+        js = ncs["js-a"].jetstream(timeout=5)
+        await _until_created(js, name="R3", subjects=["r3.>"], num_replicas=3)
+        await js.add_consumer("R3", durable_name="C", ack_policy="explicit")
+        await _info(js)
+        pub = Publisher(ncs)
+        task = asyncio.ensure_future(pub.run())
+        sub = await ncs["js-b"].jetstream(timeout=5).pull_subscribe("r3.>", durable="C",
+                                                                       stream="R3")
+        acked_seqs = []
+        while len(pub.acked) < 100 or len(acked_seqs) < 20:
+            try:
+                for m in await sub.fetch(5, timeout=1):
+                    await m.ack_sync(timeout=2)
+                    acked_seqs.append(m.metadata.sequence.stream)
+            except (nats.errors.Error, asyncio.TimeoutError):
+                pass
+        for s in servers.values():
+            os.kill(s.proc.pid, signal.SIGKILL)
+        for s in servers.values():
+            s.proc.wait()
+        pub.stop = True
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        acked = dict(pub.acked)
+        for n in NAMES:
+            servers[n] = _start(tmp_path, ports, n)
+        for n in NAMES:
+            await ncs[n].close()
+            ncs[n] = await nats.connect(servers[n].url, max_reconnect_attempts=-1)
+        info = await _info(ncs["js-a"].jetstream(timeout=5))
+        contents = await _contents(ncs["js-a"])
+        assert len(contents) == info.state.messages >= len(acked)
+        _check(acked, contents)
+        await _replicas_agree(servers, (info.state.messages, 1, info.state.last_seq), timeout=60)
+
+        async def floor():
+            try:
+                return await ncs["js-c"].jetstream(timeout=5).consumer_info("R3", "C")
+            except (nats.errors.Error, asyncio.TimeoutError):
+                return None
+        ci = await eventually_async(floor, timeout=30, what="consumer C after the restart")
+        # Every sequence up to this one had its ack acknowledged: the floor
+        # may not be below it.
+        done, prefix = set(acked_seqs), 0
+        while prefix + 1 in done:
+            prefix += 1
+        assert prefix >= 1 and ci.ack_floor.stream_seq >= prefix, (ci.ack_floor, prefix)
+    finally:
+        for nc in ncs.values():
+            await nc.close()

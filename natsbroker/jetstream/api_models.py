@@ -250,9 +250,15 @@ class StreamListRequest:
     subject: str = _f(STRING, "")
 
 
+@attrs.define
+class StreamRemovePeerRequest:
+    __go_name__ = "JSApiStreamRemovePeerRequest"
+    peer: str = _f(STRING, "")
+
+
 marshal.register_lenient(PubAck, AccountLimits, ApiStats, AccountInfo, StoredMsg)
 marshal.register_go(StreamInfoRequest, StreamPurgeRequest, MsgGetRequest, MsgDeleteRequest,
-                    StreamNamesRequest, StreamListRequest)
+                    StreamNamesRequest, StreamListRequest, StreamRemovePeerRequest)
 marshal.unstructure_as_json(StreamCreateResponse, StreamUpdateResponse, StreamInfoResponse,
                             StreamDeleteResponse, StreamPurgeResponse, StreamNamesResponse,
                             StreamListResponse, StreamMsgGetResponse, StreamMsgDeleteResponse,

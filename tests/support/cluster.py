@@ -138,6 +138,12 @@ def js_cluster(start, names, formed=True):
         if formed:
             wait_meta_formed([s.http_port for s in servers.values()], len(names))
         yield ports, servers
+    except BaseException:
+        # (pytest shows a failing test's output: the servers' last words)
+        for name, s in servers.items():
+            print("----- %s (%s) -----\n%s" % (name, s.url if s.port else "-",
+                                              "\n".join(s.log().splitlines()[-60:])))
+        raise
     finally:
         for s in servers.values():
             if s.proc is not None and s.proc.poll() is None:

@@ -382,6 +382,23 @@ class Node:
         self._send_membership_change(Entry(EntryType.REMOVE_PEER, peer.encode()))
         return self._take()
 
+    def update_known_peers(self, peers):
+        """UpdateKnownPeers: the membership the layer above assigned (a
+        JetStream meta leader moving a stream), taken as a peer state: peers
+        left out are marked removed, new ones tracked, the quorum follows."""
+        self._process_peer_state(PeerState(len(peers), sorted(peers), self.ext))
+        return self._take()
+
+    def propose_known_peers(self, peers):
+        """ProposeKnownPeers: as leader, take ``peers`` and send them as a
+        PeerState entry, so that the group's log holds the change (a new
+        member replaying it must not fall back to the old membership)."""
+        if self.state != State.LEADER:
+            return self._take()
+        self._process_peer_state(PeerState(len(peers), sorted(peers), self.ext))
+        self._send_append_entry([Entry(EntryType.PEER_STATE, self.peer_state().encode())])
+        return self._take()
+
     def step_down(self, preferred="", healthy=None):
         """Step down, handing leadership to ``preferred`` (or to the first
         healthy peer) with a LeaderTransfer entry. ``healthy(peer)`` says

@@ -34,7 +34,14 @@ from twisted.logger import Logger
 from natsbroker import jsonbound, nuid as nuids
 from natsbroker.cluster.raft.wire import peer_id
 from natsbroker.gocompat import gojson, times
-from natsbroker.jetstream import api, errors as E, stream_config as SC, subject_rules as SR
+from natsbroker.jetstream import (
+    api,
+    api_models as AM,
+    errors as E,
+    marshal,
+    stream_config as SC,
+    subject_rules as SR,
+)
 from natsbroker.jetstream.cluster.entries import (
     ClientInfo,
     EntryOp,
@@ -45,7 +52,11 @@ from natsbroker.jetstream.cluster.entries import (
 )
 from natsbroker.jetstream.cluster.metagroup import MetaGroup
 from natsbroker.jetstream.cluster.peers import PeerTable
-from natsbroker.jetstream.cluster.placement import create_group_for_stream, select_peer_group
+from natsbroker.jetstream.cluster.placement import (
+    PlacementError,
+    create_group_for_stream,
+    select_peer_group,
+)
 from natsbroker.jetstream.cluster.streamgroup import StreamGroup
 
 log = Logger("natsbroker.jetstream.cluster")
@@ -54,7 +65,7 @@ log = Logger("natsbroker.jetstream.cluster")
 META_KINDS = frozenset((
     "stream_create_response", "stream_update_response", "stream_delete_response",
     "stream_names_response", "stream_list_response", "account_info_response",
-    "stream_restore_response",
+    "stream_restore_response", "stream_remove_peer_response",
 ))
 # A replicated stream's leader proposes these (streamgroup.propose_request).
 PROPOSED_KINDS = frozenset(("stream_purge_response", "stream_msg_delete_response"))
@@ -63,8 +74,7 @@ PROPOSED_KINDS = frozenset(("stream_purge_response", "stream_msg_delete_response
 CONSUMER_KINDS = frozenset(("consumer_create_response", "consumer_delete_response",
                             "consumer_pause_response"))
 # Cluster-only requests about a stream, handled here rather than by the API.
-GROUP_KINDS = frozenset(("stream_leader_stepdown_response", "stream_remove_peer_response",
-                         "consumer_leader_stepdown_response"))
+GROUP_KINDS = frozenset(("stream_leader_stepdown_response", "consumer_leader_stepdown_response"))
 LIST_TIMEOUT = 4.0
 # jetstream_api.go: with no meta leader for this long, the servers answer a
 # request only the meta leader could with "temporarily unavailable".
@@ -185,8 +195,17 @@ class ClusterController:
             self.leaderless_since = self.broker.reactor.seconds()
 
     def _leaderless(self):
-        since = self.leaderless_since
-        return since is not None and self.broker.reactor.seconds() - since >= LEADERLESS_GRACE
+        """No meta leader for LEADERLESS_GRACE (isLeaderless). Read from the
+        group as it is now: a follower that stood as a candidate and then
+        heard from a leader again is told of no change, and must not go on
+        answering "temporarily unavailable" beside that leader."""
+        now = self.broker.reactor.seconds()
+        if self.meta.node.leader:
+            self.leaderless_since = None
+            return False
+        if self.leaderless_since is None:
+            self.leaderless_since = now
+        return now - self.leaderless_since >= LEADERLESS_GRACE
 
     @property
     def is_meta_leader(self):
@@ -384,6 +403,8 @@ class ClusterController:
             # meta group's assignments.
             raise E.stream_restore(err="not supported in a natsbroker cluster yet")
         name = args[0]
+        if kind == "stream_remove_peer_response":
+            return self._remove_peer(jsa, name, reply, body)
         if kind == "stream_create_response":
             cfg = SC.parse_stream_config(body, name)
             cfg = SC.fill_defaults(cfg, account_limits=jsa.limits,
@@ -435,17 +456,58 @@ class ClusterController:
                 client=old.client, created=old.created, config_json=old.config_json,
                 group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
 
+    def _remove_peer(self, jsa, name, reply, body):
+        """``$JS.API.STREAM.PEER.REMOVE.<stream>`` (jsStreamRemovePeerRequest):
+        the peer (a server name or peer id) leaves the stream's group and
+        another server takes its place (remapStreamAssignment); with none to
+        take it a replicated stream shrinks by one and the answer is 10075.
+        The members change their group's membership as the new assignment
+        says (StreamGroup.update_peers), the new one is caught up, and the
+        one removed drops its replica."""
+        kind = "stream_remove_peer_response"
+        if gojson.is_empty_request(bytes(body)):
+            raise E.bad_request()
+        peer = marshal.decode_request(bytes(body), AM.StreamRemovePeerRequest).peer
+        if not peer:
+            raise E.bad_request()
+        sa = self.meta.state.stream(jsa.account_name, name)
+        if sa is None:
+            raise E.stream_not_found()
+        peers = list(sa.group.peers) if sa.group else []
+        node = peer_id(peer) if peer_id(peer) in peers else peer
+        if node not in peers:
+            raise E.cluster_peer_not_member()
+        retain = [p for p in peers if p != node]
+        replaced = True
+        try:
+            new_peers = select_peer_group(
+                self.peers, sa.group.cluster or self.broker.config.cluster.name,
+                json.loads(sa.config_json), existing=retain, replicas=len(peers),
+                ignore=[node] + self._unresponsive(), meta_peers=sorted(self.meta.node.peers),
+                rng=self.rng,
+                assignments=[a.group.peers for a in self.meta.state.streams.values() if a.group])
+        except PlacementError:
+            replaced = False
+            if len(peers) == 1:
+                raise E.peer_remap() from None  # (an R1 stream is not bricked)
+            new_peers = retain
+        group = RaftGroup(name=sa.group.name, peers=list(new_peers), store=sa.group.store,
+                          cluster=sa.group.cluster, preferred="")
+        self._propose(EntryOp.ASSIGN_STREAM, StreamAssignment(
+            client=sa.client, created=sa.created, config_json=sa.config_json, group=group,
+            sync=sa.sync, subject="", reply=""))
+        if not replaced:
+            self._log("warning", "could not replace peer for stream '%s > %s'"
+                      % (jsa.account_name, name))
+            raise E.peer_remap()
+        _respond(jsa.broker, reply, kind, success=True)
+
     def _rescaled(self, old, cfg):
         """The group of a stream whose ``num_replicas`` changes: its peers
         kept first (its leader first of all when this server knows it), new
         ones placed beside them, or the first ones kept when it shrinks; the
         group's name stays (nats-server's processClusterUpdateStream)."""
         peers = list(old.group.peers)
-        if len(peers) > 1 and cfg.num_replicas > 1:
-            # Membership changes of a running group, one peer at a time, are
-            # not wired to the stream layer yet: 1 -> N and N -> 1 are.
-            raise E.ApiError(400, 10074, "changing a replicated stream's replicas other than "
-                             "to or from 1 is not supported by natsbroker's cluster yet")
         local = self.groups.get(old.group.name)
         if local is not None and local.leader in peers:
             peers.remove(local.leader)
@@ -568,6 +630,14 @@ class ClusterController:
                 self._leave(jsa, stream)  # scaled down without this server
             return
         replicated = len(sa.group.peers) > 1
+        if stream is not None and stream.group is not None and replicated \
+                and sorted(stream.group.raft.peers) != sorted(sa.group.peers):
+            # The meta leader moved the stream (a peer removed and replaced,
+            # or a group grown or shrunk): this member's group takes the
+            # new membership, its leader through the group's own log.
+            stream.group.update_peers(sa.group)
+            if not sa.subject:
+                return  # (a peer removal: nothing else changed)
         body = b""
         # A replayed entry (a restart) has no one waiting for its answer.
         reply = sa.reply.encode() if sa.reply and not self.meta.replaying else None

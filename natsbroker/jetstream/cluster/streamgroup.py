@@ -371,6 +371,17 @@ class StreamGroup:
     def step_down(self, preferred=""):
         self.transport.call(self.node.step_down, preferred=preferred)
 
+    def update_peers(self, raft):
+        """The meta leader gave the group new members (createRaftGroup on a
+        group already running): taken here at once, and proposed by the
+        leader into the group's log so that a member added now replays the
+        same membership rather than the one the group began with."""
+        self.raft = raft
+        peers = list(raft.peers)
+        self.transport.call(self.node.update_known_peers, peers)
+        if self.node.is_leader:
+            self.transport.call(self.node.propose_known_peers, peers)
+
     # -- every replica applies ------------------------------------------------------
 
     def _commit(self, committed):
