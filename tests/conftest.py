@@ -60,8 +60,11 @@ def pytest_runtest_makereport(item, call):
     if report.failed and call.when in ("setup", "call"):
         # The servers this test was given (fixtures), still running.
         running = list(servers.RUNNING)
-        mine = [s for s in running
-                if any(v is s for v in getattr(item, "funcargs", {}).values())]
+        given = []
+        for v in getattr(item, "funcargs", {}).values():
+            given.extend(v.values() if isinstance(v, dict) else
+                         v if isinstance(v, (list, tuple)) else [v])
+        mine = [s for s in running if any(g is s for g in given)]
         for s in mine:
             tail = "\n".join(s.log().splitlines()[-40:])
             report.sections.append(("%s log (port %s)" % (s.kind, s.port), tail))

@@ -11,7 +11,7 @@ import sys
 import nats
 import pytest
 
-from tests.support.cluster import start_node
+from tests.support.cluster import js_cluster, start_node
 from tests.support.http import get_json
 from tests.support.servers import ROOT, ServerProcess, free_port, nats_server_binary
 from tests.support.wait import eventually_async
@@ -50,15 +50,9 @@ def _conf(tmp_path, name, ports):
 
 @pytest.fixture
 def cluster(tmp_path):
-    ports = {n: free_port() for n in NAMES}
-    servers = {}
-    try:
-        for n in NAMES:
-            servers[n] = start_node("natsbroker", lambda p, n=n: _conf(tmp_path, n, p), ports, n)
+    start = lambda ports, n: start_node("natsbroker", lambda p: _conf(tmp_path, n, p), ports, n)  # noqa: E731
+    with js_cluster(start, NAMES) as (_ports, servers):
         yield servers
-    finally:
-        for s in servers.values():
-            s.stop()
 
 
 async def _until_created(js, **kw):

@@ -487,3 +487,21 @@ async def _live(nodes):
     await app.close()
     await sys_nc.close()
     return list(statsz.values()), answers
+
+
+def test_route_members_counts_every_server_once():
+    from natsbroker.config.model import ClusterConfig
+    from natsbroker.jetstream.cluster.metagroup import expected_size, route_members
+    others = ["nats://127.0.0.1:7002", "nats://127.0.0.1:7003", "nats://127.0.0.1:7004"]
+    # Four servers, each listing the other three: four (nats-server would
+    # expect three, and two pairs could each elect a leader in one term).
+    assert route_members(ClusterConfig(host="127.0.0.1", port=7001, routes=others)) == 4
+    # The usual config lists every server, itself too: still four.
+    every = ["nats://127.0.0.1:7001"] + others
+    assert route_members(ClusterConfig(host="127.0.0.1", port=7001, routes=every)) == 4
+    assert route_members(ClusterConfig(host="0.0.0.0", port=7001,
+                                       routes=["nats://localhost:7001"] + others)) == 4
+    assert route_members(ClusterConfig(host="127.0.0.1", port=7001, routes=[])) == 1
+    assert route_members(ClusterConfig(port=-1, routes=["nats://u:p@h1:1", "h2:2"])) == 3
+    assert expected_size(["a"], route_members(ClusterConfig(port=7001, routes=others))) == 4
+    assert expected_size(["a"], 1) == 2

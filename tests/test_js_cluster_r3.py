@@ -15,7 +15,7 @@ import pytest
 from tests.support.cluster import js_cluster, start_node
 from tests.support.http import get_json
 from tests.support.wait import eventually_async
-from tests.test_js_cluster import NAMES, _conf, _until_created
+from tests.test_js_cluster import NAMES, _acc_conf, _conf, _until_created
 
 # Three-server clusters run one at a time (one xdist worker for the group):
 # several at once on a 2-core machine starve their elections.
@@ -237,7 +237,7 @@ async def _behind(tmp_path, ports, servers):
         # js-c goes away; the others go on, delete, purge, and shut down.
         servers["js-c"].stop()
         for i in range(10, 40):
-            await _publish(js, "r3.%d" % (i % 3), b"m%d" % i)
+            await _publish(js, "r3.%d" % (i % 3), b"m%d" % i, headers={"Nats-Msg-Id": "id-%d" % i})
         assert await js.delete_msg("R3", 12)
         await js.purge_stream("R3", subject="r3.0")
     finally:
@@ -258,6 +258,18 @@ async def _behind(tmp_path, ports, servers):
     nc = await nats.connect(servers["js-c"].url, max_reconnect_attempts=-1)
     try:
         js = nc.jetstream(timeout=5)
+        # Caught up so, js-c knows the Nats-Msg-Ids of what it copied: led
+        # by it, a publish repeating one is the duplicate its peers see.
+        for attempt in range(5):
+            if (await _info(js)).cluster.leader == "js-c":
+                break
+            await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                             b'{"placement": {"preferred": "js-c"}}', timeout=5)
+            await asyncio.sleep(1)
+        assert (await _info(js)).cluster.leader == "js-c"
+        ack = await _publish(js, "r3.1", b"m37", headers={"Nats-Msg-Id": "id-37"})
+        assert (ack.seq, ack.duplicate) == (38, True)
+        await _replicas_agree(servers, want)
         ack = await _publish(js, "r3.1", b"after")
         assert ack.seq == 41
         msg = await js.get_msg("R3", 14)
@@ -466,3 +478,62 @@ async def _retention(servers):
         await _replicas_agree(servers, (0, 11, 10), stream="WQ")
     finally:
         await nc.close()
+
+
+def test_server_remove_takes_a_server_out_and_moves_its_streams(tmp_path):
+    names = NAMES + ("js-d",)
+    start = lambda ports, n: start_node("natsbroker", lambda p: _acc_conf(tmp_path, n, p), ports, n)  # noqa: E731
+    with js_cluster(start, names) as (ports, servers):
+        asyncio.run(_server_remove(servers))
+
+
+async def _server_remove(servers):
+    app = await nats.connect(servers["js-a"].url, user="app", password="pw",
+                             max_reconnect_attempts=-1)
+    sys_nc = await nats.connect(servers["js-a"].url, user="sys", password="pw")
+    try:
+        js = app.jetstream(timeout=10)
+        await _until_created(js, name="SR", subjects=["sr.>"], num_replicas=3)
+        for i in range(10):
+            await _publish(js, "sr.%d" % i, b"m%d" % i)
+        info = await _info(js, "SR")
+        members = {info.cluster.leader} | {r.name for r in info.cluster.replicas}
+        meta_leader = get_json(servers["js-a"].http_port, "/jsz")["meta_cluster"]["leader"]
+        gone = next(n for n in sorted(members) if n != meta_leader)
+
+        async def remove(body):
+            r = await sys_nc.request("$JS.API.SERVER.REMOVE", body, timeout=10)
+            return json.loads(r.data)
+        kind = "io.nats.jetstream.api.v1.meta_server_remove_response"
+        assert await remove(b"") == {"type": kind, "error": {
+            "code": 400, "err_code": 10003, "description": "bad request"}}
+        assert await remove(b'{"peer": "nobody"}') == {"type": kind, "error": {
+            "code": 400, "err_code": 10044, "description": "server is not a member of the cluster"}}
+        # An account's user cannot ask (nobody answers it there).
+        with pytest.raises(nats.errors.Error):
+            await app.request("$JS.API.SERVER.REMOVE", json.dumps({"peer": gone}).encode(),
+                              timeout=2)
+        # Answered once the meta group has committed it.
+        assert await remove(json.dumps({"peer": gone}).encode()) == {"type": kind, "success": True}
+        assert "JetStream being DISABLED, our server was removed from the cluster" in \
+            await eventually_async(lambda: servers[gone].log() if "DISABLED" in servers[gone].log()
+                                   else None, timeout=30, what="the removed server's log")
+        rest = {n: s for n, s in servers.items() if n != gone}
+
+        def meta_of_rest():
+            metas = [get_json(s.http_port, "/jsz")["meta_cluster"] for s in rest.values()]
+            return all(m.get("cluster_size") == 3 for m in metas)
+        await eventually_async(meta_of_rest, timeout=30, what="a meta group of three")
+
+        async def moved():
+            got = await _info(js, "SR")
+            now = {got.cluster.leader} | {r.name for r in got.cluster.replicas}
+            return gone not in now and len(now) == 3
+        await eventually_async(moved, timeout=60, what="SR off the removed server")
+        await _replicas_agree({n: s for n, s in rest.items()}, (10, 1, 10), stream="SR",
+                              timeout=60)
+        ack = await _publish(js, "sr.x", b"after")
+        assert ack.seq == 11
+    finally:
+        await app.close()
+        await sys_nc.close()

@@ -272,3 +272,52 @@ async def _all_killed(tmp_path, ports, servers):
     finally:
         for nc in ncs.values():
             await nc.close()
+
+
+def test_a_damaged_meta_log_deletes_no_stream(tmp_path):
+    import plyvel
+
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
+        asyncio.run(_damaged_meta(tmp_path, ports, servers, plyvel))
+
+
+async def _damaged_meta(tmp_path, ports, servers, plyvel):
+    """Jepsen's NATS 2.12.1 report: a damaged meta snapshot on one server
+    made it delete its streams as orphans. Here the meta log of one server
+    is damaged while it is down: the log is moved aside and kept, the server
+    rejoins with an empty one that the meta leader fills, and its replica
+    of the stream, with every message, is still there and in use."""
+    nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=5)
+        await _until_created(js, name="R3", subjects=["r3.>"], num_replicas=3)
+        for i in range(10):
+            await _publish_retry(js, i)
+        await _replicas_agree(servers, (10, 1, 10))
+        servers["js-c"].stop()
+        meta = tmp_path / "js-c" / "jetstream" / "$SYS" / "_js_" / "_meta_"
+        db = plyvel.DB(str(meta))
+        key = b"snap" if db.get(b"snap") is not None else next(db.iterator(prefix=b"log"))[0]
+        value = db.get(key)
+        db.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+        db.close()
+        servers["js-c"] = _start(tmp_path, ports, "js-c")
+        log = servers["js-c"].log()
+        assert "damaged" in log, log[-3000:]
+        aside = [d for d in os.listdir(meta.parent) if d.startswith("_meta_.damaged-")]
+        assert len(aside) == 1 and "_meta_" in os.listdir(meta.parent)
+        await _replicas_agree(servers, (10, 1, 10), timeout=60)
+        for i in range(10, 15):
+            await _publish_retry(js, i)
+        await _replicas_agree(servers, (15, 1, 15), timeout=60)
+        # And it leads the stream with every message.
+        for attempt in range(5):
+            if (await _info(js)).cluster.leader == "js-c":
+                break
+            await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                             b'{"placement": {"preferred": "js-c"}}', timeout=5)
+            await asyncio.sleep(1)
+        assert (await _info(js)).cluster.leader == "js-c"
+        assert [d for _s, d in await _contents(nc)] == [b"p-%d" % i for i in range(15)]
+    finally:
+        await nc.close()

@@ -256,9 +256,17 @@ class StreamRemovePeerRequest:
     peer: str = _f(STRING, "")
 
 
+@attrs.define
+class MetaServerRemoveRequest:
+    __go_name__ = "JSApiMetaServerRemoveRequest"
+    peer: str = _f(STRING, "")  # the server's name
+    peer_id: str = _f(STRING, "")  # or its peer id, which wins
+
+
 marshal.register_lenient(PubAck, AccountLimits, ApiStats, AccountInfo, StoredMsg)
 marshal.register_go(StreamInfoRequest, StreamPurgeRequest, MsgGetRequest, MsgDeleteRequest,
-                    StreamNamesRequest, StreamListRequest, StreamRemovePeerRequest)
+                    StreamNamesRequest, StreamListRequest, StreamRemovePeerRequest,
+                    MetaServerRemoveRequest)
 marshal.unstructure_as_json(StreamCreateResponse, StreamUpdateResponse, StreamInfoResponse,
                             StreamDeleteResponse, StreamPurgeResponse, StreamNamesResponse,
                             StreamListResponse, StreamMsgGetResponse, StreamMsgDeleteResponse,

@@ -492,8 +492,22 @@ class Stream:
 
     def store_copy(self, subject, hdr, data, ts):
         """Store a message another replica of this stream already accepted
-        (a catch-up): no publish checks, the limits as always."""
-        return self._store(subject, hdr, data, ts, None, None, 0, False)
+        (a catch-up): no publish checks, the limits as always. Its
+        Nats-Msg-Id goes into the de-duplication window and its Nats-TTL
+        into the expiry index, as nats-server's processCatchupMsg does: a
+        replica caught up so must refuse the same retried publish its peers
+        refuse, or it would store a message they do not."""
+        msg_id, ttl = None, 0
+        if hdr:
+            h = _headers(hdr)
+            msg_id = h.get(H_MSG_ID)
+            v = h.get(H_TTL)
+            if v is not None and self._config.allow_msg_ttl:
+                try:
+                    ttl = parse_ttl(v)
+                except E.ApiError:
+                    ttl = 0
+        return self._store(subject, hdr, data, ts, msg_id, None, ttl, False)
 
     def _schedules_stored(self, seq, subject, hdr, ts, is_schedule):
         h = HB.exact(hdr, (S.H_SCHEDULE, S.H_TZ, S.H_SCHEDULER, S.H_NEXT))

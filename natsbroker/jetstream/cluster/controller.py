@@ -32,6 +32,12 @@ import shutil
 from twisted.logger import Logger
 
 from natsbroker import jsonbound, nuid as nuids
+from natsbroker.cluster.raft.node import (
+    MembershipChanging,
+    NotLeader,
+    PeerNotFound,
+    RemoveLastNode,
+)
 from natsbroker.cluster.raft.wire import peer_id
 from natsbroker.gocompat import gojson, times
 from natsbroker.jetstream import (
@@ -50,7 +56,7 @@ from natsbroker.jetstream.cluster.entries import (
     config_text,
     encode_meta_entry,
 )
-from natsbroker.jetstream.cluster.metagroup import MetaGroup
+from natsbroker.jetstream.cluster.metagroup import MetaGroup, route_members
 from natsbroker.jetstream.cluster.peers import PeerTable
 from natsbroker.jetstream.cluster.placement import (
     PlacementError,
@@ -105,6 +111,7 @@ class ClusterController:
         self.groups = {}  # raft group name -> StreamGroup of a replicated stream here
         self.disabled = None  # why this server left the JetStream cluster, if it did
         self._early_routes = []
+        self._server_removes = {}  # peer -> reply, answered when its removal commits
 
     # -- life -----------------------------------------------------------------
 
@@ -118,9 +125,12 @@ class ClusterController:
         self._subs.append(system.subscribe(b"$SYS.SERVER.*.STATSZ", self._on_statsz, hidden=True))
         self._subs.append(system.subscribe(b"$JS.API.META.LEADER.STEPDOWN", self._on_meta_stepdown,
                                            hidden=True))
+        self._subs.append(system.subscribe(b"$JS.API.SERVER.REMOVE", self._on_server_remove,
+                                           hidden=True))
         self.meta = MetaGroup(broker, store_dir, known_peers=self.peers.active_peers(),
-                              routes=len(cfg.cluster.routes or ()), on_change=self._on_change,
-                              on_leader=self._on_leader, log=self._log)
+                              routes=route_members(cfg.cluster), on_change=self._on_change,
+                              on_leader=self._on_leader, log=self._log,
+                              on_peer_removed=self._on_peer_removed)
         self.leaderless_since = broker.reactor.seconds()
         self.meta.start()
         early, self._early_routes = self._early_routes, []
@@ -477,8 +487,17 @@ class ClusterController:
         node = peer_id(peer) if peer_id(peer) in peers else peer
         if node not in peers:
             raise E.cluster_peer_not_member()
+        if not self._remap(jsa.account_name, sa, node):
+            raise E.peer_remap()
+        _respond(jsa.broker, reply, kind, success=True)
+
+    def _remap(self, account, sa, node):
+        """removePeerFromStream: propose ``sa`` with ``node`` replaced by a
+        server placement picks (remapStreamAssignment); with none, a
+        replicated stream goes on without it. True if it was replaced (an R1
+        stream with no replacement is left as it is)."""
+        peers = list(sa.group.peers)
         retain = [p for p in peers if p != node]
-        replaced = True
         try:
             new_peers = select_peer_group(
                 self.peers, sa.group.cluster or self.broker.config.cluster.name,
@@ -486,10 +505,11 @@ class ClusterController:
                 ignore=[node] + self._unresponsive(), meta_peers=sorted(self.meta.node.peers),
                 rng=self.rng,
                 assignments=[a.group.peers for a in self.meta.state.streams.values() if a.group])
+            replaced = True
         except PlacementError:
             replaced = False
             if len(peers) == 1:
-                raise E.peer_remap() from None  # (an R1 stream is not bricked)
+                return False  # (an R1 stream is not bricked)
             new_peers = retain
         group = RaftGroup(name=sa.group.name, peers=list(new_peers), store=sa.group.store,
                           cluster=sa.group.cluster, preferred="")
@@ -498,9 +518,85 @@ class ClusterController:
             sync=sa.sync, subject="", reply=""))
         if not replaced:
             self._log("warning", "could not replace peer for stream '%s > %s'"
-                      % (jsa.account_name, name))
-            raise E.peer_remap()
-        _respond(jsa.broker, reply, kind, success=True)
+                      % (account, sa.name))
+        return replaced
+
+    # -- $JS.API.SERVER.REMOVE ------------------------------------------------------
+
+    def _on_server_remove(self, sub, subject, reply, hdr_len, raw):
+        """``$JS.API.SERVER.REMOVE`` (system account only,
+        jsLeaderServerRemoveRequest): the meta leader proposes the server's
+        removal from the meta group and answers once that is committed;
+        every stream on it is then moved (:meth:`_on_peer_removed`)."""
+        if not self.is_meta_leader or not self.broker.serving_request():
+            return
+        kind = "meta_server_remove_response"
+        system = self.broker.system_account
+        body = bytes(raw[hdr_len:])
+        try:
+            if gojson.is_empty_request(body):
+                raise E.bad_request()
+            req = marshal.decode_request(body, AM.MetaServerRemoveRequest)
+            if self._server_removes:
+                raise E.cluster_server_member_change_inflight()
+            node = self.meta.node
+            if req.peer_id:
+                found = req.peer_id if req.peer_id in node.peers else ""
+            else:
+                found = next((p for p in node.peers if self._name(p) == req.peer), "")
+            if not found:
+                raise E.cluster_server_not_member()
+            try:
+                self.meta.transport.call(node.propose_remove_peer, found)
+            except MembershipChanging:
+                raise E.cluster_server_member_change_inflight() from None
+            except (PeerNotFound, RemoveLastNode, NotLeader) as e:
+                raise E.raft_general(err=type(e).__name__) from None
+        except E.ApiError as e:
+            _respond(system, reply, kind, error=e)
+            return
+        self._server_removes[found] = reply
+
+    def _removed_here(self):
+        """DisableJetStream: JetStream stops on this server (its streams
+        closed, their files kept); its clients' requests and publishes
+        reach the cluster's other servers by the accounts' interest."""
+        if self.disabled:
+            return
+        for group in list(self.groups.values()):
+            self._stop_group(group)
+        if self.meta is not None:
+            self.meta.stop()
+        self.disabled = "removed from the JetStream cluster ($JS.API.SERVER.REMOVE)"
+        self.leaderless_since = None
+        self.plugin.stop()
+
+    def _on_peer_removed(self, peer):
+        """processRemovePeer: a member left the meta group. This server, if
+        it was the one, leaves JetStream clustering (nats-server disables
+        JetStream); the meta leader moves each stream off it and answers the
+        request that asked for it."""
+        if peer == self.id:
+            log.error("JetStream being DISABLED, our server was removed from the cluster")
+            advisory = {"type": "io.nats.jetstream.advisory.v1.server_removed",
+                        "id": nuids.nuid(), "timestamp": times.rfc3339(times.now_ns()),
+                        "server": self.broker.server_name, "server_id": self.broker.server_id,
+                        "cluster": self.broker.config.cluster.name}
+            if self.broker.config.jetstream.domain:
+                advisory["domain"] = self.broker.config.jetstream.domain
+            self.broker.system_account.publish("$JS.EVENT.ADVISORY.SERVER.REMOVED",
+                                               gojson.go_json_dumps(advisory).encode())
+            self.broker.reactor.callLater(0, self._removed_here)
+            return
+        if not self.is_meta_leader:
+            return
+        for (account, _name), sa in list(self.meta.state.streams.items()):
+            if sa.group is not None and peer in sa.group.peers:
+                self._remap(account, sa, peer)
+        reply = self._server_removes.pop(peer, None)
+        if reply:
+            _respond(self.broker.system_account, reply, "meta_server_remove_response",
+                     success=True)
 
     def _rescaled(self, old, cfg):
         """The group of a stream whose ``num_replicas`` changes: its peers

@@ -15,9 +15,11 @@ the number of configured routes.
 
 import os
 import random
+from urllib.parse import urlsplit
 
-from natsbroker.cluster.raft.filestorage import FileStorage
+from natsbroker.cluster.raft.filestorage import FileStorage, move_aside
 from natsbroker.cluster.raft.node import Node
+from natsbroker.cluster.raft.storage import StorageError
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType, peer_id
 from natsbroker.jetstream.cluster.entries import EntryError
@@ -31,50 +33,117 @@ SNAPSHOT_INTERVAL = 60.0
 
 
 def expected_size(known, routes):
-    """bootstrapRaftNode's expected size when not every peer is known."""
+    """bootstrapRaftNode's expected size when not every peer is known:
+    ``routes`` is the number of servers the configured routes name, this
+    one included (:func:`route_members`)."""
     return max(2, len(known), routes)
+
+
+def route_members(cluster):
+    """How many servers a cluster block's routes name, this one included.
+    nats-server counts the configured routes alone, which is right for the
+    usual config that lists every server, itself too, and one short for a
+    config that lists only the others: four servers configured so would
+    each expect three, and two pairs could each elect a meta leader in the
+    same term. A route to this server's own cluster port is not counted
+    twice."""
+    own = {"", "localhost", "0.0.0.0", "::", "127.0.0.1", "::1", cluster.host or ""}
+    others = 0
+    for url in cluster.routes or ():
+        try:
+            u = urlsplit(url if "://" in str(url) else "nats://" + str(url))
+            port = u.port
+        except ValueError:
+            others += 1
+            continue
+        if cluster.port > 0 and port == cluster.port and (u.hostname or "") in own:
+            continue  # ourselves
+        others += 1
+    return others + 1
 
 
 class MetaGroup:
     """``on_change(Change)`` hears every assignment change, in order;
-    ``on_leader(LeaderChange)`` every leadership change; ``log(level, text)``
-    the group's log lines."""
+    ``on_leader(LeaderChange)`` every leadership change;
+    ``on_peer_removed(peer)`` each member removed from the group (a
+    committed RemovePeer entry); ``log(level, text)`` the group's log lines."""
 
     def __init__(self, broker, store_dir, known_peers=(), routes=0, observer=False,
-                 on_change=None, on_leader=None, log=None):
+                 on_change=None, on_leader=None, log=None, on_peer_removed=None):
         self.broker = broker
         self.state = MetaState()
         self.on_change = on_change
+        self.on_peer_removed = on_peer_removed
         self.on_leader = on_leader
         self.log = log
-        path = os.path.join(store_dir, "$SYS", "_js_", GROUP)
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        recovering = os.path.exists(os.path.join(path, "CURRENT"))
-        self.storage = FileStorage(path)
-        me = peer_id(broker.server_name)
-        known = sorted(set(known_peers) | {me})
-        self.node = Node(GROUP, me, self.storage, clock=broker.reactor.seconds,
-                         rng=random.SystemRandom(), peers=known,
-                         cluster_size=expected_size(known, routes), observer=observer,
-                         recovering=recovering)
-        self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
-                                       on_commit=self._commit, on_leader=self._leader, log=log)
+        self.path = os.path.join(store_dir, "$SYS", "_js_", GROUP)
+        self._known, self._routes, self._observer = known_peers, routes, observer
+        self.storage = self.node = self.transport = None
+        self._open_error = None
+        try:
+            self._open()
+        except StorageError as e:
+            self._open_error = e  # (start() moves the log aside)
+            if self.storage is not None:
+                self.storage.close()
+            self.storage = self.node = self.transport = None
         self.applied_since_snapshot = 0
         self.bytes_since_snapshot = 0
         self._check = None
         self.failed = None
         self.replaying = False
 
+    def _open(self, damaged=False):
+        broker = self.broker
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        recovering = damaged or os.path.exists(os.path.join(self.path, "CURRENT"))
+        self.storage = FileStorage(self.path)
+        me = peer_id(broker.server_name)
+        known = sorted(set(self._known) | {me})
+        # (a log moved aside rejoins as one that had data: its empty votes
+        # never make a quorum alone, and it waits to be caught up)
+        self.node = Node(GROUP, me, self.storage, clock=broker.reactor.seconds,
+                         rng=random.SystemRandom(), peers=known,
+                         cluster_size=expected_size(known, self._routes),
+                         observer=self._observer, recovering=recovering)
+        self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
+                                       on_commit=self._commit, on_leader=self._leader,
+                                       log=self.log)
+
     @property
     def id(self):
-        return self.node.id
+        return peer_id(self.broker.server_name)
 
     def start(self):
+        """Replay the log. A damaged one (a record whose checksum fails, a
+        database LevelDB cannot open) is not trusted and not deleted: it is
+        moved aside and named in the log, and this server rejoins with an
+        empty one that the meta leader fills. Nothing is removed because the
+        damaged log no longer lists it (the streams on disk stay, and are
+        attached again as the assignments arrive)."""
         # What start() applies is the log replayed from disk: nobody waits
         # for an answer to those requests any more.
         self.replaying = True
         try:
-            self.transport.start()
+            try:
+                if self.storage is None:
+                    raise self._open_error
+                self.transport.start()
+            except StorageError as e:
+                why = str(e)
+                try:
+                    if self.storage is not None:
+                        self.storage.close()
+                except Exception:
+                    pass
+                self.state = MetaState()
+                aside = move_aside(self.path)
+                if self.log is not None:
+                    self.log("error", "JetStream meta group's Raft log damaged (%s): moved to %s, "
+                             "not used; this server rejoins with an empty log and is caught up "
+                             "by the meta leader" % (why, aside))
+                self._open(damaged=True)
+                self.transport.start()
         finally:
             self.replaying = False
         if not self.node.recovering:
@@ -109,6 +178,11 @@ class MetaGroup:
                 elif e.type == EntryType.NORMAL:
                     changes = self.state.apply_entry(e.data)
                     self.bytes_since_snapshot += len(e.data)
+                elif e.type == EntryType.REMOVE_PEER:
+                    # (processRemovePeer: not for what a restart replays)
+                    if not self.replaying and self.on_peer_removed is not None:
+                        self.on_peer_removed(bytes(e.data).decode("latin-1"))
+                    continue
                 else:
                     continue
             except EntryError as err:

@@ -44,7 +44,7 @@ import random
 
 from natsbroker import jsonbound, nuid as nuids
 from natsbroker.cluster.raft.filestorage import FileStorage, move_aside
-from natsbroker.cluster.raft.node import Node, NotLeader
+from natsbroker.cluster.raft.node import Committed, Node, NotLeader
 from natsbroker.cluster.raft.storage import MemoryStorage, StorageError
 from natsbroker.cluster.raft.transport import RaftTransport
 from natsbroker.cluster.raft.wire import EntryType
@@ -94,6 +94,7 @@ class _Catchup:
         self.sub = None
         self.timer = None
         self.queued = []  # what committed after the snapshot, applied once caught up
+        self.rest = None  # the snapshot's own commit's later entries (a Committed)
 
 
 def group_dir(store_dir, name):
@@ -392,10 +393,14 @@ class StreamGroup:
             return
         jsa = self.jsa
         leader = self.node.is_leader
-        for e in committed.entries:
+        for i, e in enumerate(committed.entries):
             if e.type == EntryType.SNAPSHOT:
                 if not self._apply_snapshot(e.data, committed.index):
-                    return  # catching up: the rest waits
+                    # Catching up: what follows it in this commit waits too.
+                    if self.catchup is not None and i + 1 < len(committed.entries):
+                        self.catchup.rest = Committed(committed.index,
+                                                      tuple(committed.entries[i + 1:]))
+                    return
                 continue
             if e.type != EntryType.NORMAL:
                 continue
@@ -526,7 +531,10 @@ class StreamGroup:
         cu = self.catchup
         self._end_catchup()
         self._reconcile(cu.snap)
-        self._set_applied(cu.index)
+        if cu.rest is not None:
+            self._commit(cu.rest)  # (applies them, then takes the index as applied)
+        else:
+            self._set_applied(cu.index)
         self._log("info", "caught up to sequence %d" % cu.snap.last_seq)
         for committed in cu.queued:
             self._commit(committed)
