@@ -93,6 +93,7 @@ bench: $(STAMP)
 	mkdir -p $(BENCH_REPORT)
 	-$(BIN)/python -m tools.bench --json > $(BENCH_REPORT)/throughput.json
 	-$(BIN)/python -m tools.bench.cluster | tee $(BENCH_REPORT)/cluster.txt
+	-$(BIN)/python -m tools.bench.jscluster --replicas 3 --consume --msgs 5000 | tee $(BENCH_REPORT)/jscluster.txt
 	-$(BIN)/python -m tools.bench.curves --out $(BENCH_REPORT)
 	-$(BIN)/python -m tools.bench.latency --out $(BENCH_REPORT)
 	$(BIN)/python -m tools.bench.report --dir $(BENCH_REPORT)

@@ -97,7 +97,7 @@ DEFAULT_STORE_DIR = "data"
 # plugin may add one of these paths.
 BUILTIN_MONITOR_PATHS = frozenset([
     "", "varz", "connz", "subsz", "subscriptionsz", "routez", "gatewayz", "leafz",
-    "accountz", "accstatz", "healthz", "metrics", "dashboard"])
+    "accountz", "accstatz", "healthz", "raftz", "metrics", "dashboard"])
 
 
 @implementer(IBroker)

@@ -182,6 +182,16 @@ class IVarzSection(Interface):
         """The field's value, a JSON-ready dict in nats-server's field order."""
 
 
+class IRaftGroups(Interface):
+    """A plugin that runs Raft groups (``natsbroker.cluster.raft``) lists
+    them for ``/raftz``, as nats-server lists its registered Raft nodes."""
+
+    def raft_groups():
+        """``(account, group, status)`` for each group running here:
+        ``account`` the name of the account its traffic is in, ``status``
+        ``natsbroker.cluster.raft.raftz.group_status(node, ...)``."""
+
+
 class IHealthReport(Interface):
     """A plugin that answers /healthz's own checks in nats-server's shape
     (JetStream's: ``js-enabled-only``, ``account``, ``stream``...), in

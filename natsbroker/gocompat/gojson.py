@@ -57,7 +57,9 @@ def encode_json(value, indent=True):
     messages; slower than :func:`go_json_dumps`, which keeps Python's float
     text and no indentation, for the JetStream API."""
     out = []
-    _encode(value, out, "\n" if indent else "", indent)
+    # (``indent`` may also be the unit itself: /raftz indents by 3 spaces)
+    _encode(value, out, "\n" if indent else "", indent if isinstance(indent, str) else
+            ("  " if indent else ""))
     return "".join(out)
 
 
@@ -85,7 +87,7 @@ def _encode(v, out, nl, indent):
         if not v:
             out.append("{}")
             return
-        inner = nl + "  " if indent else ""
+        inner = nl + indent if indent else ""
         out.append("{")
         for i, (k, item) in enumerate(v.items()):
             out.append(("," if i else "") + inner)
@@ -97,7 +99,7 @@ def _encode(v, out, nl, indent):
         if not v:
             out.append("[]")
             return
-        inner = nl + "  " if indent else ""
+        inner = nl + indent if indent else ""
         out.append("[")
         for i, item in enumerate(v):
             out.append(("," if i else "") + inner)

@@ -54,6 +54,7 @@ from natsbroker.interfaces import (
     IBrokerPlugin,
     IHealthReport,
     ILameDuckObserver,
+    IRaftGroups,
     IRouteObserver,
     IShutdownObserver,
     IStreamEvents,
@@ -67,7 +68,7 @@ log = Logger()
 
 
 @implementer(IBrokerPlugin, IStreamEvents, IAccountJetStream, IShutdownObserver,
-             ILameDuckObserver, IVarzSection, IHealthReport, IRouteObserver)
+             ILameDuckObserver, IVarzSection, IHealthReport, IRouteObserver, IRaftGroups)
 class JetStream(JetStreamMonitoring):
     """The JetStream plugin: a :class:`JetStreamAccount` per account with
     JetStream, nats-server's answer in the others, and what is server-wide
@@ -233,6 +234,10 @@ class JetStream(JetStreamMonitoring):
         except Exception:
             log.failure("plugin {name} failed to stop", name=self.name)
         log.info("JetStream Shutdown")
+
+    def raft_groups(self):
+        """IRaftGroups: the cluster's meta and stream groups on this server."""
+        return self.cluster.raft_groups() if self.cluster is not None else []
 
     def route_registered(self, info):
         """IRouteObserver: the cluster layer watches who joins."""

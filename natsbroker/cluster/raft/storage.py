@@ -83,6 +83,10 @@ class MemoryStorage:
     def last_index(self):
         return self._last
 
+    def wal_bytes(self):
+        """The bytes the WAL's entries take (for /raftz)."""
+        return sum(len(enc) for _, enc in self._log.values())
+
     def append(self, index, term, encoded):
         """Store the AppendEntry ``encoded`` (of ``term``) at ``index``,
         which must be ``last_index + 1``."""

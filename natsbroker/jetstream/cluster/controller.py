@@ -38,6 +38,7 @@ from natsbroker.cluster.raft.node import (
     PeerNotFound,
     RemoveLastNode,
 )
+from natsbroker.cluster.raft.raftz import group_status
 from natsbroker.cluster.raft.wire import peer_id
 from natsbroker.gocompat import gojson, times
 from natsbroker.jetstream import (
@@ -56,7 +57,7 @@ from natsbroker.jetstream.cluster.entries import (
     config_text,
     encode_meta_entry,
 )
-from natsbroker.jetstream.cluster.metagroup import MetaGroup, route_members
+from natsbroker.jetstream.cluster.metagroup import GROUP, MetaGroup, route_members
 from natsbroker.jetstream.cluster.peers import PeerTable
 from natsbroker.jetstream.cluster.placement import (
     PlacementError,
@@ -183,6 +184,22 @@ class ClusterController:
         self.leaderless_since = None
         self.plugin.left_cluster()
         self.broker.forward_jetstream()
+
+    def raft_groups(self):
+        """IRaftGroups (through the plugin): the meta group under the system
+        account, and every stream group running here under its stream's
+        account, as nats-server lists them; all of their traffic is in the
+        system account."""
+        if self.disabled or self.meta is None or self.meta.node is None:
+            return []
+        now = self.broker.reactor.seconds()
+        system = self.broker.system_account.name
+        nodes = [(system, GROUP, self.meta.node)] + [
+            (g.jsa.account_name, g.name, g.node) for g in self.groups.values()
+            if g.node is not None]
+        return [(account, name, group_status(node, now, name_of=self._name,
+                                             traffic_account=system))
+                for account, name, node in nodes]
 
     def _log(self, level, text):
         if level == "debug":
