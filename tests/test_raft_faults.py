@@ -33,13 +33,13 @@ def test_a_paused_leader_is_replaced_and_rejoins_without_its_stale_proposals(tmp
         return None
     try:
         old = eventually(leader, timeout=60, what="a leader")
-        get_json(servers[old].http_port, "/raftz?propose=before")
+        get_json(servers[old].http_port, "/raftprobez?propose=before")
         for n in NBS:
             eventually(lambda: raftz(servers[n])["normal"] == ["before"], timeout=10)
         os.kill(servers[old].proc.pid, signal.SIGSTOP)
         try:
             new = eventually(lambda: leader(exclude=(old,)), timeout=60, what="a leader while %s is paused" % old)
-            get_json(servers[new].http_port, "/raftz?propose=during")
+            get_json(servers[new].http_port, "/raftprobez?propose=during")
             for n in NBS:
                 if n != old:
                     eventually(lambda: raftz(servers[n])["normal"] == ["before", "during"], timeout=10)
@@ -47,13 +47,13 @@ def test_a_paused_leader_is_replaced_and_rejoins_without_its_stale_proposals(tmp
             os.kill(servers[old].proc.pid, signal.SIGCONT)
         # Woken, it may serve one request still believing it leads: that
         # proposal has no quorum and must vanish when it hears the new term.
-        http(servers[old].http_port, "/raftz?propose=stale")
+        http(servers[old].http_port, "/raftprobez?propose=stale")
         eventually(lambda: raftz(servers[old])["leader"] == peer_id(new), timeout=30,
                    what="%s following %s" % (old, new))
         for n in NBS:
             eventually(lambda: raftz(servers[n])["normal"] == ["before", "during"], timeout=20,
                        what="%s converged" % n)
-        get_json(servers[new].http_port, "/raftz?propose=after")
+        get_json(servers[new].http_port, "/raftprobez?propose=after")
         for n in NBS:
             eventually(lambda: raftz(servers[n])["normal"] == ["before", "during", "after"], timeout=20)
     finally:

@@ -60,7 +60,7 @@ def _nb_conf(tmp_path, ports):
 
 
 def raftz(server):
-    return get_json(server.http_port, "/raftz")
+    return get_json(server.http_port, "/raftprobez")
 
 
 def meta(server):
@@ -159,13 +159,13 @@ def test_a_natsbroker_only_group_elects_replicates_fails_over_and_catches_up(tmp
         for name in NBS:
             start(name)
         first = eventually(leader, timeout=60, what="a leader among three natsbroker nodes")
-        get_json(servers[first].http_port, "/raftz?propose=one&propose=two")
+        get_json(servers[first].http_port, "/raftprobez?propose=one&propose=two")
         for name in NBS:
             eventually(lambda: applied(name, ["one", "two"]), timeout=10, what="%s applied" % name)
         servers[first].stop()
         second = eventually(lambda: leader() not in (None, first) and leader(), timeout=60,
                             what="a new leader after %s stopped" % first)
-        get_json(servers[second].http_port, "/raftz?propose=three")
+        get_json(servers[second].http_port, "/raftprobez?propose=three")
         start(first)  # back on the same store: restores, then catches up
         for name in NBS:
             eventually(lambda: applied(name, ["one", "two", "three"]), timeout=30, what="%s applied" % name)

@@ -1,7 +1,7 @@
 """A test plugin: one NRG node in the system account, on the group the
 configuration names (``raftprobe { group: _meta_, observer: true }``; a new
 group of its own also names its ``peers`` by server name), kept
-in FileStorage under the store directory, reporting at ``/raftz`` (where ``?propose=x`` proposes ``x`` on a leader).
+in FileStorage under the store directory, reporting at ``/raftprobez`` (where ``?propose=x`` proposes ``x`` on a leader).
 
 It lets a test put natsbroker's Raft (node, transport, storage) into a
 group that nats-server servers run, with nothing above the Raft layer.
@@ -47,7 +47,7 @@ class RaftProbe:
         self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
                                        on_commit=self._commit, on_leader=self.leaders.append)
         self.transport.start()
-        broker.add_monitor_endpoint("raftz", self._raftz)
+        broker.add_monitor_endpoint("raftprobez", self._raftz)
 
     def stop(self):
         self.transport.stop()
