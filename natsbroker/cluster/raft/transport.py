@@ -14,22 +14,31 @@ and ordinary subscribers (a ``$SYS`` user watching ``$NRG.>``) see it.
 """
 
 from natsbroker.cluster.raft.node import Committed, LeaderChange, Log, Send, Subscribe, Unsubscribe
+from natsbroker.cluster.raft.storage import StorageError
 
 
 class RaftTransport:
     """Runs ``node`` in ``account`` (an IBroker) on ``reactor``.
 
     ``on_commit(Committed)`` and ``on_leader(LeaderChange)`` reach the upper
-    layer; ``log(level, text)`` gets the node's log lines.
+    layer; ``log(level, text)`` gets the node's log lines;
+    ``on_failure(StorageError)`` hears that the log turned out damaged while
+    running (a record failing its checksum when read, to apply it or to
+    send it to a follower): the node is stopped then, never acting on what
+    it cannot read, and the error is logged. (A damaged log found when the
+    node starts is raised by :meth:`start`, for the caller to move aside.)
     """
 
-    def __init__(self, node, account, reactor, on_commit=None, on_leader=None, log=None):
+    def __init__(self, node, account, reactor, on_commit=None, on_leader=None, log=None,
+                 on_failure=None):
         self.node = node
         self.account = account
         self.reactor = reactor
         self.on_commit = on_commit
         self.on_leader = on_leader
         self.log = log
+        self.on_failure = on_failure
+        self.failed = None
         self._subs = {}
         self._timer = None
         self._timer_at = None
@@ -53,8 +62,26 @@ class RaftTransport:
 
     def call(self, method, *args, **kwargs):
         """Call a node method that returns effects, and carry them out."""
-        effects = method(*args, **kwargs)
-        self._run(effects)
+        self._run(self._guarded(method, *args, **kwargs))
+
+    def _guarded(self, method, *args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except StorageError as e:
+            self._fail(e)
+            return ()
+
+    def _fail(self, err):
+        if self.failed is not None:
+            return
+        self.failed = str(err)
+        if self.log is not None:
+            self.log("error", "Raft log damaged while running (%s): group %s stopped on this "
+                     "server, nothing read from it is used; a restart moves the log aside "
+                     "and its peers catch it up" % (err, self.node.group))
+        self.stop()
+        if self.on_failure is not None:
+            self.on_failure(err)
 
     def propose(self, data):
         """Queue a proposal (leader only: NotLeader otherwise); proposals made
@@ -67,7 +94,7 @@ class RaftTransport:
     def _flush(self):
         self._flush_call = None
         if not self.stopped:
-            self._run(self.node.flush())
+            self._run(self._guarded(self.node.flush))
 
     # -- inbound --------------------------------------------------------
 
@@ -78,7 +105,7 @@ class RaftTransport:
             subject = subject.decode("latin-1")
         if isinstance(reply, (bytes, bytearray)):
             reply = reply.decode("latin-1")
-        self._run(self.node.receive(subject, reply or "", bytes(raw[hdr_len:])))
+        self._run(self._guarded(self.node.receive, subject, reply or "", bytes(raw[hdr_len:])))
 
     # -- effects ----------------------------------------------------------
 
@@ -128,4 +155,4 @@ class RaftTransport:
 
     def _tick(self):
         self._timer = self._timer_at = None
-        self._run(self.node.tick())
+        self._run(self._guarded(self.node.tick))

@@ -108,7 +108,11 @@ class MetaGroup:
                          observer=self._observer, recovering=recovering)
         self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
                                        on_commit=self._commit, on_leader=self._leader,
-                                       log=self.log)
+                                       log=self.log, on_failure=self._log_failed)
+
+    def _log_failed(self, err):
+        # (the transport stopped the node and said why; nothing more is applied)
+        self.failed = "Raft log damaged: %s" % err
 
     @property
     def id(self):

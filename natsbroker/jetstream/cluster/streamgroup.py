@@ -173,7 +173,7 @@ class StreamGroup:
                          scale_up=self.scale_up and not recovering)
         self.transport = RaftTransport(self.node, broker.system_account, broker.reactor,
                                        on_commit=self._commit, on_leader=self._leader,
-                                       log=self._log)
+                                       log=self._log, on_failure=self._log_failed)
 
     def _start_transport(self):
         """Open the log and replay it. A damaged log (a record whose checksum
@@ -457,6 +457,15 @@ class StreamGroup:
         self.jsa.schedule_commit()
 
     # -- catching up ---------------------------------------------------------------
+
+    def _log_failed(self, err):
+        """The group's log turned out damaged while running: this replica
+        stops serving the stream (no publishes taken, no consumers run,
+        nothing answered from it); its peers go on without it."""
+        self._fail("Raft log damaged: %s" % err)
+        self.leader_since = None
+        self.jsa.capture(self.stream)
+        self.jsa.park_consumers(self.stream)
 
     def _fail(self, why):
         self.failed = why
