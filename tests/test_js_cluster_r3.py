@@ -537,3 +537,53 @@ async def _server_remove(servers):
     finally:
         await app.close()
         await sys_nc.close()
+
+
+def test_server_remove_of_the_meta_leader_itself(tmp_path):
+    start = lambda ports, n: start_node("natsbroker", lambda p: _acc_conf(tmp_path, n, p), ports, n)  # noqa: E731
+    with js_cluster(start, NAMES) as (ports, servers):
+        asyncio.run(_remove_meta_leader(servers))
+
+
+async def _remove_meta_leader(servers):
+    """The meta leader asked to remove itself: it answers once that is
+    committed, hands the meta group over, stops JetStream, and the two
+    others serve the account's streams. (Its streams' groups still name it:
+    the successor, which applied the removal as a follower, moves nothing.
+    An R3 stream goes on with its two other replicas.)"""
+    leader = get_json(servers["js-a"].http_port, "/jsz")["meta_cluster"]["leader"]
+    rest = {n: s for n, s in servers.items() if n != leader}
+    other = next(iter(rest))
+    app = await nats.connect(servers[other].url, user="app", password="pw",
+                             max_reconnect_attempts=-1)
+    sys_nc = await nats.connect(servers[leader].url, user="sys", password="pw")
+    try:
+        js = app.jetstream(timeout=10)
+        await _until_created(js, name="ML", subjects=["ml.>"], num_replicas=3)
+        for i in range(5):
+            await _publish(js, "ml.%d" % i, b"m%d" % i)
+        r = await sys_nc.request("$JS.API.SERVER.REMOVE", json.dumps({"peer": leader}).encode(),
+                                 timeout=10)
+        assert json.loads(r.data) == {
+            "type": "io.nats.jetstream.api.v1.meta_server_remove_response", "success": True}
+        await eventually_async(lambda: "DISABLED" in servers[leader].log(), timeout=30,
+                               what="the removed leader's log")
+
+        def new_leader():
+            metas = [get_json(s.http_port, "/jsz")["meta_cluster"] for s in rest.values()]
+            names = {m.get("leader") for m in metas}
+            return len(names) == 1 and names.pop() in rest
+        await eventually_async(new_leader, timeout=60, what="a meta leader among the others")
+
+        async def served():
+            try:
+                info = await js.stream_info("ML")
+            except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                return None
+            return info if info.cluster.leader in rest and info.state.messages == 5 else None
+        await eventually_async(served, timeout=60, what="ML served by the other two")
+        ack = await _publish(js, "ml.x", b"after")
+        assert ack.seq == 6
+    finally:
+        await app.close()
+        await sys_nc.close()

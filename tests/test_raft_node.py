@@ -328,6 +328,30 @@ def test_a_new_peer_is_added_when_it_answers_and_can_then_be_removed():
     assert all(sim.nodes[i].cluster_size == 3 for i in sim.ids[:3])
 
 
+def test_a_leader_removing_itself_hands_over_and_every_node_applies_it():
+    """The removal commits on the leader, which hands the group over and
+    stops; every node hands the RemovePeer entry up (the leader's own effects
+    were lost once: stop() replaced the effect list they were on)."""
+    sim = SimCluster(3, seed=9)
+    leader = elect(sim)
+    sim.propose(b"x")
+    sim.run(1)
+    seen = []
+    apply = sim.apply
+
+    def watch(i, c):
+        seen.extend((i, bytes(e.data)) for e in c.entries if e.type == EntryType.REMOVE_PEER)
+        apply(i, c)
+    sim.apply = watch
+    sim.handle(leader, sim.nodes[leader].propose_remove_peer(leader))
+    sim.run(1)
+    assert sorted(seen) == sorted((i, leader.encode()) for i in sim.ids)
+    assert sim.nodes[leader].state == State.CLOSED
+    rest = [i for i in sim.ids if i != leader]
+    assert sim.leader() in rest  # handed over at once, no election timeout
+    assert all(sim.nodes[i].cluster_size == 2 and leader not in sim.nodes[i].peers for i in rest)
+
+
 def test_restart_restores_term_vote_log_and_reapplies_commits():
     sim = SimCluster(3, seed=3)
     elect(sim)

@@ -1004,7 +1004,9 @@ class Node:
         if removed_self:
             # Removed while leading: hand over, then leave the group.
             self._transfer_and_step_down()
-            self._out.extend(self.stop())
+            # (stop() hands back and replaces self._out: taken first, then kept)
+            stopped = self.stop()
+            self._out.extend(stopped)
             return False
         return True
 

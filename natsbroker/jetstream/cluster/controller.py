@@ -603,14 +603,18 @@ class ClusterController:
                 advisory["domain"] = self.broker.config.jetstream.domain
             self.broker.system_account.publish("$JS.EVENT.ADVISORY.SERVER.REMOVED",
                                                gojson.go_json_dumps(advisory).encode())
+            # (after the meta leader's part below, when it removed itself)
             self.broker.reactor.callLater(0, self._removed_here)
-            return
-        if not self.is_meta_leader:
-            return
-        for (account, _name), sa in list(self.meta.state.streams.items()):
-            if sa.group is not None and peer in sa.group.peers:
-                self._remap(account, sa, peer)
+        # (the server that proposed it answers: a leader that removed itself
+        # has handed over by the time this is applied)
         reply = self._server_removes.pop(peer, None)
+        if self.is_meta_leader:
+            for (account, _name), sa in list(self.meta.state.streams.items()):
+                if sa.group is not None and peer in sa.group.peers:
+                    try:
+                        self._remap(account, sa, peer)
+                    except NotLeader:
+                        break
         if reply:
             _respond(self.broker.system_account, reply, "meta_server_remove_response",
                      success=True)
