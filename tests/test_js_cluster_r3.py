@@ -547,10 +547,9 @@ def test_server_remove_of_the_meta_leader_itself(tmp_path):
 
 async def _remove_meta_leader(servers):
     """The meta leader asked to remove itself: it answers once that is
-    committed, hands the meta group over, stops JetStream, and the two
-    others serve the account's streams. (Its streams' groups still name it:
-    the successor, which applied the removal as a follower, moves nothing.
-    An R3 stream goes on with its two other replicas.)"""
+    committed, hands the meta group over and stops JetStream; its successor
+    moves the streams off it (with no third server to move to, an R3 stream
+    goes on with two replicas: nats-server's 10075 case)."""
     leader = get_json(servers["js-a"].http_port, "/jsz")["meta_cluster"]["leader"]
     rest = {n: s for n, s in servers.items() if n != leader}
     other = next(iter(rest))
@@ -580,8 +579,9 @@ async def _remove_meta_leader(servers):
                 info = await js.stream_info("ML")
             except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
                 return None
-            return info if info.cluster.leader in rest and info.state.messages == 5 else None
-        await eventually_async(served, timeout=60, what="ML served by the other two")
+            members = {info.cluster.leader} | {p.name for p in info.cluster.replicas}
+            return info if members == set(rest) and info.state.messages == 5 else None
+        await eventually_async(served, timeout=60, what="ML moved off the removed leader")
         ack = await _publish(js, "ml.x", b"after")
         assert ack.seq == 6
     finally:

@@ -216,6 +216,7 @@ class ClusterController:
     def _on_leader(self, change):
         if change.is_leader:
             log.info("JetStream cluster new metadata leader")
+            self.broker.reactor.callLater(0, self._remap_removed)
         if change.leader:
             self.leaderless_since = None
         elif self.leaderless_since is None:
@@ -508,18 +509,18 @@ class ClusterController:
             raise E.peer_remap()
         _respond(jsa.broker, reply, kind, success=True)
 
-    def _remap(self, account, sa, node):
-        """removePeerFromStream: propose ``sa`` with ``node`` replaced by a
-        server placement picks (remapStreamAssignment); with none, a
-        replicated stream goes on without it. True if it was replaced (an R1
-        stream with no replacement is left as it is)."""
+    def _remap(self, account, sa, *nodes):
+        """removePeerFromStream: propose ``sa`` with ``nodes`` replaced by
+        servers placement picks (remapStreamAssignment); with none, a
+        replicated stream goes on without them. True if they were replaced
+        (an R1 stream with no replacement is left as it is)."""
         peers = list(sa.group.peers)
-        retain = [p for p in peers if p != node]
+        retain = [p for p in peers if p not in nodes]
         try:
             new_peers = select_peer_group(
                 self.peers, sa.group.cluster or self.broker.config.cluster.name,
                 json.loads(sa.config_json), existing=retain, replicas=len(peers),
-                ignore=[node] + self._unresponsive(), meta_peers=sorted(self.meta.node.peers),
+                ignore=list(nodes) + self._unresponsive(), meta_peers=sorted(self.meta.node.peers),
                 rng=self.rng,
                 assignments=[a.group.peers for a in self.meta.state.streams.values() if a.group])
             replaced = True
@@ -618,6 +619,25 @@ class ClusterController:
         if reply:
             _respond(self.broker.system_account, reply, "meta_server_remove_response",
                      success=True)
+
+    def _remap_removed(self):
+        """A new meta leader moves the streams still placed on servers that
+        left the meta group lately (a leader that removed itself handed over
+        before it could move them; its successor applied the removal as a
+        follower)."""
+        if self.disabled or not self.is_meta_leader:
+            return
+        node = self.meta.node
+        gone = {p for p in node.removed if p not in node.peers}
+        if not gone:
+            return
+        for (account, _name), sa in list(self.meta.state.streams.items()):
+            stale = [p for p in (sa.group.peers if sa.group else ()) if p in gone]
+            if stale:
+                try:
+                    self._remap(account, sa, *stale)
+                except NotLeader:
+                    return
 
     def _rescaled(self, old, cfg):
         """The group of a stream whose ``num_replicas`` changes: its peers
