@@ -63,6 +63,19 @@ async def _info(js, name="R3"):
     return await eventually_async(got, timeout=30, what="stream info from a leader")
 
 
+async def _lead(nc, server, stream="R3"):
+    """Make ``server`` the leader of ``stream`` (a stepdown naming it, asked
+    again while another leads), and say so."""
+    js = nc.jetstream(timeout=5)
+    for attempt in range(5):
+        if (await _info(js, stream)).cluster.leader == server:
+            break
+        await nc.request("$JS.API.STREAM.LEADER.STEPDOWN." + stream,
+                         json.dumps({"placement": {"preferred": server}}).encode(), timeout=5)
+        await asyncio.sleep(1)
+    assert (await _info(js, stream)).cluster.leader == server
+
+
 async def _publish(js, subject, data, **kw):
     async def sent():
         try:
@@ -260,13 +273,7 @@ async def _behind(tmp_path, ports, servers):
         js = nc.jetstream(timeout=5)
         # Caught up so, js-c knows the Nats-Msg-Ids of what it copied: led
         # by it, a publish repeating one is the duplicate its peers see.
-        for attempt in range(5):
-            if (await _info(js)).cluster.leader == "js-c":
-                break
-            await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.R3",
-                             b'{"placement": {"preferred": "js-c"}}', timeout=5)
-            await asyncio.sleep(1)
-        assert (await _info(js)).cluster.leader == "js-c"
+        await _lead(nc, "js-c")
         ack = await _publish(js, "r3.1", b"m37", headers={"Nats-Msg-Id": "id-37"})
         assert (ack.seq, ack.duplicate) == (38, True)
         await _replicas_agree(servers, want)

@@ -19,7 +19,7 @@ import pytest
 from tests.support.cluster import js_cluster
 from tests.support.wait import eventually_async
 from tests.test_js_cluster import NAMES, _until_created
-from tests.test_js_cluster_r3 import _info, _replicas_agree, _start
+from tests.test_js_cluster_r3 import _info, _lead, _replicas_agree, _start
 
 # Three-server clusters run one at a time (one xdist worker for the group):
 # several at once on a 2-core machine starve their elections.
@@ -163,6 +163,20 @@ def test_a_replica_with_a_damaged_log_is_caught_up_never_trusted_never_deleted(t
         asyncio.run(_damaged(tmp_path, ports, servers, plyvel))
 
 
+def _flip_a_record(plyvel, path):
+    """One bit of a Raft log's record flipped (its LevelDB at ``path``, the
+    server down): the snapshot record if there is one (a shutdown compacts
+    the log), else the first entry. ``(key, value before)``."""
+    db = plyvel.DB(str(path))
+    try:
+        key = b"snap" if db.get(b"snap") is not None else next(db.iterator(prefix=b"log"))[0]
+        value = db.get(key)
+        db.put(key, value[:-1] + bytes([value[-1] ^ 1]))
+    finally:
+        db.close()
+    return key, value
+
+
 async def _damaged(tmp_path, ports, servers, plyvel):
     nc = await nats.connect(servers["js-a"].url, max_reconnect_attempts=-1)
     try:
@@ -175,12 +189,7 @@ async def _damaged(tmp_path, ports, servers, plyvel):
         servers["js-c"].stop()
         jsdir = tmp_path / "js-c" / "jetstream" / "$SYS" / "_js_"
         group = next(d for d in os.listdir(jsdir) if d.startswith("S-R3F-"))
-        db = plyvel.DB(str(jsdir / group))
-        # (a shutdown compacts the log: its snapshot record, else an entry)
-        key = b"snap" if db.get(b"snap") is not None else next(db.iterator(prefix=b"log"))[0]
-        value = db.get(key)
-        db.put(key, value[:-1] + bytes([value[-1] ^ 1]))
-        db.close()
+        key, value = _flip_a_record(plyvel, jsdir / group)
         for i in range(10, 15):
             await _publish_retry(js, i)
         servers["js-c"] = _start(tmp_path, ports, "js-c")
@@ -296,11 +305,7 @@ async def _damaged_meta(tmp_path, ports, servers, plyvel):
         await _replicas_agree(servers, (10, 1, 10))
         servers["js-c"].stop()
         meta = tmp_path / "js-c" / "jetstream" / "$SYS" / "_js_" / "_meta_"
-        db = plyvel.DB(str(meta))
-        key = b"snap" if db.get(b"snap") is not None else next(db.iterator(prefix=b"log"))[0]
-        value = db.get(key)
-        db.put(key, value[:-1] + bytes([value[-1] ^ 1]))
-        db.close()
+        _flip_a_record(plyvel, meta)
         servers["js-c"] = _start(tmp_path, ports, "js-c")
         log = servers["js-c"].log()
         assert "damaged" in log, log[-3000:]
@@ -311,13 +316,7 @@ async def _damaged_meta(tmp_path, ports, servers, plyvel):
             await _publish_retry(js, i)
         await _replicas_agree(servers, (15, 1, 15), timeout=60)
         # And it leads the stream with every message.
-        for attempt in range(5):
-            if (await _info(js)).cluster.leader == "js-c":
-                break
-            await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.R3",
-                             b'{"placement": {"preferred": "js-c"}}', timeout=5)
-            await asyncio.sleep(1)
-        assert (await _info(js)).cluster.leader == "js-c"
+        await _lead(nc, "js-c")
         assert [d for _s, d in await _contents(nc)] == [b"p-%d" % i for i in range(15)]
     finally:
         await nc.close()

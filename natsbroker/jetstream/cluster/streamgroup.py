@@ -379,9 +379,10 @@ class StreamGroup:
         same membership rather than the one the group began with."""
         self.raft = raft
         peers = list(raft.peers)
-        self.transport.call(self.node.update_known_peers, peers)
         if self.node.is_leader:
-            self.transport.call(self.node.propose_known_peers, peers)
+            self.transport.call(self.node.propose_known_peers, peers)  # (takes them too)
+        else:
+            self.transport.call(self.node.update_known_peers, peers)
 
     # -- every replica applies ------------------------------------------------------
 
