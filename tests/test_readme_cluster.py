@@ -158,7 +158,11 @@ def test_readme_jetstream_cluster_example_works_as_written(tmp_path):
             assert meta_formed(http_ports), "no whole meta group:\n" + logs[-6000:]
             out = subprocess.run([sys.executable, "-c", local(script)], capture_output=True,
                                  text=True, timeout=60, cwd=str(tmp_path))
-            assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", out.stdout + out.stderr
+            logs = "".join("--- node %d\n" % i + open(tmp_path / ("node%d-%d.log" % (i, attempt)),
+                                                    errors="replace").read()[-4000:]
+                           for i in range(3))
+            assert out.returncode == 0 and out.stdout.strip() == "1 b'blue'", \
+                out.stdout + out.stderr + logs
             return
         finally:
             _stop(procs)

@@ -216,6 +216,11 @@ class ClusterController:
     def _on_leader(self, change):
         if change.is_leader:
             log.info("JetStream cluster new metadata leader")
+            # monitorCluster: every server is asked for a statsz broadcast
+            # now ($SYS.REQ.SERVER.PING, no reply), so that the new leader
+            # can place streams at once rather than after the peers' next
+            # heartbeats (the first ones may have gone out before the routes).
+            self.broker.system_account.publish("$SYS.REQ.SERVER.PING", b"")
             self.broker.reactor.callLater(0, self._remap_removed)
         if change.leader:
             self.leaderless_since = None
