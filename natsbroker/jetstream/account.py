@@ -374,13 +374,21 @@ class JetStreamAccount:
         reply = m.reply.encode("latin-1") if leader and m.reply else None
         self._stored = True
         ts = m.ts
+        mirror = m.sourced and stream.config.mirror is not None
+        if mirror:
+            # A mirror keeps the origin's sequences: the entry's lseq is the
+            # one before it (a copy had already is dropped, a gap skipped).
+            if m.lseq < stream.store.state().last_seq:
+                return
+            while not Sourcing.advance(stream.store, m.lseq + 1, ts):
+                pass
         now, guard = stream.now, stream.guard
         stream.now = lambda: ts
         stream.guard = None
         stream.replicated_apply = True
         try:
             res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg, ts=ts,
-                                sourced="source" if m.sourced else None)
+                                sourced="mirror" if mirror else "source" if m.sourced else None)
         except E.ApiError as e:
             if reply:
                 self._acks.append((reply, api.pub_ack_error(stream.name, e), None))

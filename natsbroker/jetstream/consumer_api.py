@@ -2,6 +2,8 @@
 :mod:`natsbroker.jetstream.api`: ``(js, args, body)`` in, response dict out or
 ApiError raised; ``_after_commit`` delays the reply until the commit)."""
 
+import attrs
+
 from natsbroker import jsonbound
 from natsbroker.gocompat import gojson, times as gotime
 from natsbroker.jetstream import (
@@ -85,6 +87,12 @@ def consumer_create(js, args, body, legacy=False):
         deliver_subject_has_interest=bool(dsubj) and js.broker.sublist.has_interest(dsubj))
     if cfg is None:
         return None
+    if cfg.direct and cfg.sourcing and cfg.name and not cfg.durable_name:
+        # A mirror/source asks with a stable name: the consumer gets a random
+        # suffix, so that a new request never meets the last one's consumer
+        # (jsConsumerCreateRequest). (nats-server standalone turns one of an
+        # interest-retention stream into a durable instead: not done here.)
+        cfg = attrs.evolve(cfg, name="%s-%s" % (cfg.name, CC.new_consumer_name(stream.consumers)))
     name = cfg.durable_name or cfg.name
     existing = stream.consumers.get(name) if name else None
     if existing is not None:

@@ -96,7 +96,7 @@ def index_name(spec):
     return " ".join((name, srcs, dests))
 
 
-def _strip_headers(hdr):
+def source_headers(hdr):
     """A sourced message's headers without an earlier ``Nats-Stream-Source``
     (daisy chains) and without ``Nats-Expected-*`` (not to be checked again);
     returned without the final blank line."""
@@ -137,8 +137,8 @@ class SourceLink:
         self.iname = index_name(spec)
         self.meta_key = META_PREFIX + go_hash(self.iname).encode()
         head = self.iname.split(" ")
-        self._header_head = ("%s " % head[0]).encode()
-        self._header_mid = (" %s %s " % (head[1], head[2])).encode()
+        self.header_head = ("%s " % head[0]).encode()
+        self.header_mid = (" %s %s " % (head[1], head[2])).encode()
         if spec.subject_transforms:
             self.filters = [(tr.src or ">").encode() for tr in spec.subject_transforms]
             self.transforms = [SubjectTransform.compile(tr.src or ">", tr.dest)
@@ -227,8 +227,8 @@ class SourceLink:
         return subject
 
     def source_header(self, msg):
-        return (_strip_headers(msg.hdr) + H_STREAM_SOURCE + b": " + self._header_head
-                + b"%d" % msg.seq + self._header_mid + msg.subject + b" " + self.ident
+        return (source_headers(msg.hdr) + H_STREAM_SOURCE + b": " + self.header_head
+                + b"%d" % msg.seq + self.header_mid + msg.subject + b" " + self.ident
                 + b"\r\n\r\n")
 
     # -- progress ----------------------------------------------------------
@@ -292,9 +292,11 @@ class Sourcing:
 
     def stream_updated(self, stream):
         """Sources may be added or removed by an update (a mirror cannot change)."""
+        if getattr(stream, "group", None) is not None:
+            stream.group.sources_changed()
         old = {link.iname: link for link in self.links.get(stream.name, ())}
         links = []
-        for spec, mirror in self._specs(stream.config):
+        for spec, mirror in self.specs(stream.config):
             iname = index_name(spec)
             link = old.pop(iname, None)
             if link is None:
@@ -323,6 +325,10 @@ class Sourcing:
 
     def info(self, stream):
         """``(mirror, sources)`` for a stream info: StreamSourceInfo or None, list or None."""
+        group = getattr(stream, "group", None)
+        remote = group.sourcing_info() if group is not None else None
+        if remote is not None:
+            return remote
         links = self.links.get(stream.name)
         if not links:
             return None, None
@@ -334,13 +340,13 @@ class Sourcing:
     # -- links ---------------------------------------------------------------
 
     @staticmethod
-    def _specs(cfg):
+    def specs(cfg):
         if cfg.mirror is not None:
             return [(cfg.mirror, True)]
         return [(s, False) for s in cfg.sources or () if s is not None]
 
     def _add_links(self, stream):
-        specs = self._specs(stream.config)
+        specs = self.specs(stream.config)
         if not specs or stream.name in self.links:
             return
         links = self.links[stream.name] = [SourceLink(stream, s, m) for s, m in specs]
@@ -442,7 +448,7 @@ class Sourcing:
             else:
                 link.scan = st.last_seq + 1
             return
-        found = self._last_from_headers(link, st)
+        found = self.last_from_headers(link, st)
         if found:
             link.scan, link.copied = found + 1, found
         elif spec.opt_start_seq:
@@ -458,7 +464,7 @@ class Sourcing:
             link.scan = 1
 
     @staticmethod
-    def _last_from_headers(link, st):
+    def last_from_headers(link, st):
         """The origin sequence in the newest ``Nats-Stream-Source`` header of this
         source (nats-server's backward scan), or 0."""
         store = link.dest.store
@@ -482,9 +488,21 @@ class Sourcing:
 
     # -- copying -------------------------------------------------------------
 
+    def resume(self, stream):
+        """A stream copied by its group's leader until now is this server's
+        alone again (scaled down to one replica): its links run here."""
+        for link in self.links.get(stream.name, ()):
+            self._schedule(link)
+
     def _run(self, link):
         link.call = None
         if link.closed or self.js.streams.get(link.dest.name) is not link.dest:
+            return
+        if link.dest.config.num_replicas > 1 or getattr(link.dest, "group", None) is not None:
+            # A replicated stream (only a cluster has them): its leader copies
+            # through origin consumers (natsbroker.jetstream.remote_sourcing)
+            # and its group replicates the copies; no replica copies alone,
+            # not even before its group has started.
             return
         if link.durable:
             if self._local(link.spec):
@@ -529,7 +547,7 @@ class Sourcing:
                         moved = True
                         budget -= 1
                         continue
-                    if not self._advance(store, msg.seq, msg.ts):
+                    if not self.advance(store, msg.seq, msg.ts):
                         result = True  # a huge gap: the rest of it next turn
                         moved = True
                         break
@@ -590,7 +608,7 @@ class Sourcing:
             self.js.schedule_commit()
 
     @staticmethod
-    def _advance(store, seq, ts):
+    def advance(store, seq, ts):
         """Make ``seq`` the next sequence of a mirror's store: skipped ones
         become gaps (an empty store just moves its first sequence). False if
         the gap was too big for one turn (part of it was skipped)."""
@@ -655,7 +673,7 @@ class Sourcing:
             st = link.dest.store.state()
             if st.last_seq < delivered:
                 # The origin moved past us (nats-server skips or purges up to it).
-                self._advance(link.dest.store, delivered + 1, now_ns())
+                self.advance(link.dest.store, delivered + 1, now_ns())
                 self.js.note_stored()
             link.copied = max(delivered, st.last_seq)
         else:
@@ -672,7 +690,7 @@ class Sourcing:
             link.copied = link.dest.store.state().last_seq
             return
         if not link.load_progress():
-            link.copied = self._last_from_headers(link, link.dest.store.state())
+            link.copied = self.last_from_headers(link, link.dest.store.state())
 
     def _on_delivery(self, link, sub, subject, reply, hdr_len, raw):
         """A message, heartbeat or flow control request from the consumer
@@ -706,7 +724,7 @@ class Sourcing:
         try:
             if link.mirror:
                 store = link.dest.store
-                while not self._advance(store, sseq, ts):
+                while not self.advance(store, sseq, ts):
                     pass  # (origin messages deleted or filtered out: gaps)
                 link.dest.accept(link.subject_for(subject), mirror_headers(hdr), data, ts=ts,
                                  sourced="mirror")
@@ -731,11 +749,11 @@ class Sourcing:
             out = _FC_REPLY % (link.dseq, link.copied)
             self.js.note_stored(lambda: self._send(reply, out))
             return
-        last = _int_header(hdr, b"Nats-Last-Consumer")
+        last = int_header(hdr, b"Nats-Last-Consumer")
         if last > 0 and last != link.dseq:
             self._retry_durable(link, 0)  # a delivery was missed
             return
-        stalled = _header(hdr, b"Nats-Consumer-Stalled")
+        stalled = header_value(hdr, b"Nats-Consumer-Stalled")
         if stalled:
             self._send(stalled, None)
 
@@ -756,7 +774,7 @@ class _Delivered:
         self.seq, self.subject, self.hdr = seq, subject, hdr
 
 
-def _header(hdr, name):
+def header_value(hdr, name):
     for line in hdr.split(b"\r\n")[1:]:
         key, sep, value = line.partition(b":")
         if sep and key.strip() == name:
@@ -764,8 +782,8 @@ def _header(hdr, name):
     return b""
 
 
-def _int_header(hdr, name):
+def int_header(hdr, name):
     try:
-        return int(_header(hdr, name) or 0)
+        return int(header_value(hdr, name) or 0)
     except ValueError:
         return 0

@@ -813,6 +813,7 @@ class ClusterController:
                 api.handle(jsa, update, reply, sa.config_json.encode())
                 jsa.capture(stream)
                 jsa.resume_consumers(stream)
+                jsa.sourcing.resume(stream)
                 return
             if group is not None and not self._answers(group, sa):
                 reply = None
@@ -892,15 +893,13 @@ def _durable(jsa, stream, kind, subject, body):
 
 
 def _check_replicated(cfg):
-    """What a replicated stream cannot have yet: the parts that run on
-    each replica on their own (sourcing, schedules) would make replicas
-    differ."""
+    """What a replicated stream cannot have yet: message schedules run on
+    each replica on their own and would make replicas differ. (Mirrors and
+    sources are copied by the leader alone: remote_sourcing.)"""
     if cfg.num_replicas <= 1:
         return
     why = None
-    if cfg.mirror is not None or cfg.sources:
-        why = "mirrors and sources"
-    elif cfg.allow_msg_schedules:
+    if cfg.allow_msg_schedules:
         why = "message schedules"
     if why:
         raise E.ApiError(400, 10074, "replicas > 1 with %s not supported by natsbroker's "

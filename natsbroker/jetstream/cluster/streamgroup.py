@@ -51,6 +51,7 @@ from natsbroker.cluster.raft.wire import EntryType
 from natsbroker.gocompat import gojson, times as gotime
 from natsbroker.jetstream import consumer_models as CM, errors as E
 from natsbroker.jetstream.cluster.entries import (
+    FLAG_FROM_SOURCE_OR_MIRROR,
     DeletedSet,
     DeleteRange,
     EntryError,
@@ -65,6 +66,8 @@ from natsbroker.jetstream.cluster.entries import (
     encode_stream_msg,
     encode_stream_snapshot,
 )
+from natsbroker.jetstream.remote_sourcing import RemoteSourcing
+from natsbroker.jetstream.sourcing import Sourcing
 
 APPLIED_KEY = b"raft.applied"
 # natsbroker's own entry ops, above nats-server's (0-18): a JetStream API
@@ -141,6 +144,7 @@ class StreamGroup:
         self._confirming = {}  # token -> ack replies, answered when it commits
         self._token = 0
         self.quorum_lost_sent = -1e18
+        self.remote = None  # the leader's mirror/source links (RemoteSourcing)
 
     @property
     def is_leader(self):
@@ -225,6 +229,7 @@ class StreamGroup:
                 call.cancel()
         if self._check is not None and self._check.active():
             self._check.cancel()
+        self._stop_sourcing()
         if self.transport is None:
             return
         if snapshot and not self.transport.stopped:
@@ -420,7 +425,22 @@ class StreamGroup:
                 jsa.stream_offline(self.stream.name, self.failed)
                 return
             if op in (EntryOp.STREAM_MSG, EntryOp.COMPRESSED_STREAM_MSG):
+                if not rec.subject and rec.reply and not rec.msg \
+                        and rec.hdr.startswith(b"NATS/1.0"):
+                    # A mirror/source's flow control reply: the copies before
+                    # it are on a quorum; the leader answers once they are
+                    # synced here too (applyStreamEntries' control message).
+                    if leader:
+                        reply, hdr = rec.reply.encode("latin-1"), rec.hdr
+                        jsa.note_stored(lambda: jsa.broker.publish(reply, b"", headers=hdr))
+                    continue
                 jsa.apply_replicated_msg(self.stream, rec, leader)
+            elif op == EntryOp.DELETE_RANGE:
+                # A mirror's gap (origin messages deleted, or filtered out).
+                store = self.stream.store
+                while not Sourcing.advance(store, rec.first + rec.num, 0):
+                    pass
+                jsa.note_stored()
             elif op == EntryOp.PURGE_STREAM:
                 jsa.apply_replicated_request(
                     self.stream, b"$JS.API.STREAM.PURGE." + self.stream.name.encode(),
@@ -632,12 +652,62 @@ class StreamGroup:
         jsa.capture(self.stream)
         if change.is_leader:
             jsa.resume_consumers(self.stream)
+            self._start_sourcing()
             if self.lead_with_snapshot:
                 self.lead_with_snapshot = False
                 self.transport.call(self.node.send_snapshot, self._state())
                 self._replicate_consumers()
         else:
             jsa.park_consumers(self.stream)
+            self._stop_sourcing()
+
+    # -- mirrors and sources: the leader copies, every replica applies ----------
+
+    def _start_sourcing(self):
+        """The leader asks the origins for consumers from where the stream
+        stands (everything committed before it led is applied by now)."""
+        self._stop_sourcing()
+        cfg = self.stream.config
+        if cfg.mirror is None and not cfg.sources:
+            return
+        self.remote = RemoteSourcing(self.jsa.broker, self.broker.reactor, self.stream, self,
+                                     account_name=self.jsa.account_name,
+                                     domain=self.jsa.js.domain or "")
+        self.remote.start()
+
+    def _stop_sourcing(self):
+        if self.remote is not None:
+            self.remote.stop()
+            self.remote = None
+
+    def sources_changed(self):
+        """The stream's config changed (sources added or removed): the
+        leader's links start again from the new list."""
+        if self.is_leader:
+            self._start_sourcing()
+
+    def sourcing_info(self):
+        """``(mirror, sources)`` of the stream info, or None when this server
+        runs no links for it."""
+        return self.remote.info() if self.remote is not None else None
+
+    def copy(self, link, subject, hdr, data, sseq, ts):
+        """RemoteSourcing's sink: a copy, proposed. A mirror's keeps the
+        origin's sequence (``lseq``, checked on apply) and time."""
+        if link.mirror:
+            lseq, when = sseq - 1, ts
+        else:
+            lseq, when = self.stream.store.state().last_seq, self.stream.now()
+        self._propose(encode_stream_msg(StreamMsg(
+            subject.decode("utf-8", "surrogateescape"), "", hdr, data, lseq=lseq, ts=when,
+            flags=FLAG_FROM_SOURCE_OR_MIRROR)))
+
+    def skip(self, link, first, last):
+        if last >= first:
+            self._propose(encode_entry(EntryOp.DELETE_RANGE, DeleteRange(first, last - first + 1)))
+
+    def flow_control(self, link, reply, hdr):
+        self._propose(encode_stream_msg(StreamMsg("", reply.decode("latin-1"), hdr, b"")))
 
     # -- info -------------------------------------------------------------------
 
