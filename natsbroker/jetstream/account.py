@@ -387,8 +387,13 @@ class JetStreamAccount:
         stream.guard = None
         stream.replicated_apply = True
         try:
+            # (an internal copy with Nats-Scheduler in a stream that sources
+            # nothing is its leader's schedule firing: schedules.fire)
+            scheduled = (m.sourced and not mirror and not stream.config.sources
+                         and b"Nats-Scheduler" in m.hdr)
             res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg, ts=ts,
-                                sourced="mirror" if mirror else "source" if m.sourced else None)
+                                sourced="mirror" if mirror else None if scheduled
+                                else "source" if m.sourced else None, scheduled=scheduled)
         except E.ApiError as e:
             if reply:
                 self._acks.append((reply, api.pub_ack_error(stream.name, e), None))

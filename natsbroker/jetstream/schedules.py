@@ -423,9 +423,21 @@ class Schedules:
             heapq.heappop(heap)
         return None
 
+    def _leads(self):
+        """Only a stream's leader fires its schedules (a replica of a
+        replicated stream keeps the index, for when it leads)."""
+        stream = self.stream
+        if stream.config.num_replicas <= 1:
+            return True
+        group = getattr(stream, "group", None)
+        return group is not None and group.is_leader
+
     def arm(self):
         """Set the timer for the earliest schedule (see the module doc)."""
         if self._running:
+            return
+        if not self._leads():
+            self.stop()
             return
         deadline = self._earliest()
         if deadline is None:
@@ -452,6 +464,8 @@ class Schedules:
         self._call = None
         self._call_at = None
         stream = self.stream
+        if not self._leads():
+            return
         if getattr(stream.store, "write_error", None) is not None:
             # The store cannot write (disk full): try again once it may.
             self._call_at = stream.now() + NANOS
@@ -462,10 +476,15 @@ class Schedules:
             now = stream.now()
             due = []
             heap = self._heap
+            taken = set()
             while heap and heap[0][0] <= now:
                 deadline, seq, subject = heapq.heappop(heap)
-                if self.due.get(subject) != (seq, deadline):
+                if self.due.get(subject) != (seq, deadline) or subject in taken:
+                    # (stale; or the same due time pushed twice: a replicated
+                    # stream's leader moves a schedule on when it proposes the
+                    # copy, and again when the copy is applied)
                     continue
+                taken.add(subject)
                 msg = stream.store.load(seq)
                 out = self._copy(msg, subject, deadline, now) if msg is not None else None
                 if out is None:
@@ -473,9 +492,15 @@ class Schedules:
                     continue
                 due.append((seq, subject, deadline, out))
             due.sort(key=lambda d: d[0])
+            group = getattr(stream, "group", None)
             for seq, subject, deadline, (target, hdr, data, nxt) in due:
                 try:
-                    stream.accept(target, hdr, data, scheduled=True)
+                    if group is not None:
+                        # Replicated: the copy is proposed, and every replica
+                        # stores it and moves the schedule on when it applies.
+                        group.propose_scheduled(target, hdr, data)
+                    else:
+                        stream.accept(target, hdr, data, scheduled=True)
                 except E.ApiError as e:
                     log.warn("JetStream stream {s}: schedule {subj} could not store on {t}: {e}",
                              s=stream.name, subj=subject, t=target, e=e.description)

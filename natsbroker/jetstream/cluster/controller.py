@@ -453,7 +453,6 @@ class ClusterController:
                     client=self._client(jsa), created=old.created, config_json=old.config_json,
                     group=old.group, sync=old.sync, subject=subject.decode(), reply=reply_text))
                 return
-            _check_replicated(cfg)
             self._check_overlap(acc, cfg)
             cluster, peers = create_group_for_stream(
                 self.peers, self.broker.config.cluster.name, cfg,
@@ -473,7 +472,6 @@ class ClusterController:
             cfg = SC.parse_stream_config(body, name, update=True, account_limits=jsa.limits)
             cfg = SC.check_update(old.stream_config(), SC.fill_defaults(
                 cfg, max_duplicate_window=jsa.js.limits.duplicate_window), clustered=True)
-            _check_replicated(cfg)
             self._check_overlap(acc, cfg, skip=name)
             group = old.group
             if group is not None and cfg.num_replicas != len(group.peers):
@@ -890,20 +888,6 @@ def _durable(jsa, stream, kind, subject, body):
         return bool(cfg.get("durable_name"))
     except (ValueError, AttributeError):
         return False
-
-
-def _check_replicated(cfg):
-    """What a replicated stream cannot have yet: message schedules run on
-    each replica on their own and would make replicas differ. (Mirrors and
-    sources are copied by the leader alone: remote_sourcing.)"""
-    if cfg.num_replicas <= 1:
-        return
-    why = None
-    if cfg.allow_msg_schedules:
-        why = "message schedules"
-    if why:
-        raise E.ApiError(400, 10074, "replicas > 1 with %s not supported by natsbroker's "
-                         "cluster yet" % why)
 
 
 def _respond(account, reply, kind, error=None, **fields):

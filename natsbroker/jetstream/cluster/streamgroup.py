@@ -653,6 +653,7 @@ class StreamGroup:
         if change.is_leader:
             jsa.resume_consumers(self.stream)
             self._start_sourcing()
+            self.stream.schedules.arm()
             if self.lead_with_snapshot:
                 self.lead_with_snapshot = False
                 self.transport.call(self.node.send_snapshot, self._state())
@@ -660,6 +661,7 @@ class StreamGroup:
         else:
             jsa.park_consumers(self.stream)
             self._stop_sourcing()
+            self.stream.schedules.stop()
 
     # -- mirrors and sources: the leader copies, every replica applies ----------
 
@@ -705,6 +707,14 @@ class StreamGroup:
     def skip(self, link, first, last):
         if last >= first:
             self._propose(encode_entry(EntryOp.DELETE_RANGE, DeleteRange(first, last - first + 1)))
+
+    def propose_scheduled(self, target, hdr, data):
+        """A copy the leader's schedules made (nats-server proposes it as an
+        internal message, the publisher's checks skipped)."""
+        self._propose(encode_stream_msg(StreamMsg(
+            target.decode("utf-8", "surrogateescape") if isinstance(target, bytes) else target,
+            "", hdr, data, lseq=self.stream.store.state().last_seq, ts=self.stream.now(),
+            flags=FLAG_FROM_SOURCE_OR_MIRROR)))
 
     def flow_control(self, link, reply, hdr):
         self._propose(encode_stream_msg(StreamMsg("", reply.decode("latin-1"), hdr, b"")))
