@@ -129,7 +129,7 @@ UNSUPPORTED = [
     ("gateway { name: a, port: -1 }", "gateway"),
     ("leafnodes { port: -1 }", "leafnodes"),
     ("mqtt { port: -1 }", "mqtt"),
-    ("port: -1\nserver_tags: [az:1]", "server_tags"),
+    ("port: -1\nserver_metadata: {a: b}", "server_metadata"),
     ("jetstream { store_dir: STORE, encryption_key: s3cr3t }", "encryption_key"),
     ("jetstream { store_dir: STORE, tpm { keys_file: k } }", "tpm"),
     ("tls { cert_file: a.pem, key_file: b.pem, ocsp_peer: true }", "ocsp_peer"),

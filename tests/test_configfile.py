@@ -250,7 +250,7 @@ def test_unknown_fields_refused_with_position(load, tmp_path):
             port: 4333
             max_traced_msg_len: 100
             jetstream {
-              unique_tag: az
+              max_buffered_msgs: 5
               bogus: 1
             }
             """
@@ -258,7 +258,7 @@ def test_unknown_fields_refused_with_position(load, tmp_path):
     f = tmp_path / "server.conf"
     assert str(e.value).splitlines() == [
         f'{f}:2:1: field "max_traced_msg_len" is known to nats-server but not supported by natsbroker',
-        f'{f}:4:3: field "unique_tag" is known to nats-server but not supported by natsbroker',
+        f'{f}:4:3: field "max_buffered_msgs" is known to nats-server but not supported by natsbroker',
         f'{f}:5:3: unknown field "bogus"',
     ]
 

@@ -52,11 +52,13 @@ _JETSTREAM = key_table(
         "max_memory_store max_mem_store max_mem": set_field("max_memory_store", check_size),
         "max_file_store max_file": set_field("max_file_store", check_size),
         "domain": set_field("domain", check_string),
+        # (opts.go: strings.ToLower(strings.TrimSpace(...)))
+        "unique_tag": set_field("unique_tag", lambda v: check_string(v).strip().lower()),
         "sync_interval sync": _sync,
         "limits": lambda ld, v, at, out: out.__setitem__("limits", _js_limits(ld, v, at)),
     },
     unsupported="strict key ek encryption_key prev_key prev_ek prev_encryption_key cipher extension_hint "
-                "tpm unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs "
+                "tpm max_outstanding_catchup max_buffered_size max_buffered_msgs "
                 "request_queue_limit info_queue_limit meta_compact meta_compact_size meta_compact_sync "
                 "max_concurrent_io",
 )

@@ -67,6 +67,7 @@ from natsbroker.config.values import (
     check_strings,
     go_position,
     go_string,
+    go_type,
     host_port,
     routes,
 )
@@ -94,6 +95,29 @@ __all__ = [
 
 
 # -- top-level values -------------------------------------------------------------
+
+
+def _server_tags(ld, v, at, out):
+    """opts.go ``server_tags``: a string or an array of strings, each added
+    as jwt.TagList.Add adds it (trimmed, lower-cased, once, none empty);
+    anything else refused in nats-server's words."""
+    where = go_position((at.file, at.line, at.col))
+    if isinstance(v, str):
+        items = [v]
+    elif isinstance(v, list):
+        items = v
+        for t in v:
+            if not isinstance(t, str):
+                raise ConfigError(f"{where}: error parsing tags: unsupported type *conf.token "
+                                  "where string is expected")
+    else:
+        raise ConfigError(f"{where}: error parsing tags: unsupported type {go_type(v)}")
+    tags = []
+    for t in items:
+        t = t.strip().lower()
+        if t and t not in tags:
+            tags.append(t)
+    out["server_tags"] = tuple(tags)
 
 
 def _server_name(v):
@@ -216,6 +240,7 @@ _SERVER = key_table(
         "mappings maps": parse_mappings,
         "accounts": parse_accounts,
         "system_account system": set_field("system_account", check_string),
+        "server_tags": _server_tags,
         "operator operators roots root root_operators root_operator": parse_operators,
         "trusted trusted_keys": parse_trusted_keys,
         "resolver account_resolver accounts_resolver": parse_resolver,
@@ -226,7 +251,7 @@ _SERVER = key_table(
                 "prof_port prof_block_rate proxy_protocol max_traced_msg_len max_sub_tokens "
                 "max_subscription_tokens ocsp write_timeout resolver_tls no_system_account no_system "
                 "no_sys_acc no_header_support connect_error_reports reconnect_error_reports mqtt "
-                "server_tags server_metadata feature_flags default_js_domain ocsp_cache "
+                "server_metadata feature_flags default_js_domain ocsp_cache "
                 "no_fast_producer_stall max_closed_clients proxies",
 )
 

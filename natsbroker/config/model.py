@@ -122,6 +122,9 @@ class JetStreamConfig:
     max_memory_store: int = -1
     max_file_store: int = -1
     domain: str = ""
+    # Placement keeps a stream's replicas on servers whose tag with this
+    # prefix differs (``az:``); lower-cased as nats-server does.
+    unique_tag: str = ""
     # Seconds between lazy syncs; 0 (the default) means sync before every ack.
     sync_interval: float = 0.0
     sync_always: bool = True
@@ -398,6 +401,9 @@ class ServerConfig:
     # account (empty: nats-server's implicit $SYS).
     accounts: list = attrs.field(factory=list)  # list[AccountConfig]
     system_account: str = ""
+    # server_tags: this server's tags (trimmed, lower-cased, each once), in
+    # /varz and statsz; JetStream placement matches them.
+    server_tags: tuple = ()
     # JWT operator mode: the trusted operators' JWTs (text), or trusted
     # operator keys; the account resolver and the JWTs it starts with.
     operators: list = attrs.field(factory=list)  # list[str]

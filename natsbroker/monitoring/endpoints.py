@@ -352,6 +352,7 @@ class Monitor:
             "http_req_stats": dict(sorted(self.http_req_stats.items())),
             "config_load_time": rfc3339_seconds(getattr(b, "config_load_time", None) or b.start_time),
             "config_digest": self._config_digest,
+            **({"tags": list(b.config.server_tags)} if b.config.server_tags else {}),
             "system_account": b.system_account.name,
             "slow_consumer_stats": {"clients": stats.slow_consumers, "routes": 0,
                                     "gateways": 0, "leafs": 0},

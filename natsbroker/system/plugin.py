@@ -282,7 +282,10 @@ class SystemAccount:
         js = cfg.jetstream.enabled
         if js and cfg.jetstream.domain:
             si["domain"] = cfg.jetstream.domain
-        si.update({"ver": COMPAT_VERSION, "jetstream": js, "flags": _JS_FLAGS if js else 0,
+        si["ver"] = COMPAT_VERSION
+        if cfg.server_tags:
+            si["tags"] = list(cfg.server_tags)  # (placement matches them)
+        si.update({"jetstream": js, "flags": _JS_FLAGS if js else 0,
                    "seq": self._seq, "time": gotime.rfc3339(time.time_ns())})
         return si
 

@@ -244,7 +244,8 @@ def select_peer_group(peers, cluster, config, existing=(), ignore=(), unique_tag
             continue
         refused = False
         for tag, exclude in tag_rules:
-            present = tag in ni.tags
+            # (jwt.TagList.Contains: trimmed and lower-cased, as tags are kept)
+            present = tag.strip().lower() in ni.tags
             if exclude and present:
                 flags["exclude_tags"].append(tag)
                 refused = True
