@@ -207,10 +207,19 @@ def test_go_duration():
 
 
 def test_is_empty_request():
-    for raw in (b"", None, b"{}", b"null", b"5", b"[]", b" {} "):
+    # (nats-server's isEmptyRequest: only an object without members; any
+    # other value fails its v.(map[string]any))
+    for raw in (b"", None, b"{}", b" {} ", b"{ }"):
         assert gojson.is_empty_request(raw)
-    for raw in (b"{bad", b'{"x":1}', b"{} x"):
+    for raw in (b"{bad", b'{"x":1}', b"{} x", b"null", b"5", b"[]", b'"x"', b"true"):
         assert not gojson.is_empty_request(raw)
+
+
+def test_is_json_object_or_array():
+    for raw in (b"{", b" \t\r\n[", b"{}", b"[1]"):
+        assert gojson.is_json_object_or_array(raw)
+    for raw in (b"", None, b"  ", b"null", b"5", b'"{"', b"\x0b{"):
+        assert not gojson.is_json_object_or_array(raw)
 
 
 # ---------------------------------------------------------------------------

@@ -1363,10 +1363,20 @@ def _unmarshal_fields(data, cls, fast):
     return Decoder(data, cls, lenient=True).struct(node, cls, {}, [])
 
 
+def is_json_object_or_array(raw):
+    """nats-server's ``isJSONObjectOrArray``: the first byte after JSON white
+    space is ``{`` or ``[``. The requests that take optional options (INFO,
+    NAMES, LIST, PURGE, the stepdowns, consumer NAMES/LIST/PAUSE) parse the
+    body only then; any other body counts as none."""
+    raw = bytes(raw or b"").lstrip(b" \t\n\r")
+    return raw[:1] in (b"{", b"[")
+
+
 def is_empty_request(raw):
     """nats-server's ``isEmptyRequest``: no body, ``{}``, or a single valid JSON
-    value that is not an object with members (``null``, ``5``, ``[]``...).
-    STREAM.DELETE answers anything else with ``not_empty_request()`` (10038)."""
+    object without members (``{ }``). Any other value (``null``, ``5``,
+    ``[]``, ``"x"``) is not empty: Go's ``v.(map[string]any)`` fails on it.
+    STREAM.DELETE answers those with ``not_empty_request()`` (10038)."""
     if not raw:
         return True
     raw = bytes(raw)
@@ -1379,4 +1389,4 @@ def is_empty_request(raw):
     if len(nodes) != 1:            # json.Unmarshal: nothing, or data after the value
         return False
     node = nodes[0]
-    return node.kind != "object" or not node.value
+    return node.kind == "object" and not node.value

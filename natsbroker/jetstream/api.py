@@ -67,6 +67,14 @@ def _req(raw, cls):
     return marshal.decode_request(raw, cls)
 
 
+def _options(raw, cls):
+    """Optional options: decoded only when the body is an object or array
+    (nats-server's isJSONObjectOrArray), else none."""
+    if not gojson.is_json_object_or_array(raw):
+        return cls()
+    return marshal.decode_request(raw, cls)
+
+
 _ACTIONS = {"stream_create_response": "create", "stream_update_response": "modify",
             "stream_delete_response": "delete"}
 # Consumer mutations are audited too (their action advisories come from the handlers).
@@ -255,7 +263,7 @@ def _empty_request_first(args, body):
 
 
 def _pause_request_first(args, body):
-    if not gojson.is_empty_request(body):
+    if gojson.is_json_object_or_array(body):
         CR.parse_pause_request(body)
 
 
@@ -465,7 +473,7 @@ def stream_created(js, stream):
 
 
 def stream_info(js, args, body):
-    req = _req(body, AM.StreamInfoRequest)
+    req = _options(body, AM.StreamInfoRequest)
     stream = _stream(js, args[0])
     filt = req.subjects_filter
     info = _info(js, stream, leader=True, subjects_filter=filt,
@@ -483,6 +491,9 @@ def stream_info(js, args, body):
 
 
 def stream_delete(js, args, body):
+    if not gojson.is_empty_request(body):
+        # (nats-server refuses any body but {} before it looks the stream up)
+        raise E.not_empty_request()
     if args[0] in js.offline and args[0] not in js.streams:
         js.file_store.delete_offline(args[0])  # an explicit request: its files go
         return {"success": True}
@@ -492,7 +503,7 @@ def stream_delete(js, args, body):
 
 
 def stream_purge(js, args, body):
-    req = _req(body, AM.StreamPurgeRequest)
+    req = _options(body, AM.StreamPurgeRequest)
     stream = _stream(js, args[0])
     if stream.config.sealed:
         raise E.stream_sealed()
@@ -519,7 +530,7 @@ def _names(js, subject, offline=True):
 
 
 def stream_names(js, args, body):
-    req = _req(body, AM.StreamNamesRequest)
+    req = _options(body, AM.StreamNamesRequest)
     names = _names(js, req.subject)
     offset = max(req.offset or 0, 0)
     page = names[offset:offset + AM.JS_API_NAMES_LIMIT]
@@ -528,7 +539,7 @@ def stream_names(js, args, body):
 
 
 def stream_list(js, args, body):
-    req = _req(body, AM.StreamListRequest)
+    req = _options(body, AM.StreamListRequest)
     names = _names(js, req.subject, offline=False)
     offset = max(req.offset or 0, 0)
     page = names[offset:offset + AM.JS_API_LIST_LIMIT]
@@ -596,19 +607,21 @@ def _damage_error(stream, seq, why):
 
 def stream_msg_get(js, args, body):
     req = _req(body, AM.MsgGetRequest)
-    stream = _stream(js, args[0])
-    # nats-server's checks (jsMsgGetRequest): no batches here; seq,
-    # last_by_subj and start_time exclude each other, next_by_subj filters
-    # seq or start_time.
+    # nats-server's checks (jsMsgGetRequest), before it looks the stream up:
+    # no batches here; seq, last_by_subj and start_time exclude each other,
+    # next_by_subj filters seq or start_time.
     seq, last, nxt, start = req.seq, req.last_by_subj, req.next_by_subj, req.start_time
     if (req.batch > 0 or req.max_bytes > 0 or (seq and last)
             or not (seq or last or nxt or start is not None)
             or (start is not None and (seq or last)) or (last and nxt)):
         raise E.bad_request()
+    stream = _stream(js, args[0])
     return {"message": _msg_json(_direct_msg(stream, req), no_hdr=req.no_hdr)}
 
 
 def stream_msg_delete(js, args, body):
+    if gojson.is_empty_request(body):
+        raise E.bad_request()  # (jsMsgDeleteRequest: before the stream is looked up)
     req = _req(body, AM.MsgDeleteRequest)
     stream = _stream(js, args[0])
     if stream.config.sealed:

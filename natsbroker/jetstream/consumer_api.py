@@ -148,7 +148,7 @@ def consumer_delete(js, args, body):
 
 
 def consumer_names(js, args, body):
-    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if gojson.is_json_object_or_array(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -158,7 +158,7 @@ def consumer_names(js, args, body):
 
 
 def consumer_list(js, args, body):
-    req = CR.parse_consumers_request(body) if not gojson.is_empty_request(body) else CM.ConsumersRequest()
+    req = CR.parse_consumers_request(body) if gojson.is_json_object_or_array(body) else CM.ConsumersRequest()
     stream = _stream(js, args[0])
     names = sorted(stream.consumers)
     offset = max(req.offset or 0, 0)
@@ -173,7 +173,7 @@ def consumer_list(js, args, body):
 
 
 def consumer_pause(js, args, body):
-    req = CR.parse_pause_request(body) if not gojson.is_empty_request(body) else CM.ConsumerPauseRequest()
+    req = CR.parse_pause_request(body) if gojson.is_json_object_or_array(body) else CM.ConsumerPauseRequest()
     stream = _stream(js, args[0])
     c = _consumer(stream, args[1])
     cfg = CM.clone_config(c.config)
