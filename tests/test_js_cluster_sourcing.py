@@ -129,3 +129,48 @@ async def _remote_origin(servers):
         assert [m[1] for m in got] == [b"x" * i for i in range(10)] + [b"y", b"y"]
     finally:
         await nc.close()
+
+
+def _tagged_conf(tmp_path, name, ports):
+    args = _conf(tmp_path, name, ports)
+    path = tmp_path / ("%s.conf" % name)
+    path.write_text("server_tags: [\"node:%s\"]\n" % name + path.read_text())
+    return args
+
+
+def test_streams_of_one_replica_copy_from_other_servers(tmp_path):
+    """In a cluster, a mirror or source of one replica copies through origin
+    consumers too: its origins may live on other servers."""
+    start = lambda ports, n: start_node(  # noqa: E731
+        "natsbroker", lambda p: _tagged_conf(tmp_path, n, p), ports, n)
+    with js_cluster(start, NAMES) as (ports, servers):
+        asyncio.run(_r1_links(servers))
+
+
+async def _r1_links(servers):
+    nc = await nats.connect(servers["js-a"].url)
+    try:
+        js = nc.jetstream(timeout=5)
+
+        def on(node):
+            return nats.js.api.Placement(tags=["node:" + node])
+        await _until_created(js, name="OA", subjects=["oa.>"], placement=on("js-a"))
+        await _until_created(js, name="OB", subjects=["ob.>"], placement=on("js-b"))
+        for i in range(6):
+            await _publish(js, "oa.%d" % i, b"a%d" % i)
+            await _publish(js, "ob.%d" % i, b"b%d" % i)
+        await _until_created(js, name="MC", mirror=StreamSource(name="OA"), placement=on("js-c"))
+        await _until_created(js, name="SC", placement=on("js-c"), sources=[
+            StreamSource(name="OA"), StreamSource(name="OB", filter_subject="ob.1")])
+        await _replicas_agree({"js-c": servers["js-c"]}, (6, 1, 6), "MC")
+        await _replicas_agree({"js-c": servers["js-c"]}, (7, 1, 7), "SC")
+        got = await _msgs(js, "SC", 7)
+        assert sorted(m[1] for m in got) == sorted([b"a%d" % i for i in range(6)] + [b"b1"])
+        info = await _info(js, "MC")
+        assert info.mirror.name == "OA" and info.mirror.error is None
+        # More at the origin: followed.
+        await _publish(js, "oa.more", b"more")
+        await _replicas_agree({"js-c": servers["js-c"]}, (7, 1, 7), "MC")
+        await _replicas_agree({"js-c": servers["js-c"]}, (8, 1, 8), "SC")
+    finally:
+        await nc.close()

@@ -37,6 +37,7 @@ from natsbroker.jetstream import (
     stream_models as SM,
 )
 from natsbroker.jetstream.consumer import Consumer
+from natsbroker.jetstream.remote_sourcing import LocalSink, RemoteSourcing
 from natsbroker.jetstream.sourcing import Sourcing
 from natsbroker.jetstream.stream import Accepted, Stream, now_ns
 from natsbroker.nuid import nuid
@@ -169,7 +170,7 @@ class JetStreamAccount:
         for name, why in sorted(self.offline.items()):
             self.stream_offline(name, why)
         snapshot.cleanup_orphans(self)
-        self.sourcing = Sourcing(self)  # mirrors and sources
+        self.sourcing = Sourcing(self, remote=self._remote_sourcing)  # mirrors and sources
         self.sourcing.start()
         for p in self._api_prefixes():
             self._api_subs.append(self.broker.subscribe(p + b">", self._on_api))
@@ -352,11 +353,13 @@ class JetStreamAccount:
         self.schedule_commit()
 
     def _publish_replicated(self, stream, subject, reply, hdr, data):
-        if (reply and reply[-4:] == fastbatch.SUFFIX and len(reply) > 4) or (
-                hdr and batches.H_BATCH_ID in hdr):
+        if reply and reply[-4:] == fastbatch.SUFFIX and len(reply) > 4:
             self.refuse_publish(stream, reply, E.ApiError(
-                400, 10174, "batch publish is not supported by natsbroker's cluster yet"))
+                400, 10174, "fast batch publish is not supported by natsbroker's cluster yet"))
             return
+        if hdr and batches.H_BATCH_ID in hdr and self.batches.publish(
+                stream, subject, reply, hdr, data):
+            return  # (staged here; its commit proposes the batch: Batches._commit)
         stream.group.publish(subject, reply, hdr, data)
 
     def refuse_publish(self, stream, reply, err):
@@ -413,6 +416,46 @@ class JetStreamAccount:
             val = res.val if res.__class__ is Accepted else None
             self._acks.append((reply, api.pub_ack(stream.name, seq, dup, self.js.domain, val=val),
                                None if dup else (stream, seq)))
+
+    def _remote_sourcing(self, stream):
+        """Copying through origin consumers into ``stream`` stored here (a
+        stream of one replica in a cluster)."""
+        rs = RemoteSourcing(self.broker, self.broker.reactor, stream, LocalSink(self, stream),
+                            account_name=self.account_name, domain=self.js.domain or "")
+        rs.start()
+        return rs
+
+    def apply_replicated_batch(self, stream, batch_id, msgs, leader):
+        """A committed atomic batch (``msgs``: its entries.StreamMsg, the
+        last one carrying the publisher's reply): every message checked
+        against the stream and the batch before it, then all stored, or
+        none; the leader answers once the commit has synced them here."""
+        last = msgs[-1]
+        reply = last.reply.encode("latin-1") if leader and last.reply else None
+        self._stored = True
+        now, guard = stream.now, stream.guard
+        stream.guard = None
+        stream.replicated_apply = True
+        try:
+            stream.now = lambda: last.ts
+            try:
+                prepared = batches.prepare_all(stream, [
+                    (m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg) for m in msgs])
+            except E.ApiError as e:
+                if reply:
+                    self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
+                return
+            seq = 0
+            for m, p in zip(msgs, prepared):
+                seq = stream.store_prepared(p, ts=m.ts)[0]
+        finally:
+            stream.now, stream.guard = now, guard
+            stream.replicated_apply = False
+        if reply:
+            self._acks.append((reply, api.pub_ack(
+                stream.name, seq, False, self.js.domain,
+                batch=batch_id.decode("utf-8", "replace") if isinstance(batch_id, bytes)
+                else batch_id, count=len(prepared)), (stream, seq)))
 
     def apply_replicated_request(self, stream, subject, reply, body):
         """A committed purge or message delete: run here as the API runs it;

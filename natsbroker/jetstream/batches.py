@@ -111,6 +111,18 @@ class Batch:
         self.timer = None
 
 
+def prepare_all(stream, msgs):
+    """``Stream.prepare`` of every ``(subject, hdr, data)`` of a batch, each
+    against the stream and the batch before it; raises the first refusal."""
+    staged = Staged()
+    prepared = []
+    for subject, hdr, data in msgs:
+        p = stream.prepare(subject, hdr, data, batch=staged)
+        staged.note(p)
+        prepared.append(p)
+    return prepared
+
+
 def _seq(value):
     """A Nats-Batch-Sequence, or None when missing or not a number."""
     if not value or not value.isdigit():
@@ -243,13 +255,14 @@ class Batches:
         self.js.advise(ADVISORY_ABANDONED + batch.stream.name, event)
 
     def _commit(self, stream, batch, reply):
-        """Check every message, then store them all (or none)."""
-        staged = Staged()
-        prepared = []
-        for subject, hdr, data in batch.msgs:
-            p = stream.prepare(subject, hdr, data, batch=staged)
-            staged.note(p)
-            prepared.append(p)
+        """Check every message, then store them all (or none). A replicated
+        stream's leader proposes the batch instead; every replica checks
+        and stores it when it commits (JetStream.apply_replicated_batch)."""
+        group = getattr(stream, "group", None)
+        if group is not None:
+            group.propose_batch(batch.id, batch.msgs, reply)
+            return
+        prepared = prepare_all(stream, batch.msgs)
         seq = 0
         for p in prepared:
             seq = stream.store_prepared(p)[0]

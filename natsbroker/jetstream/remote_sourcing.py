@@ -24,11 +24,17 @@ server), so it copies the way nats-server does everywhere:
 
 What to do with a copy, a gap or a flow control request is the ``sink``'s:
 a replicated stream proposes each into its group, so that the origin hears
-back (the flow control reply) only once a quorum has the copies.
+back (the flow control reply) only once a quorum has the copies; a stream
+of one replica in a cluster stores them (:class:`LocalSink`), the reply
+going out once they are synced. A copy the sink refuses (limits with
+``discard: new``) is asked for again, from its sequence, after the 2 s
+threshold, as nats-server retries it.
 """
 
 import json
 import random
+
+from twisted.logger import Logger
 
 from natsbroker import jsonbound, nuid as nuids
 from natsbroker.gocompat import times as gotime
@@ -42,6 +48,8 @@ from natsbroker.jetstream.sourcing import (
     mirror_headers,
     source_headers,
 )
+
+log = Logger()
 
 NANOS = 1_000_000_000
 # stream.go sourceHealthHB, sourceHealthCheckInterval, sourceConsumerRetryThreshold,
@@ -100,6 +108,7 @@ class RemoteLink(SourceLink):
         self.fails = 0
         self.sip = False  # a create request in flight
         self.start_at = 0  # where the next consumer starts (0: derive it)
+        self.heard = None  # reactor time of the last word from the origin
         self.req_seq = 0  # where the consumer asked for starts (0: not by sequence)
 
 
@@ -330,17 +339,18 @@ class RemoteSourcing:
         link.dseq = 0
         link.start_at = 0
         link.last = gotime.now_ns()
+        link.heard = self.reactor.seconds()
         link.sub = self.account.subscribe(
             cfg["deliver_subject"], lambda s, subj, reply, hdr_len, raw: self._on_msg(
                 link, s, subj, reply, hdr_len, raw), hidden=True)
 
     def _check_health(self):
         self.health = self.reactor.callLater(HEALTH_CHECK, self._check_health)
-        now = gotime.now_ns()
+        now = self.reactor.seconds()
         for link in self.links:
             if link.sip or (link.retry is not None and link.retry.active()):
                 continue
-            if not link.last or now - link.last > HEALTH_CHECK * NANOS:
+            if link.heard is None or now - link.heard > HEALTH_CHECK:
                 self._restart(link, link.sseq + 1 if link.sseq and not link.mirror else 0)
 
     # -- deliveries ---------------------------------------------------------------
@@ -354,6 +364,7 @@ class RemoteSourcing:
         reply = bytes(reply) if reply else b""
         if hdr.startswith(b"NATS/1.0 100") and len(raw) == hdr_len:
             link.last = gotime.now_ns()
+            link.heard = self.reactor.seconds()
             if reply:
                 self.sink.flow_control(link, reply, FC_REPLY % (link.dseq, link.sseq))
                 return
@@ -372,6 +383,7 @@ class RemoteSourcing:
         if dc > 1:
             return
         link.last = gotime.now_ns()
+        link.heard = self.reactor.seconds()
         if sseq <= link.sseq:
             if dseq == link.dseq + 1:
                 link.dseq += 1
@@ -385,6 +397,7 @@ class RemoteSourcing:
         elif dseq != link.dseq + 1:
             self._restart(link, link.sseq + 1)
             return
+        odseq, osseq = link.dseq, link.sseq
         link.dseq, link.sseq = dseq, sseq
         link.lag = max(pending - 1, 0)
         data = raw[hdr_len:] if hdr_len > 0 else raw
@@ -396,7 +409,50 @@ class RemoteSourcing:
             out_hdr = (_without_batch(source_headers(hdr)) + b"Nats-Stream-Source: "
                        + link.header_head + b"%d" % sseq + link.header_mid + origin_subject
                        + b"\r\n\r\n")
-        self.sink.copy(link, link.subject_for(origin_subject), out_hdr, data, sseq, ts)
+        if self.sink.copy(link, link.subject_for(origin_subject), out_hdr, data, sseq,
+                          ts) is False:
+            # Refused here: asked for again from this one.
+            link.dseq, link.sseq = odseq, osseq
+            self._restart(link, sseq)
+
+
+class LocalSink:
+    """RemoteSourcing's sink for a stream of one replica: copies stored
+    here through the JetStream account engine ``js`` (the group commit)."""
+
+    def __init__(self, js, stream):
+        self.js = js
+        self.stream = stream
+
+    def copy(self, link, subject, hdr, data, sseq, ts):
+        dest = self.stream
+        if dest.group is not None:
+            return None  # (replicated since: its group copies)
+        try:
+            if link.mirror:
+                if sseq <= dest.store.state().last_seq:
+                    return None
+                while not Sourcing.advance(dest.store, sseq, ts):
+                    pass
+                dest.accept(subject, hdr, data, ts=ts, sourced="mirror")
+            else:
+                dest.accept(subject, hdr, data, sourced="source")
+        except E.ApiError as e:
+            log.debug("{dest}: copy of {origin} seq {seq} refused: {e}", dest=dest.name,
+                      origin=link.origin_name, seq=sseq, e=e.description)
+            return False
+        self.js.note_stored()
+        return True
+
+    def skip(self, link, first, last):
+        if self.stream.group is None and last >= first:
+            while not Sourcing.advance(self.stream.store, last + 1, 0):
+                pass
+            self.js.note_stored()
+
+    def flow_control(self, link, reply, hdr):
+        broker = self.js.broker
+        self.js.note_stored(lambda: broker.publish(reply, b"", headers=hdr))
 
 
 def _without_batch(hdr):

@@ -256,13 +256,19 @@ class Sourcing:
     updated and deleted; the rest runs on reactor calls.
     """
 
-    def __init__(self, js):
+    def __init__(self, js, remote=None):
         self.js = js
+        # remote(stream): a started remote_sourcing.RemoteSourcing storing
+        # here (given by the engine, which knows both modules).
+        self._make_remote = remote
         self.links = {}  # destination stream name -> [SourceLink]
         self._by_origin = {}  # origin stream name -> [SourceLink]
         # workqueue origin Stream -> seq its consumption by the links reached
         self._consumed = weakref.WeakKeyDictionary()
         self._observing = False
+        # Streams of one replica in a cluster copy through origin consumers
+        # (the origin may be on another server): name -> RemoteSourcing.
+        self.remote = {}
 
     @property
     def reactor(self):
@@ -280,6 +286,8 @@ class Sourcing:
             for link in links:
                 self._close(link)
         self.links = {}
+        for name in list(self.remote):
+            self.stop_remote(name)
         self._sync_observer()
 
     def stream_added(self, stream):
@@ -294,6 +302,9 @@ class Sourcing:
         """Sources may be added or removed by an update (a mirror cannot change)."""
         if getattr(stream, "group", None) is not None:
             stream.group.sources_changed()
+        if stream.name in self.remote:
+            self.stop_remote(stream.name)
+            self._schedule_all(stream)
         old = {link.iname: link for link in self.links.get(stream.name, ())}
         links = []
         for spec, mirror in self.specs(stream.config):
@@ -315,6 +326,7 @@ class Sourcing:
 
     def stream_removed(self, stream):
         """A stream was deleted: its links go, links copying from it stop."""
+        self.stop_remote(stream.name)
         for link in self.links.pop(stream.name, ()):
             self._close(link)
         for link in self._all():
@@ -329,6 +341,9 @@ class Sourcing:
         remote = group.sourcing_info() if group is not None else None
         if remote is not None:
             return remote
+        rs = self.remote.get(stream.name)
+        if rs is not None and rs.dest is stream:
+            return rs.info()
         links = self.links.get(stream.name)
         if not links:
             return None, None
@@ -491,8 +506,26 @@ class Sourcing:
     def resume(self, stream):
         """A stream copied by its group's leader until now is this server's
         alone again (scaled down to one replica): its links run here."""
+        self._schedule_all(stream)
+
+    def _schedule_all(self, stream):
         for link in self.links.get(stream.name, ()):
             self._schedule(link)
+
+    def stop_remote(self, name):
+        """Stop the origin consumers of stream ``name`` (deleted, updated, or
+        given replicas: its group's leader copies from then on)."""
+        rs = self.remote.pop(name, None)
+        if rs is not None:
+            rs.stop()
+
+    def _run_remote(self, stream):
+        """In a cluster, a stream of one replica copies through origin
+        consumers too: its origins may live on other servers."""
+        rs = self.remote.get(stream.name)
+        if rs is not None and rs.dest is stream:
+            return
+        self.remote[stream.name] = self._make_remote(stream)
 
     def _run(self, link):
         link.call = None
@@ -503,6 +536,10 @@ class Sourcing:
             # through origin consumers (natsbroker.jetstream.remote_sourcing)
             # and its group replicates the copies; no replica copies alone,
             # not even before its group has started.
+            return
+        if self._make_remote is not None and self.js.server.cluster is not None and not any(
+                lk.durable for lk in self.links.get(link.dest.name, ())):
+            self._run_remote(link.dest)
             return
         if link.durable:
             if self._local(link.spec):

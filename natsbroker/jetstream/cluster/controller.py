@@ -308,6 +308,12 @@ class ClusterController:
         return [peer for peer, p in node.peers.items()
                 if peer != node.id and (p.ts is None or now - p.ts > UNRESPONSIVE)]
 
+    @property
+    def _unique_tag(self):
+        """``jetstream { unique_tag }``: replicas on servers whose tag with
+        that prefix differs (jetstream_cluster.go selectPeerGroup)."""
+        return self.broker.config.jetstream.unique_tag or None
+
     def _name(self, peer):
         if peer == self.id:
             return self.broker.server_name
@@ -457,6 +463,7 @@ class ClusterController:
             cluster, peers = create_group_for_stream(
                 self.peers, self.broker.config.cluster.name, cfg,
                 meta_peers=sorted(self.meta.node.peers), rng=self.rng, ignore=self._unresponsive(),
+                unique_tag=self._unique_tag,
                 assignments=[sa.group.peers for sa in state.streams.values() if sa.group])
             store = _storage(cfg)
             group = RaftGroup(name=_group_name("S", len(peers), store), peers=list(peers),
@@ -480,6 +487,8 @@ class ClusterController:
                 client=self._client(jsa), created=old.created, config_json=config_text(cfg),
                 group=group, sync=old.sync, subject=subject.decode(), reply=reply_text))
         elif kind == "stream_delete_response":
+            if not gojson.is_empty_request(bytes(body)):
+                raise E.not_empty_request()
             old = state.stream(acc, name)
             if old is None:
                 raise E.stream_not_found()
@@ -524,7 +533,7 @@ class ClusterController:
                 self.peers, sa.group.cluster or self.broker.config.cluster.name,
                 json.loads(sa.config_json), existing=retain, replicas=len(peers),
                 ignore=list(nodes) + self._unresponsive(), meta_peers=sorted(self.meta.node.peers),
-                rng=self.rng,
+                rng=self.rng, unique_tag=self._unique_tag,
                 assignments=[a.group.peers for a in self.meta.state.streams.values() if a.group])
             replaced = True
         except PlacementError:
@@ -655,7 +664,7 @@ class ClusterController:
         chosen = select_peer_group(  # (a PlacementError is the API's 10005)
             self.peers, old.group.cluster or self.broker.config.cluster.name, cfg,
             existing=peers, replicas=cfg.num_replicas, meta_peers=sorted(self.meta.node.peers),
-            ignore=self._unresponsive(), rng=self.rng,
+            ignore=self._unresponsive(), rng=self.rng, unique_tag=self._unique_tag,
             assignments=[sa.group.peers for sa in self.meta.state.streams.values() if sa.group])
         return RaftGroup(name=old.group.name, peers=list(chosen), store=old.group.store,
                          cluster=old.group.cluster, preferred=chosen[0])
@@ -854,6 +863,7 @@ class ClusterController:
                             pending_reply=reply.decode("latin-1") if reply else None, sync=sa.sync,
                             scale_up=scale_up, lead_with_snapshot=lead_with_snapshot)
         stream.group = group
+        jsa.sourcing.stop_remote(name)  # (its leader copies from now on)
         self.groups[group.name] = group
         # A follower until elected: no publishes taken, no consumers run.
         jsa.capture(stream)

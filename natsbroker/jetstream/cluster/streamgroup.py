@@ -145,6 +145,7 @@ class StreamGroup:
         self._token = 0
         self.quorum_lost_sent = -1e18
         self.remote = None  # the leader's mirror/source links (RemoteSourcing)
+        self._batches = {}  # atomic batch id -> its messages applied so far
 
     @property
     def is_leader(self):
@@ -435,6 +436,20 @@ class StreamGroup:
                         jsa.note_stored(lambda: jsa.broker.publish(reply, b"", headers=hdr))
                     continue
                 jsa.apply_replicated_msg(self.stream, rec, leader)
+            elif op in (EntryOp.BATCH_MSG, EntryOp.BATCH_COMMIT_MSG):
+                # An atomic batch: kept until its commit, then applied whole
+                # (a batch begun again with sequence 1 drops what was kept).
+                msgs = self._batches.get(rec.batch_id)
+                if rec.batch_seq == 1 or msgs is None:
+                    msgs = self._batches[rec.batch_id] = []
+                if rec.batch_seq == len(msgs) + 1:
+                    msgs.append(rec.msg)
+                else:
+                    self._batches.pop(rec.batch_id, None)  # (a gap: never complete)
+                    continue
+                if rec.commit:
+                    del self._batches[rec.batch_id]
+                    jsa.apply_replicated_batch(self.stream, rec.batch_id, msgs, leader)
             elif op == EntryOp.DELETE_RANGE:
                 # A mirror's gap (origin messages deleted, or filtered out).
                 store = self.stream.store
@@ -707,6 +722,21 @@ class StreamGroup:
     def skip(self, link, first, last):
         if last >= first:
             self._propose(encode_entry(EntryOp.DELETE_RANGE, DeleteRange(first, last - first + 1)))
+
+    def propose_batch(self, batch_id, msgs, reply):
+        """An atomic batch staged here (its commit arrived): proposed as
+        nats-server proposes one, its messages as ops 16 and the last as 17
+        (with the publisher's reply), in one turn's append entries."""
+        bid = batch_id.decode("utf-8", "surrogateescape") if isinstance(batch_id, bytes) \
+            else batch_id
+        reply = reply.decode("latin-1") if isinstance(reply, bytes) else (reply or "")
+        last_seq, now = self.stream.store.state().last_seq, self.stream.now()
+        n = len(msgs)
+        for i, (subject, hdr, data) in enumerate(msgs, 1):
+            m = StreamMsg(subject.decode("utf-8", "surrogateescape") if isinstance(subject, bytes)
+                          else subject, reply if i == n else "", bytes(hdr or b""), bytes(data),
+                          lseq=last_seq, ts=now)
+            self._propose(encode_stream_msg(m, batch_id=bid, batch_seq=i, commit=i == n))
 
     def propose_scheduled(self, target, hdr, data):
         """A copy the leader's schedules made (nats-server proposes it as an
