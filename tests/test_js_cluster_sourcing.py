@@ -174,3 +174,33 @@ async def _r1_links(servers):
         await _replicas_agree({"js-c": servers["js-c"]}, (8, 1, 8), "SC")
     finally:
         await nc.close()
+
+
+def test_a_full_source_stream_asks_again_once_it_has_room(tmp_path):
+    """``discard: new`` at ``max_msgs``: the leader proposes no copy the
+    limit would refuse and asks the origin again later (nats-server's
+    leader-side check), so none is lost."""
+    with js_cluster(lambda ports, n: _start(tmp_path, ports, n), NAMES) as (ports, servers):
+        asyncio.run(_full(servers))
+
+
+async def _full(servers):
+    nc = await nats.connect(servers["js-a"].url)
+    try:
+        js = nc.jetstream(timeout=5)
+        await _until_created(js, name="FROM", subjects=["from.>"], num_replicas=3)
+        for i in range(10):
+            await _publish(js, "from.%d" % i, b"f%d" % i)
+        await _until_created(js, name="CAP", num_replicas=3, max_msgs=4, discard="new",
+                             sources=[StreamSource(name="FROM")])
+        await _replicas_agree(servers, (4, 1, 4), "CAP")
+        await asyncio.sleep(3)
+        await _replicas_agree(servers, (4, 1, 4), "CAP")
+        await js.purge_stream("CAP")
+        await _replicas_agree(servers, (4, 5, 8), "CAP", timeout=60)
+        await js.purge_stream("CAP")
+        await _replicas_agree(servers, (2, 9, 10), "CAP", timeout=60)
+        got = await _msgs(js, "CAP", 10)
+        assert [m[1] for m in got if m] == [b"f8", b"f9"]
+    finally:
+        await nc.close()

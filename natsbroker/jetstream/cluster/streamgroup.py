@@ -146,6 +146,9 @@ class StreamGroup:
         self.quorum_lost_sent = -1e18
         self.remote = None  # the leader's mirror/source links (RemoteSourcing)
         self._batches = {}  # atomic batch id -> its messages applied so far
+        # The leader's copies proposed and not yet applied: (count, bytes),
+        # for the limits it checks before it proposes another.
+        self._copies = [0, 0]
 
     @property
     def is_leader(self):
@@ -435,6 +438,10 @@ class StreamGroup:
                         reply, hdr = rec.reply.encode("latin-1"), rec.hdr
                         jsa.note_stored(lambda: jsa.broker.publish(reply, b"", headers=hdr))
                     continue
+                if rec.sourced and leader and self.remote is not None and self._copies[0]:
+                    self._copies[0] -= 1
+                    self._copies[1] = max(self._copies[1] - len(rec.subject) - len(rec.hdr)
+                                          - len(rec.msg), 0)
                 jsa.apply_replicated_msg(self.stream, rec, leader)
             elif op in (EntryOp.BATCH_MSG, EntryOp.BATCH_COMMIT_MSG):
                 # An atomic batch: kept until its commit, then applied whole
@@ -684,6 +691,7 @@ class StreamGroup:
         """The leader asks the origins for consumers from where the stream
         stands (everything committed before it led is applied by now)."""
         self._stop_sourcing()
+        self._copies = [0, 0]
         cfg = self.stream.config
         if cfg.mirror is None and not cfg.sources:
             return
@@ -710,7 +718,20 @@ class StreamGroup:
 
     def copy(self, link, subject, hdr, data, sseq, ts):
         """RemoteSourcing's sink: a copy, proposed. A mirror's keeps the
-        origin's sequence (``lseq``, checked on apply) and time."""
+        origin's sequence (``lseq``, checked on apply) and time. False (ask
+        the origin again later) when ``discard: new`` limits would refuse it
+        once the copies in flight are applied, as nats-server's leader
+        checks before it proposes (processClusteredInboundMsg)."""
+        cfg = self.stream.config
+        size = len(subject) + len(hdr or b"") + len(data)
+        if cfg.discard == "new" and (cfg.max_msgs > 0 or cfg.max_bytes > 0):
+            st = self.stream.store.state()
+            n, nbytes = self._copies
+            if (cfg.max_msgs > 0 and st.msgs + n >= cfg.max_msgs) or (
+                    cfg.max_bytes > 0 and st.bytes + nbytes + size > cfg.max_bytes):
+                return False
+        self._copies[0] += 1
+        self._copies[1] += size
         if link.mirror:
             lseq, when = sseq - 1, ts
         else:
