@@ -85,6 +85,7 @@ async def _scenario(s, filter_subject):
                                headers={"Nats-Required-Api-Level": "4"})
         resp = json.loads(msg.data)
         assert "error" not in resp, resp
+        resp["_identity"] = (msg.headers or {}).get("Nats-Stream-Identity")
         deadline = asyncio.get_running_loop().time() + 5
         heartbeat = None
         while asyncio.get_running_loop().time() < deadline:
@@ -125,6 +126,8 @@ def test_an_origin_answers_a_mirrors_consumer_request_alike(filter_subject):
         # A stable name made unique with a suffix, in the name and the config.
         assert re.fullmatch(re.escape(req["name"]) + r"-[A-Za-z0-9]{8}", resp["name"]), resp
         assert resp["config"]["name"] == resp["name"]
+        # (the origin instance, nats-server 2.15's: 8 characters of a hash)
+        assert re.fullmatch(r"[A-Za-z0-9_-]{8}", resp["_identity"] or ""), resp
         assert all(g[6] == resp["name"] for g in got)
         assert heartbeat is not None, kind
         shapes[kind] = (

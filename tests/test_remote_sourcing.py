@@ -101,13 +101,15 @@ def setup(mirror=True, spec=None):
     return rs, clock, account, sink
 
 
-def answer(account, name="JS_MIRROR_x-abcdefgh", deliver="$JS.M.d1", delivered=0, error=None):
+def answer(account, name="JS_MIRROR_x-abcdefgh", deliver="$JS.M.d1", delivered=0, error=None,
+           identity=None):
     subject, body, reply, headers = account.requests[-1]
     sub, cb = account.sub_for(reply)
     resp = {"error": error} if error else {
         "name": name, "config": {"deliver_subject": deliver, "name": name},
         "delivered": {"consumer_seq": 0, "stream_seq": delivered}}
-    cb(sub, reply.encode(), None, 0, json.dumps(resp).encode())
+    hdr = b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % identity.encode() if identity else b""
+    cb(sub, reply.encode(), None, len(hdr), hdr + json.dumps(resp).encode())
 
 
 def deliver(account, subject, sseq, dseq, data=b"d", hdr=b"", cname="JS_MIRROR_x-abcdefgh",
@@ -210,12 +212,13 @@ def test_a_source_stamps_its_copies_and_resumes_after_them():
     subject, body, reply, headers = account.requests[0]
     assert subject == "$JS.API.CONSUMER.CREATE.O.%s.o.a.>" % body["config"]["name"]
     assert body["config"]["filter_subject"] == "o.a.>"
-    answer(account, name="JS_SRC_y-12345678", deliver="$JS.S.d1")
+    answer(account, name="JS_SRC_y-12345678", deliver="$JS.S.d1", identity="Ab3_x-Yz")
     deliver(account, b"o.a.1", 4, 1, hdr=b"NATS/1.0\r\nX: 1\r\nNats-Expected-Stream: O\r\n\r\n",
             cname="JS_SRC_y-12345678", deliver_subject="$JS.S.d1")
     kind, subj, hdr, data, sseq, ts = sink.calls[-1]
     assert (kind, subj, sseq) == ("copy", b"o.a.1", 4)
-    assert hdr == b"NATS/1.0\r\nX: 1\r\nNats-Stream-Source: O 4 o.a.> > o.a.1\r\n\r\n"
+    assert hdr == (b"NATS/1.0\r\nX: 1\r\nNats-Stream-Source: O 4 o.a.> > o.a.1 Ab3_x-Yz"
+                   b"\r\n\r\n")
     # A source's gap is no gap (its own sequences): only delivery steps count.
     deliver(account, b"o.a.2", 9, 2, cname="JS_SRC_y-12345678", deliver_subject="$JS.S.d1")
     assert sink.calls[-1][4] == 9 and not [c for c in sink.calls if c[0] == "skip"]

@@ -118,10 +118,16 @@ def handle(js, subject, reply, body, hdr=b""):
     if kind == "stream_msg_get_response":
         js.api_total -= 1  # nats-server counts only failed message gets
     deferred_reply = result.pop("_after_commit", False)
+    headers = result.pop("_headers", None)
     resp = {"type": TYPE % kind}
     resp.update(result)
     payload = gojson.go_json_dumps(resp).encode()
-    if deferred_reply:
+    if headers is not None and reply:
+        if deferred_reply:
+            js.note_stored(lambda: js.broker.publish(reply, payload, headers=headers))
+        else:
+            js.broker.publish(reply, payload, headers=headers)
+    elif deferred_reply:
         js.reply_after_commit(reply, payload)
     elif reply:
         js.broker.publish(reply, payload)

@@ -15,6 +15,7 @@ from natsbroker.jetstream import (
     errors as E,
     limits as L,
 )
+from natsbroker.jetstream.sourcing import stream_identity
 
 
 def _stream(js, name):
@@ -117,6 +118,11 @@ def consumer_create(js, args, body, legacy=False):
                    "pause_until": gotime.rfc3339(CM.parse_time_ns(cfg.pause_until))})
     out = info_response(js, stream, c)
     out["_after_commit"] = True
+    if cfg.direct or cfg.sourcing:
+        # nats-server 2.15 names the stream instance to a mirror or source,
+        # which stamps it on its copies' Nats-Stream-Source.
+        out["_headers"] = b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % (
+            stream_identity(stream).encode())
     return out
 
 

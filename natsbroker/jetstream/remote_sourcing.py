@@ -286,7 +286,7 @@ class RemoteSourcing:
         inbox = "$JS._INBOX.%s" % nuids.nuid()
         link.create_sub = self.account.subscribe(
             inbox, lambda sub, subj, reply, hdr_len, raw: self._on_created(
-                link, sub, bytes(raw[hdr_len:])), hidden=True)
+                link, sub, bytes(raw[hdr_len:]), bytes(raw[:hdr_len])), hidden=True)
         link.sip = True
         link.wait = self.reactor.callLater(CREATE_WAIT, self._create_timed_out, link)
         self.account.request(subject, body, reply=inbox, headers=REQUIRED_LEVEL)
@@ -296,7 +296,7 @@ class RemoteSourcing:
         self._cancel(link)
         self._schedule(link, fail=True)
 
-    def _on_created(self, link, sub, body):
+    def _on_created(self, link, sub, body, hdr=b""):
         if sub is not link.create_sub or self.stopped:
             return
         self.account.unsubscribe(sub)
@@ -336,6 +336,9 @@ class RemoteSourcing:
         else:
             link.sseq = max(link.req_seq - 1, 0)
         link.cname = name.encode()
+        # The origin instance (nats-server 2.15's Nats-Stream-Identity), the
+        # last field of the copies' Nats-Stream-Source when known.
+        link.ident = header_value(hdr, b"Nats-Stream-Identity") if hdr else b""
         link.dseq = 0
         link.start_at = 0
         link.last = gotime.now_ns()
@@ -408,7 +411,7 @@ class RemoteSourcing:
             # (the origin's subject, before any transform: genSourceHeader)
             out_hdr = (_without_batch(source_headers(hdr)) + b"Nats-Stream-Source: "
                        + link.header_head + b"%d" % sseq + link.header_mid + origin_subject
-                       + b"\r\n\r\n")
+                       + (b" " + link.ident if link.ident else b"") + b"\r\n\r\n")
         if self.sink.copy(link, link.subject_for(origin_subject), out_hdr, data, sseq,
                           ts) is False:
             # Refused here: asked for again from this one.

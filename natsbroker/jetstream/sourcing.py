@@ -83,6 +83,13 @@ def go_hash(text):
     return base64.urlsafe_b64encode(digest).decode()[:8]
 
 
+def stream_identity(stream):
+    """The origin instance's hash: the last field of a source header, and
+    the ``Nats-Stream-Identity`` a sourcing consumer's creation answers
+    with (a re-created stream has another)."""
+    return go_hash("%s %d" % (stream.name, stream.created))
+
+
 def index_name(spec):
     """nats-server's ``composeIName``: ``<name[:hash(api)]> <filters> <dests>``,
     several transforms joined with form feeds, empty parts as ``>``."""
@@ -431,7 +438,7 @@ class Sourcing:
             return False
         link.origin = origin
         link.error = None
-        link.ident = go_hash("%s %d" % (origin.name, origin.created)).encode()
+        link.ident = stream_identity(origin).encode()
         link.last = now_ns()
         if not link.scan:
             self._start_position(link)
@@ -696,7 +703,7 @@ class Sourcing:
             return
         link.error = None
         link.origin, link.consumer = origin, consumer
-        link.ident = go_hash("%s %d" % (origin.name, origin.created)).encode()
+        link.ident = stream_identity(origin).encode()
         self._durable_position(link)
         link.dseq = 0
         link.sub = self.js.broker.subscribe(
