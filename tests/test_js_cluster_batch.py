@@ -9,8 +9,8 @@ import json
 import nats
 import pytest
 
-from tests.support.cluster import js_cluster, start_node
-from tests.test_js_cluster import NAMES, _conf
+from tests.support.cluster import run_on_cluster
+from tests.test_js_cluster import _conf
 from tests.test_js_cluster_r3 import _replicas_agree
 
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters"), pytest.mark.timeout(300)]
@@ -86,20 +86,17 @@ async def _scenario(servers):
         await nc.close()
 
 
-def _run(tmp_path, kind):
-    start = lambda ports, n: start_node(  # noqa: E731
-        kind, lambda p: _conf(tmp_path / kind, n, p), ports, n)
-    (tmp_path / kind).mkdir()
-    with js_cluster(start, NAMES) as (_ports, servers):
-        acks, msgs, state = asyncio.run(_scenario(servers))
-        if kind == "natsbroker":
-            asyncio.run(_replicas_agree(servers, state, "B"))
+async def _and_replicas(servers):
+    """The scenario, then every replica holding the same (natsbroker's,
+    whose /jsz shows each replica's state)."""
+    acks, msgs, state = await _scenario(servers)
+    await _replicas_agree(servers, state, "B")
     return acks, msgs, state
 
 
 def test_atomic_batches_in_a_replicated_stream(tmp_path):
-    reference = _run(tmp_path, "nats-server")
-    got = _run(tmp_path, "natsbroker")
+    reference = run_on_cluster(tmp_path, "nats-server", _conf, _scenario)
+    got = run_on_cluster(tmp_path, "natsbroker", _conf, _and_replicas)
     acks, msgs, state = got
     assert state == (7, 1, 7)
     assert acks[0][:4] == [None] * 4 and acks[0][4]["batch"] == "one"

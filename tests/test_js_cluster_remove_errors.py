@@ -8,8 +8,8 @@ import json
 import nats
 import pytest
 
-from tests.support.cluster import js_cluster, start_node
-from tests.test_js_cluster import NAMES, _acc_conf
+from tests.support.cluster import run_on_cluster
+from tests.test_js_cluster import _acc_conf
 
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters"), pytest.mark.timeout(300)]
 
@@ -54,16 +54,8 @@ async def _scenario(servers):
         await sys_nc.close()
 
 
-def _run(tmp_path, kind):
-    (tmp_path / kind).mkdir()
-    start = lambda ports, n: start_node(  # noqa: E731
-        kind, lambda p: _acc_conf(tmp_path / kind, n, p), ports, n)
-    with js_cluster(start, NAMES) as (_ports, servers):
-        return asyncio.run(_scenario(servers))
-
-
 def test_bad_peer_and_server_removals_are_answered_as_nats_server_does(tmp_path):
-    reference = _run(tmp_path, "nats-server")
-    got = _run(tmp_path, "natsbroker")
+    reference = run_on_cluster(tmp_path, "nats-server", _acc_conf, _scenario)
+    got = run_on_cluster(tmp_path, "natsbroker", _acc_conf, _scenario)
     for key in reference:
         assert got[key] == reference[key], key

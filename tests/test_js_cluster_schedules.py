@@ -10,16 +10,12 @@ import json
 import nats
 import pytest
 
-from tests.support.cluster import js_cluster, start_node
+from tests.support.cluster import js_cluster
 from tests.support.wait import eventually_async
-from tests.test_js_cluster import NAMES, _conf, _until_created
-from tests.test_js_cluster_r3 import _info, _lead, _publish, _replicas_agree, _stored
+from tests.test_js_cluster import NAMES, _until_created
+from tests.test_js_cluster_r3 import _info, _lead, _publish, _replicas_agree, _start, _stored
 
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters"), pytest.mark.timeout(300)]
-
-
-def _start(tmp_path, ports, name):
-    return start_node("natsbroker", lambda p: _conf(tmp_path, name, p), ports, name)
 
 
 def test_r3_schedules_fire_once_from_the_leader(tmp_path):

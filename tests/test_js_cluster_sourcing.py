@@ -12,14 +12,10 @@ from nats.js.api import StreamSource
 
 from tests.support.cluster import js_cluster, start_node
 from tests.test_js_cluster import NAMES, _conf, _until_created
-from tests.test_js_cluster_r3 import _info, _lead, _publish, _replicas_agree
+from tests.test_js_cluster_r3 import _info, _lead, _publish, _replicas_agree, _start
 
 # Three-server clusters run one at a time (one xdist worker for the group).
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters"), pytest.mark.timeout(300)]
-
-
-def _start(tmp_path, ports, name):
-    return start_node("natsbroker", lambda p: _conf(tmp_path, name, p), ports, name)
 
 
 def test_r3_mirror_and_source_copy_fail_over_and_agree(tmp_path):

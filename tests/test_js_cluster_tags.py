@@ -8,8 +8,7 @@ import json
 import nats
 import pytest
 
-from tests.support.cluster import js_cluster, start_node
-from tests.test_js_cluster import NAMES
+from tests.support.cluster import run_on_cluster
 
 pytestmark = [pytest.mark.long, pytest.mark.xdist_group("clusters"), pytest.mark.timeout(300)]
 
@@ -64,17 +63,9 @@ async def _scenario(servers):
         await nc.close()
 
 
-def _run(tmp_path, kind):
-    (tmp_path / kind).mkdir()
-    start = lambda ports, n: start_node(  # noqa: E731
-        kind, lambda p: _conf(tmp_path / kind, n, p), ports, n)
-    with js_cluster(start, NAMES) as (_ports, servers):
-        return asyncio.run(_scenario(servers))
-
-
 def test_placement_by_server_tags_and_unique_tag(tmp_path):
-    reference = _run(tmp_path, "nats-server")
-    got = _run(tmp_path, "natsbroker")
+    reference = run_on_cluster(tmp_path, "nats-server", _conf, _scenario)
+    got = run_on_cluster(tmp_path, "natsbroker", _conf, _scenario)
     assert got == reference
     assert got["r2 zones"] == ["az:1", "az:2"] and got["on az:2"] == "js-c"
     assert got["r3"]["err_code"] == 10005

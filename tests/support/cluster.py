@@ -152,3 +152,18 @@ def js_cluster(start, names, formed=True):
                 except OSError:
                     pass
             s.stop()
+
+
+def run_on_cluster(tmp_path, kind, conf, scenario, names=("js-a", "js-b", "js-c")):
+    """A differential step: ``scenario(servers)`` (a coroutine function) run
+    on a fresh cluster of ``kind`` ("nats-server" or "natsbroker") whose
+    nodes ``conf(dir, name, ports)`` configures, each kind in its own
+    directory under ``tmp_path``; returns what the scenario returned."""
+    import asyncio
+    home = tmp_path / kind
+    home.mkdir()
+
+    def start(ports, name):
+        return start_node(kind, lambda p: conf(home, name, p), ports, name)
+    with js_cluster(start, names) as (_ports, servers):
+        return asyncio.run(scenario(servers))

@@ -220,7 +220,9 @@ class ClusterController:
             # now ($SYS.REQ.SERVER.PING, no reply), so that the new leader
             # can place streams at once rather than after the peers' next
             # heartbeats (the first ones may have gone out before the routes).
-            self.broker.system_account.publish("$SYS.REQ.SERVER.PING", b"")
+            # Sent as a request, so that this server's own responder answers
+            # it too, as nats-server's internal subscription does.
+            self.broker.system_account.request("$SYS.REQ.SERVER.PING", b"")
             self.broker.reactor.callLater(0, self._remap_removed)
         if change.leader:
             self.leaderless_since = None
