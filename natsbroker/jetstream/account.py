@@ -385,25 +385,19 @@ class JetStreamAccount:
                 return
             while not Sourcing.advance(stream.store, m.lseq + 1, ts):
                 pass
-        now, guard = stream.now, stream.guard
-        stream.now = lambda: ts
-        stream.guard = None
-        stream.replicated_apply = True
-        try:
+        with _applying(stream, ts):
             # (an internal copy with Nats-Scheduler in a stream that sources
             # nothing is its leader's schedule firing: schedules.fire)
             scheduled = (m.sourced and not mirror and not stream.config.sources
                          and b"Nats-Scheduler" in m.hdr)
-            res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg, ts=ts,
-                                sourced="mirror" if mirror else None if scheduled
-                                else "source" if m.sourced else None, scheduled=scheduled)
-        except E.ApiError as e:
-            if reply:
-                self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
-            return
-        finally:
-            stream.now, stream.guard = now, guard
-            stream.replicated_apply = False
+            try:
+                res = stream.accept(m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg,
+                                    ts=ts, sourced="mirror" if mirror else None if scheduled
+                                    else "source" if m.sourced else None, scheduled=scheduled)
+            except E.ApiError as e:
+                if reply:
+                    self._acks.append((reply, api.pub_ack_error(stream.name, e), None))
+                return
         if leader and stream.config.retention == "interest" and not res[1]:
             # Stored everywhere; the leader, whose consumers run, takes out
             # what none of them wants, and tells the replicas.
@@ -433,11 +427,7 @@ class JetStreamAccount:
         last = msgs[-1]
         reply = last.reply.encode("latin-1") if leader and last.reply else None
         self._stored = True
-        now, guard = stream.now, stream.guard
-        stream.guard = None
-        stream.replicated_apply = True
-        try:
-            stream.now = lambda: last.ts
+        with _applying(stream, last.ts):
             try:
                 prepared = batches.prepare_all(stream, [
                     (m.subject.encode("utf-8", "surrogateescape"), m.hdr, m.msg) for m in msgs])
@@ -448,9 +438,6 @@ class JetStreamAccount:
             seq = 0
             for m, p in zip(msgs, prepared):
                 seq = stream.store_prepared(p, ts=m.ts)[0]
-        finally:
-            stream.now, stream.guard = now, guard
-            stream.replicated_apply = False
         if reply:
             self._acks.append((reply, api.pub_ack(
                 stream.name, seq, False, self.js.domain,
@@ -941,3 +928,27 @@ class JetStreamAccount:
 
     def consumer_count(self):
         return sum(len(s.consumers) for s in self.streams.values())
+
+
+class _applying:
+    """A committed entry applied to a replica: the stream's clock reads the
+    entry's time, the leader-only guard (server and account limits) is off,
+    and the stream knows it is applying (interest is the leader's to judge).
+    (A class, not a generator: every replicated publish goes through it.)"""
+
+    __slots__ = ("stream", "ts", "saved")
+
+    def __init__(self, stream, ts):
+        self.stream, self.ts = stream, ts
+
+    def __enter__(self):
+        stream, ts = self.stream, self.ts
+        self.saved = (stream.now, stream.guard)
+        stream.now = lambda: ts
+        stream.guard = None
+        stream.replicated_apply = True
+
+    def __exit__(self, *exc):
+        stream = self.stream
+        stream.now, stream.guard = self.saved
+        stream.replicated_apply = False

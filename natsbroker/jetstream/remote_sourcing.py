@@ -46,7 +46,6 @@ from natsbroker.jetstream.sourcing import (
     header_value,
     int_header,
     mirror_headers,
-    source_headers,
 )
 
 log = Logger()
@@ -409,9 +408,7 @@ class RemoteSourcing:
             out_hdr = _without_batch(mirror_headers(hdr))
         else:
             # (the origin's subject, before any transform: genSourceHeader)
-            out_hdr = (_without_batch(source_headers(hdr)) + b"Nats-Stream-Source: "
-                       + link.header_head + b"%d" % sseq + link.header_mid + origin_subject
-                       + (b" " + link.ident if link.ident else b"") + b"\r\n\r\n")
+            out_hdr = link.source_header(sseq, origin_subject, _without_batch(hdr))
         if self.sink.copy(link, link.subject_for(origin_subject), out_hdr, data, sseq,
                           ts) is False:
             # Refused here: asked for again from this one.

@@ -233,10 +233,13 @@ class SourceLink:
                         return out
         return subject
 
-    def source_header(self, msg):
-        return (source_headers(msg.hdr) + H_STREAM_SOURCE + b": " + self.header_head
-                + b"%d" % msg.seq + self.header_mid + msg.subject + b" " + self.ident
-                + b"\r\n\r\n")
+    def source_header(self, seq, subject, hdr):
+        """The copy's headers: the origin message's (``source_headers``) and
+        ``Nats-Stream-Source`` for origin sequence ``seq`` on ``subject``,
+        the origin instance last when known."""
+        return (source_headers(hdr) + H_STREAM_SOURCE + b": " + self.header_head
+                + b"%d" % seq + self.header_mid + subject
+                + (b" " + self.ident if self.ident else b"") + b"\r\n\r\n")
 
     # -- progress ----------------------------------------------------------
 
@@ -598,7 +601,8 @@ class Sourcing:
                     dest.accept(subject, mirror_headers(msg.hdr), msg.data, ts=msg.ts,
                                 sourced="mirror")
                 else:
-                    dest.accept(subject, link.source_header(msg), msg.data, sourced="source")
+                    dest.accept(subject, link.source_header(msg.seq, msg.subject, msg.hdr), msg.data,
+                                sourced="source")
             except E.ApiError as e:
                 log.debug("{dest}: copy of {origin} seq {seq} refused: {e}", dest=dest.name,
                           origin=link.origin_name, seq=msg.seq, e=e.description)
@@ -773,8 +777,8 @@ class Sourcing:
                 link.dest.accept(link.subject_for(subject), mirror_headers(hdr), data, ts=ts,
                                  sourced="mirror")
             else:
-                msg = _Delivered(sseq, subject, hdr)
-                link.dest.accept(link.subject_for(subject), link.source_header(msg), data,
+                link.dest.accept(link.subject_for(subject),
+                                 link.source_header(sseq, subject, hdr), data,
                                  sourced="source")
         except E.ApiError as e:
             log.debug("{dest}: copy of {origin} seq {seq} refused: {e}", dest=link.dest.name,
@@ -808,14 +812,6 @@ class Sourcing:
             broker.deliver(subject, subject, b"", None, hdr)
         finally:
             broker.end()
-
-
-class _Delivered:
-    """What the source header needs of a delivered message."""
-    __slots__ = ("seq", "subject", "hdr")
-
-    def __init__(self, seq, subject, hdr):
-        self.seq, self.subject, self.hdr = seq, subject, hdr
 
 
 def header_value(hdr, name):
